@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""The project's two commands, runnable with nothing but Python 3.11+.
+
+    python3 dev.py run     # set up, start embedded services, migrate, seed demo, serve web + worker
+    python3 dev.py test    # set up what tests need and run the whole suite (ruff first)
+    python3 dev.py stop    # stop the embedded PostgreSQL and Redis
+
+Both create `.venv` next to this file when it is missing and install the project into it,
+then re-run themselves inside it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = Path(os.environ.get("OPENCOMPANY_VENV", ROOT / ".venv"))
+VENV_PYTHON = VENV / "bin" / "python"
+CHROMIUM = "/usr/bin/chromium"
+
+
+def _in_venv() -> bool:
+    return Path(sys.prefix).resolve() == VENV.resolve()
+
+
+def _install_stamp(extras: str) -> Path:
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extras.encode()).hexdigest()[:16]
+    return VENV / f".opencompany-installed-{digest}"
+
+
+def _ensure_venv(extras: str) -> None:
+    if not VENV_PYTHON.exists():
+        print(f"Creating virtualenv in {VENV}", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+    stamp = _install_stamp(extras)
+    if not stamp.exists():
+        print("Installing the project and its dependencies (first run only)", flush=True)
+        target = f".[{extras}]" if extras else "."
+        subprocess.run([str(VENV_PYTHON), "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True, cwd=ROOT)
+        subprocess.run([str(VENV_PYTHON), "-m", "pip", "install", "-q", "-e", target], check=True, cwd=ROOT)
+        stamp.touch()
+
+
+def _reexec_in_venv(extras: str) -> None:
+    if _in_venv():
+        return
+    _ensure_venv(extras)
+    os.execv(str(VENV_PYTHON), [str(VENV_PYTHON), str(ROOT / "dev.py"), *sys.argv[1:]])
+
+
+def _manage(*args: str, env: dict | None = None) -> None:
+    subprocess.run([sys.executable, str(ROOT / "manage.py"), *args], check=True, cwd=ROOT, env=env)
+
+
+def _ensure_chromium() -> None:
+    """Browser tests drive Debian's Chromium; install it when this machine can (root + apt)."""
+    if Path(CHROMIUM).exists() or os.environ.get("OPENCOMPANY_SKIP_CHROMIUM_INSTALL") == "1":
+        return
+    if os.geteuid() != 0 or not Path("/usr/bin/apt-get").exists():
+        print("Chromium is not installed; browser tests will be skipped with a reason.", flush=True)
+        return
+    print("Installing Chromium from Debian for the browser tests", flush=True)
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    subprocess.run(["apt-get", "update", "-qq"], check=False, env=env)
+    subprocess.run(["apt-get", "install", "-y", "-qq", "chromium", "chromium-driver"], check=False, env=env)
+
+
+def cmd_run() -> int:
+    _reexec_in_venv("")
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "opencompany.settings.base", "PYTHONUNBUFFERED": "1"}
+    host = os.environ.get("OPENCOMPANY_HOST", "127.0.0.1")
+    port = os.environ.get("OPENCOMPANY_PORT", "8000")
+    _manage("migrate", "--no-input", env=env)
+    _manage("collectstatic", "--no-input", "-v", "0", env=env)
+    _manage("seed_demo", env=env)
+    processes = [
+        subprocess.Popen([sys.executable, "-m", "daphne", "-b", host, "-p", port, "opencompany.asgi:application"], cwd=ROOT, env=env),
+        subprocess.Popen(
+            [sys.executable, "-m", "celery", "-A", "opencompany", "worker", "-B", "-Q", "agent,housekeeping",
+             "--concurrency", os.environ.get("OPENCOMPANY_WORKER_CONCURRENCY", "4"), "--loglevel", "INFO",
+             "-s", str(Path(env.get("OPENCOMPANY_DATA_DIR") or ROOT / ".data") / "celerybeat-schedule")],
+            cwd=ROOT, env=env,
+        ),
+    ]
+    url = f"http://{host}:{port}/"
+    _wait_healthy(url + "healthz", processes)
+    print(f"\n  OpenCompany is running at {url}\n  Log in as the demo owner (see the password above). Ctrl-C stops everything.\n", flush=True)
+
+    def _stop(*_args):
+        for process in processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in processes:
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        if not os.environ.get("DATABASE_URL") or not os.environ.get("REDIS_URL"):
+            from opencompany import embedded
+
+            embedded.stop_all()
+        sys.exit(0)
+
+    signal.signal(signal.SIGINT, _stop)
+    signal.signal(signal.SIGTERM, _stop)
+    while all(p.poll() is None for p in processes):
+        time.sleep(0.5)
+    print("A server process exited; stopping the rest.", flush=True)
+    _stop()
+    return 1
+
+
+def _wait_healthy(url: str, processes: list, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(p.poll() is not None for p in processes):
+            return
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except Exception:
+            pass
+        time.sleep(0.5)
+
+
+def cmd_test() -> int:
+    _reexec_in_venv("test")
+    _ensure_chromium()
+    lint = subprocess.run([sys.executable, "-m", "ruff", "check", "."], cwd=ROOT)
+    fmt = subprocess.run([sys.executable, "-m", "ruff", "format", "--check", "."], cwd=ROOT)
+    if lint.returncode or fmt.returncode:
+        print("ruff found problems (run: .venv/bin/ruff check --fix . && .venv/bin/ruff format .)", flush=True)
+        return 1
+    result = subprocess.run([sys.executable, "-m", "pytest", *sys.argv[2:]], cwd=ROOT)
+    if result.returncode == 5:
+        print("pytest collected no tests: that is a failure here.", flush=True)
+        return 1
+    return result.returncode
+
+
+def cmd_stop() -> int:
+    _reexec_in_venv("")
+    from opencompany import embedded
+
+    embedded.stop_all()
+    return 0
+
+
+def main() -> int:
+    commands = {"run": cmd_run, "test": cmd_test, "stop": cmd_stop}
+    if len(sys.argv) < 2 or sys.argv[1] not in commands:
+        print(__doc__)
+        return 2
+    return commands[sys.argv[1]]()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+import secrets
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+DEMO_USERNAME = "demo"
+
+
+class Command(BaseCommand):
+    help = "Create the demo owner and demo workflow when they are missing (idempotent)."
+
+    def handle(self, *args, **options):
+        from workflows.demo import ensure_demo_workflow
+
+        User = get_user_model()
+        with transaction.atomic():
+            user = User.objects.filter(username=DEMO_USERNAME).first()
+            password = None
+            if user is None:
+                password = secrets.token_urlsafe(12)
+                user = User.objects.create_user(username=DEMO_USERNAME, password=password)
+            workflow, created = ensure_demo_workflow(owner=user)
+        if password:
+            self.stdout.write(f"Demo owner created. Login: {DEMO_USERNAME}  Password: {password}")
+            self.stdout.write("(This password is printed once. Change it with: python manage.py changepassword demo)")
+        else:
+            self.stdout.write(f"Demo owner '{DEMO_USERNAME}' exists (password printed at first run; "
+                              "reset it with: python manage.py changepassword demo)")
+        if created:
+            self.stdout.write(f"Demo workflow created: {workflow.name} (#{workflow.pk})")

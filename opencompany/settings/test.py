@@ -1,0 +1,6 @@
+"""Test settings: the same real PostgreSQL and Redis, quieter and faster password hashing."""
+
+from .base import *  # noqa: F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+LOGGING["root"]["level"] = "WARNING"  # noqa: F405

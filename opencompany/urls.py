@@ -1,0 +1,30 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from opencompany import health, views
+
+api_urlpatterns = [
+    path("", include("workflows.urls")),
+    path("", include("conversations.urls")),
+    path("", include("memory.urls")),
+    path("", include("chat.urls")),
+    path("", include("agents.urls")),
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+]
+
+urlpatterns = [
+    path("healthz", health.healthz, name="healthz"),
+    path("login/", auth_views.LoginView.as_view(template_name="registration/login.html"), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("", views.home, name="home"),
+    path("settings/token/", views.api_token, name="api-token"),
+    path("admin/", admin.site.urls),
+    path("api/", include(api_urlpatterns)),
+    path("", include("workflows.page_urls")),
+    path("", include("conversations.page_urls")),
+    path("", include("memory.page_urls")),
+    path("", include("chat.page_urls")),
+]
