@@ -1,0 +1,42 @@
+"""Provider layer (SPEC §3): ChatUnifier over OpenAI Responses, Anthropic Messages, Gemini, OpenAI-compatible
+Chat Completions and the built-in offline provider. See providers/README.md."""
+
+from .catalogue import Capabilities, capabilities
+from .context import estimate_tokens, measure_active_context
+from .errors import (
+    AuthError,
+    ContextTooLongError,
+    InvalidRequestError,
+    NetworkError,
+    ProviderError,
+    RateLimitedError,
+    ServerError,
+    TruncatedStreamError,
+)
+from .summarize import SUMMARY_INSTRUCTION, summarize
+from .types import PROVIDERS, ChatRequest, ChatResult, ChatSettings, ToolDefinition, Usage
+from .unifier import ChatUnifier
+
+__all__ = [
+    "PROVIDERS",
+    "AuthError",
+    "Capabilities",
+    "ChatRequest",
+    "ChatResult",
+    "ChatSettings",
+    "ChatUnifier",
+    "ContextTooLongError",
+    "InvalidRequestError",
+    "NetworkError",
+    "ProviderError",
+    "RateLimitedError",
+    "SUMMARY_INSTRUCTION",
+    "ServerError",
+    "ToolDefinition",
+    "TruncatedStreamError",
+    "Usage",
+    "capabilities",
+    "estimate_tokens",
+    "measure_active_context",
+    "summarize",
+]

@@ -1,0 +1,318 @@
+"""Anthropic Messages adapter (provider "anthropic").
+
+Thinking and redacted_thinking blocks carry their own signature/data in the wire, so replay needs no extra state:
+they go back unmodified and in their original position. Tool results (one wire message each) are grouped into the
+single user message Anthropic requires right after the assistant message that made the calls.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anthropic
+
+from conversations.wire import text_block, tool_call_block
+
+from .. import config
+from ..catalogue import capabilities
+from ..errors import (
+    NetworkError,
+    ProviderError,
+    ServerError,
+    TruncatedStreamError,
+    classify_status,
+    parse_retry_after,
+    scrub,
+)
+from ..types import ChatRequest, ChatResult, Usage
+from .common import Stream, data_url_parts, image_placeholder, object_arguments, own_thinking, system_text
+
+PROVIDER = "anthropic"
+THINKING_BUDGET = {"low": 2048, "medium": 8192, "high": 24576}
+CONTEXT_MARKERS = ("prompt is too long", "context window", "too many tokens")
+STREAM_ERROR_STATUS = {
+    "rate_limit_error": 429,
+    "overloaded_error": 529,
+    "api_error": 500,
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "request_too_large": 413,
+}
+
+
+def make_client(request: ChatRequest) -> tuple[anthropic.Anthropic, str | None]:
+    api_key = config.api_key_for(PROVIDER, request.api_key)
+    connect, read = config.timeouts()
+    client = anthropic.Anthropic(
+        api_key=api_key or "missing-api-key",
+        base_url=config.base_url_for(PROVIDER, request.base_url),
+        max_retries=0,  # one attempt: a retried LLM step could be billed twice
+        timeout=anthropic.Timeout(read, connect=connect),
+    )
+    return client, api_key
+
+
+def map_error(exc: Exception, *, api_key: str | None) -> ProviderError:
+    if isinstance(exc, ProviderError):
+        return exc
+    if isinstance(exc, anthropic.APIStatusError):
+        body = exc.body if isinstance(exc.body, dict) else {}
+        error = body.get("error") if isinstance(body.get("error"), dict) else {}
+        text = scrub(str(error.get("message") or exc.message), [api_key])
+        status = exc.status_code
+        if status == 200:  # an `error` event inside a 200 stream: the status lives in the error type
+            status = STREAM_ERROR_STATUS.get(error.get("type"), 500)
+        return classify_status(
+            status,
+            text,
+            provider=PROVIDER,
+            retry_after=parse_retry_after(exc.response.headers),
+            context_markers=CONTEXT_MARKERS,
+        )
+    if isinstance(exc, anthropic.APITimeoutError):
+        return NetworkError(f"{PROVIDER}: request timed out", provider=PROVIDER)
+    if isinstance(exc, anthropic.APIConnectionError):
+        return NetworkError(f"{PROVIDER}: connection failed", provider=PROVIDER)
+    return ServerError(scrub(f"{PROVIDER}: unexpected {type(exc).__name__}: {exc}", [api_key]), provider=PROVIDER)
+
+
+# --- request ---------------------------------------------------------------------------------------------------
+
+
+def _image(block: dict) -> dict:
+    ref = block.get("ref", "")
+    parsed = data_url_parts(ref)
+    if parsed:
+        return {"type": "image", "source": {"type": "base64", "media_type": parsed[0], "data": parsed[1]}}
+    if ref.startswith(("http://", "https://")):
+        return {"type": "image", "source": {"type": "url", "url": ref}}
+    return {"type": "text", "text": image_placeholder(block, PROVIDER)}
+
+
+def _assistant_content(message: dict) -> list[dict]:
+    content: list[dict] = []
+    for block in message.get("blocks", []):
+        kind = block.get("type")
+        if kind == "thinking":
+            # Replayed only when signed by Anthropic; the signature covers the exact text, so both go back as-is.
+            if own_thinking(block, PROVIDER) and block.get("signature"):
+                content.append({"type": "thinking", "thinking": block["text"], "signature": block["signature"]})
+        elif kind == "redacted_thinking":
+            content.append({"type": "redacted_thinking", "data": block["data"]})
+        elif kind == "text":
+            if block["text"]:  # Anthropic rejects empty text blocks
+                content.append({"type": "text", "text": block["text"]})
+        elif kind == "tool_call":
+            arguments, note = object_arguments(block)
+            if note:
+                content.append({"type": "text", "text": note})
+            content.append({"type": "tool_use", "id": block["id"], "name": block["name"], "input": arguments})
+        elif kind == "image":
+            content.append({"type": "text", "text": image_placeholder(block, PROVIDER)})
+    return content
+
+
+def _user_content(message: dict) -> list[dict]:
+    content: list[dict] = []
+    for block in message.get("blocks", []):
+        if block.get("type") == "text" and block["text"]:
+            content.append({"type": "text", "text": block["text"]})
+        elif block.get("type") == "image":
+            content.append(_image(block))
+    return content
+
+
+def build_messages(messages: list[dict]) -> list[dict]:
+    out: list[dict] = []
+
+    def add(role: str, content: list[dict]) -> None:
+        if not content:
+            return
+        # Tool results and a following user message share one user turn; tool_result blocks must come first.
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(content)
+        else:
+            out.append({"role": role, "content": content})
+
+    for message in messages:
+        role = message.get("role")
+        if role == "user":
+            add("user", _user_content(message))
+        elif role == "assistant":
+            add("assistant", _assistant_content(message))
+        elif role == "tool":
+            results = [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": block["tool_call_id"],
+                    "content": block["content"] or "(empty)",
+                    "is_error": bool(block.get("is_error")),
+                }
+                for block in message.get("blocks", [])
+                if block.get("type") == "tool_result"
+            ]
+            add("user", results)
+    return out
+
+
+def build_params(request: ChatRequest, *, for_counting: bool = False) -> dict:
+    params: dict[str, Any] = {"model": request.model, "messages": build_messages(request.messages)}
+    system = system_text(request.messages)
+    if system:
+        params["system"] = system
+    if request.tools:
+        params["tools"] = [
+            {"name": tool.name, "description": tool.description, "input_schema": tool.parameters}
+            for tool in request.tools
+        ]
+    settings = request.settings
+    budget = THINKING_BUDGET.get(settings.thinking or "")
+    if budget:
+        params["thinking"] = {"type": "enabled", "budget_tokens": budget}
+    if not for_counting:
+        default = min(int(config.setting("PROVIDER_DEFAULT_MAX_OUTPUT_TOKENS")), capabilities(PROVIDER, request.model).max_output_tokens)
+        max_tokens = settings.max_output_tokens or default
+        if budget and max_tokens <= budget:
+            max_tokens = budget + 4096  # the thinking budget must be below max_tokens
+        params["max_tokens"] = max_tokens
+        # This SDK generation has no temperature parameter; with thinking on the API refuses one anyway.
+        if settings.temperature is not None and not budget:
+            params["extra_body"] = {"temperature": settings.temperature}
+    return params
+
+
+# --- response --------------------------------------------------------------------------------------------------
+
+
+def chat(request: ChatRequest, stream: Stream) -> ChatResult:
+    client, api_key = make_client(request)
+    params = build_params(request)
+    blocks: dict[int, dict] = {}  # index -> closed wire block
+    open_blocks: dict[int, dict] = {}  # index -> {"kind", "text"/"json"/"signature", ...}
+    usage = Usage()
+    message_id: str | None = None
+    stop_reason: str | None = None
+    finished = False
+    stopped = False
+    received_any = False
+    try:
+        events = client.messages.create(stream=True, **params)
+        try:
+            for event in events:
+                received_any = True
+                kind = event.type
+                if kind == "message_start":
+                    message_id = event.message.id
+                    start = event.message.usage
+                    cached = start.cache_read_input_tokens or 0
+                    usage.input_tokens = start.input_tokens + cached + (start.cache_creation_input_tokens or 0)
+                    usage.cached_tokens = cached
+                elif kind == "content_block_start":
+                    block = event.content_block
+                    entry: dict[str, Any] = {"kind": block.type}
+                    if block.type == "text":
+                        entry["text"] = block.text or ""
+                    elif block.type == "thinking":
+                        entry.update(text=block.thinking or "", signature=block.signature or "")
+                        stream.emit({"type": "thinking_start"})
+                    elif block.type == "redacted_thinking":
+                        entry["data"] = block.data
+                    elif block.type == "tool_use":
+                        entry.update(id=block.id, name=block.name, json="")
+                        stream.emit({"type": "tool_call_start", "id": block.id, "name": block.name})
+                    open_blocks[event.index] = entry
+                elif kind == "content_block_delta":
+                    entry = open_blocks.get(event.index)
+                    delta = event.delta
+                    if entry is None:
+                        pass
+                    elif delta.type == "text_delta":
+                        entry["text"] += delta.text
+                        stream.emit({"type": "text_delta", "text": delta.text})
+                    elif delta.type == "thinking_delta":
+                        entry["text"] += delta.thinking
+                    elif delta.type == "signature_delta":
+                        entry["signature"] = entry.get("signature", "") + delta.signature
+                    elif delta.type == "input_json_delta":
+                        entry["json"] += delta.partial_json
+                        stream.emit({"type": "tool_call_delta", "id": entry["id"], "delta": delta.partial_json})
+                elif kind == "content_block_stop":
+                    entry = open_blocks.pop(event.index, None)
+                    closed = _close_block(entry)
+                    if closed is not None:
+                        blocks[event.index] = closed
+                    if entry and entry["kind"] == "thinking":
+                        stream.emit({"type": "thinking_end"})
+                elif kind == "message_delta":
+                    stop_reason = event.delta.stop_reason
+                    usage.output_tokens = event.usage.output_tokens
+                    details = getattr(event.usage, "output_tokens_details", None)
+                    usage.reasoning_tokens = int(getattr(details, "thinking_tokens", 0) or 0)
+                elif kind == "message_stop":
+                    finished = True
+                    break
+                if stream.stopped():
+                    stopped = True
+                    break
+        finally:
+            events.close()
+    except ProviderError:
+        raise
+    except anthropic.APIConnectionError as exc:
+        if received_any:
+            raise TruncatedStreamError(f"{PROVIDER}: the stream broke before message_stop", provider=PROVIDER) from exc
+        raise map_error(exc, api_key=api_key) from exc
+    except Exception as exc:
+        raise map_error(exc, api_key=api_key) from exc
+
+    if not finished and not stopped:
+        raise TruncatedStreamError(f"{PROVIDER}: the stream ended before message_stop", provider=PROVIDER)
+    wire_blocks = [blocks[i] for i in sorted(blocks)]
+    if stopped:
+        # Keep partial text, marked; drop a half-received tool call and a thinking block without its signature.
+        for index in sorted(open_blocks):
+            entry = open_blocks[index]
+            if entry["kind"] == "text" and entry["text"]:
+                wire_blocks.append(text_block(entry["text"], stopped=True))
+        result_stop = "stopped"
+    else:
+        result_stop = {"end_turn": "end_turn", "tool_use": "tool_use", "max_tokens": "max_tokens", "stop_sequence": "end_turn", "refusal": "refusal"}.get(
+            stop_reason or "", stop_reason or "other"
+        )
+    message = {
+        "role": "assistant",
+        "blocks": wire_blocks,
+        "provider_state": {PROVIDER: {"message_id": message_id, "stop_reason": stop_reason}},
+        "usage": usage.to_dict(),
+    }
+    return ChatResult(message=message, usage=usage, stop_reason=result_stop, provider_ids={"message_id": message_id})
+
+
+def _close_block(entry: dict | None) -> dict | None:
+    if entry is None:
+        return None
+    kind = entry["kind"]
+    if kind == "text":
+        return text_block(entry["text"])
+    if kind == "thinking":
+        return {"type": "thinking", "text": entry["text"], "signature": entry.get("signature") or None, "provider": PROVIDER}
+    if kind == "redacted_thinking":
+        return {"type": "redacted_thinking", "data": entry["data"]}
+    if kind == "tool_use":
+        # An empty partial_json stream means a call with no arguments.
+        return tool_call_block(id=entry["id"], name=entry["name"], arguments_raw=entry["json"] or "{}")
+    return None
+
+
+def count_input_tokens(request: ChatRequest) -> int:
+    client, api_key = make_client(request)
+    try:
+        result = client.messages.count_tokens(**build_params(request, for_counting=True))
+    except Exception as exc:
+        raise map_error(exc, api_key=api_key) from exc
+    return int(result.input_tokens)
+
+
+_ = json

@@ -1,0 +1,83 @@
+"""What every adapter shares: event delivery, Stop polling, and the policies for what a stored wire cannot
+express at a given provider. Policies only shape the outgoing request; the stored list is never touched."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from conversations.wire import text_of
+
+from ..types import ChatRequest, EventCallback, StopCheck
+
+logger = logging.getLogger("providers")
+
+
+class Stream:
+    """Event fan-out and Stop polling for one call."""
+
+    def __init__(self, on_event: EventCallback | None, should_stop: StopCheck | None):
+        self._on_event = on_event
+        self._should_stop = should_stop
+
+    def emit(self, event: dict) -> None:
+        if self._on_event is None:
+            return
+        try:
+            self._on_event(event)
+        except Exception:  # a broken listener must not lose a reply that is already being paid for
+            logger.exception("on_event listener failed for %s", event.get("type"))
+
+    def stopped(self) -> bool:
+        return bool(self._should_stop and self._should_stop())
+
+
+def system_text(messages: list[dict]) -> str:
+    return "\n\n".join(text_of(m) for m in messages if m.get("role") == "system" and text_of(m))
+
+
+def malformed_arguments_note(block: dict) -> str:
+    """Policy for providers whose tool call arguments must be a JSON object (Anthropic, Gemini): the call is sent
+    with {} and this note, placed just before it, carries the exact raw string so the model still sees it."""
+    return (
+        f"[note: the arguments of tool call {block['id']} ({block['name']}) were not a valid JSON object and are "
+        f"sent as {{}}; the raw arguments were: {block.get('arguments_raw', '')}]"
+    )
+
+
+def object_arguments(block: dict) -> tuple[dict, str | None]:
+    arguments = block.get("arguments")
+    if isinstance(arguments, dict):
+        return arguments, None
+    return {}, malformed_arguments_note(block)
+
+
+def image_placeholder(block: dict, provider: str) -> str:
+    return f"[image {block.get('ref', '')} omitted: not available to {provider}]"
+
+
+def data_url_parts(ref: str) -> tuple[str, str] | None:
+    """("image/png", base64data) for a data: URL, else None."""
+    if not ref.startswith("data:") or ";base64," not in ref:
+        return None
+    head, data = ref[5:].split(";base64,", 1)
+    return head or "application/octet-stream", data
+
+
+def tool_result_text(block: dict) -> str:
+    return block.get("content", "")
+
+
+def usage_dict(usage: Any) -> dict:
+    return usage.to_dict()
+
+
+def own_thinking(block: dict, provider: str) -> bool:
+    """Cross-provider policy: thinking is replayed only to the provider that produced it. Another provider's
+    reasoning (and its signature) means nothing elsewhere, and turning it into text would put words in the
+    assistant's mouth, so it is left out of that request (it stays in the stored conversation)."""
+    return block.get("provider") == provider
+
+
+def max_output_tokens(request: ChatRequest, default: int) -> int:
+    return request.settings.max_output_tokens or default

@@ -1,0 +1,328 @@
+"""OpenAI Responses API adapter (provider "openai"): store=false, reasoning replayed from encrypted_content.
+
+Stored form of an assistant turn:
+- blocks, in output order: reasoning item -> thinking {text: summary, signature: encrypted_content, provider:
+  "openai"}; message item -> one text block per output_text; function_call -> tool_call with the raw arguments.
+- provider_state["openai"] = {"response_id", "items": [every closed output item exactly as received]}.
+Replay walks the blocks and sends the stored item for each when there is one (so reasoning items, ids and `phase`
+go back byte-identical and in place), and a portable item built from the block otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import openai
+
+from conversations.wire import text_block, tool_call_block
+
+from .. import config
+from ..errors import ProviderError, ServerError, TruncatedStreamError, classify_status
+from ..types import ChatRequest, ChatResult, Usage
+from .common import Stream, data_url_parts, image_placeholder, own_thinking, system_text
+from .openai_errors import CONTEXT_MARKERS, map_openai_error
+
+PROVIDER = "openai"
+REASONING_EFFORT = {"low": "low", "medium": "medium", "high": "high", "minimal": "minimal"}
+
+
+def make_client(request: ChatRequest) -> tuple[openai.OpenAI, str | None]:
+    api_key = config.api_key_for(PROVIDER, request.api_key)
+    connect, read = config.timeouts()
+    client = openai.OpenAI(
+        api_key=api_key or "missing-api-key",
+        base_url=config.base_url_for(PROVIDER, request.base_url),
+        max_retries=0,  # one attempt: a retried LLM step could be billed twice
+        timeout=openai.Timeout(read, connect=connect),
+    )
+    return client, api_key
+
+
+def _item_dict(item: Any) -> dict:
+    # The SDK builds these without validation, so exclude_unset gives back exactly the keys the server sent.
+    return item.to_dict(mode="json", exclude_unset=True) if hasattr(item, "to_dict") else dict(item)
+
+
+# --- request ---------------------------------------------------------------------------------------------------
+
+
+def _user_content(message: dict) -> list[dict]:
+    content: list[dict] = []
+    for block in message.get("blocks", []):
+        kind = block.get("type")
+        if kind == "text":
+            content.append({"type": "input_text", "text": block["text"]})
+        elif kind == "image":
+            ref = block.get("ref", "")
+            if data_url_parts(ref) or ref.startswith(("http://", "https://")):
+                content.append({"type": "input_image", "image_url": ref, "detail": "auto"})
+            else:
+                content.append({"type": "input_text", "text": image_placeholder(block, PROVIDER)})
+    return content
+
+
+def _assistant_items(message: dict) -> list[dict]:
+    state = (message.get("provider_state") or {}).get(PROVIDER) or {}
+    stored = [i for i in state.get("items", []) if isinstance(i, dict)]
+    reasoning = {i.get("encrypted_content"): i for i in stored if i.get("type") == "reasoning"}
+    calls = {i.get("call_id"): i for i in stored if i.get("type") == "function_call"}
+    messages = [i for i in stored if i.get("type") == "message"]
+    used: set[int] = set()
+    items: list[dict] = []
+    pending_text: list[str] = []
+
+    def flush_text() -> None:
+        if not pending_text:
+            return
+        for position, item in enumerate(messages):
+            texts = [c.get("text") for c in item.get("content", []) if c.get("type") in ("output_text", "refusal")]
+            if position not in used and texts == pending_text:
+                used.add(position)
+                items.append(item)
+                break
+        else:
+            items.append(
+                {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": t, "annotations": []} for t in pending_text],
+                }
+            )
+        pending_text.clear()
+
+    for block in message.get("blocks", []):
+        kind = block.get("type")
+        if kind == "text":
+            if block["text"]:
+                pending_text.append(block["text"])
+            continue
+        if kind == "image":
+            pending_text.append(image_placeholder(block, PROVIDER))
+            continue
+        flush_text()
+        if kind == "thinking":
+            # Only a reasoning item we still hold verbatim can go back; a summary alone cannot be verified.
+            if own_thinking(block, PROVIDER) and block.get("signature") in reasoning:
+                items.append(reasoning[block["signature"]])
+        elif kind == "tool_call":
+            item = calls.get(block["id"])
+            if item is not None:
+                items.append({**item, "arguments": block["arguments_raw"]})
+            else:
+                items.append(
+                    {
+                        "type": "function_call",
+                        "call_id": block["id"],
+                        "name": block["name"],
+                        "arguments": block["arguments_raw"],  # a string: malformed JSON is sent as it was received
+                    }
+                )
+        # redacted_thinking and unknown blocks have no Responses form: left out of the request.
+    flush_text()
+    return items
+
+
+def build_input(messages: list[dict]) -> list[dict]:
+    items: list[dict] = []
+    for message in messages:
+        role = message.get("role")
+        if role == "system":
+            continue
+        if role == "user":
+            content = _user_content(message)
+            if content:
+                items.append({"type": "message", "role": "user", "content": content})
+        elif role == "assistant":
+            items.extend(_assistant_items(message))
+        elif role == "tool":
+            for block in message.get("blocks", []):
+                if block.get("type") == "tool_result":
+                    output = block["content"]
+                    if block.get("is_error"):
+                        output = f"[tool error] {output}"
+                    items.append({"type": "function_call_output", "call_id": block["tool_call_id"], "output": output})
+    return items
+
+
+def build_params(request: ChatRequest) -> dict:
+    params: dict[str, Any] = {
+        "model": request.model,
+        "input": build_input(request.messages),
+        "store": False,
+        "include": ["reasoning.encrypted_content"],
+    }
+    instructions = system_text(request.messages)
+    if instructions:
+        params["instructions"] = instructions
+    if request.tools:
+        params["tools"] = [
+            {
+                "type": "function",
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": tool.parameters,
+                "strict": False,
+            }
+            for tool in request.tools
+        ]
+    settings = request.settings
+    if settings.max_output_tokens:
+        params["max_output_tokens"] = settings.max_output_tokens
+    if settings.temperature is not None:
+        params["temperature"] = settings.temperature
+    if settings.thinking and settings.thinking != "off":
+        params["reasoning"] = {"effort": REASONING_EFFORT.get(settings.thinking, "medium"), "summary": "auto"}
+    return params
+
+
+# --- response --------------------------------------------------------------------------------------------------
+
+
+def blocks_from_items(items: list[dict]) -> list[dict]:
+    blocks: list[dict] = []
+    for item in items:
+        kind = item.get("type")
+        if kind == "reasoning":
+            summary = "\n\n".join(s.get("text", "") for s in item.get("summary") or [])
+            blocks.append(
+                {"type": "thinking", "text": summary, "signature": item.get("encrypted_content"), "provider": PROVIDER}
+            )
+        elif kind == "message":
+            for content in item.get("content") or []:
+                if content.get("type") == "output_text":
+                    blocks.append(text_block(content.get("text", "")))
+                elif content.get("type") == "refusal":
+                    blocks.append(text_block(content.get("refusal", "")))
+        elif kind == "function_call":
+            blocks.append(tool_call_block(id=item["call_id"], name=item["name"], arguments_raw=item.get("arguments", "")))
+    return blocks
+
+
+def _usage(raw: dict | None) -> Usage:
+    raw = raw or {}
+    return Usage(
+        input_tokens=int(raw.get("input_tokens") or 0),
+        cached_tokens=int((raw.get("input_tokens_details") or {}).get("cached_tokens") or 0),
+        output_tokens=int(raw.get("output_tokens") or 0),
+        reasoning_tokens=int((raw.get("output_tokens_details") or {}).get("reasoning_tokens") or 0),
+    )
+
+
+def _stream_error(event: dict) -> ProviderError:
+    code = event.get("code") or ""
+    text = f"{event.get('message', 'stream error')} ({code})" if code else event.get("message", "stream error")
+    status = {"rate_limit_exceeded": 429, "context_length_exceeded": 400, "invalid_request_error": 400}.get(code, 500)
+    return classify_status(status, text, provider=PROVIDER, context_markers=CONTEXT_MARKERS)
+
+
+def chat(request: ChatRequest, stream: Stream) -> ChatResult:
+    client, api_key = make_client(request)
+    params = build_params(request)
+    closed: dict[int, dict] = {}
+    open_items: dict[str, dict] = {}  # item id -> {"type", "call_id", "text"}
+    final: dict | None = None
+    response_id: str | None = None
+    received_any = False
+    stopped = False
+    try:
+        events = client.responses.create(stream=True, **params)
+        try:
+            for event in events:
+                received_any = True
+                data = _item_dict(event)
+                kind = data.get("type")
+                if kind == "response.created":
+                    response_id = (data.get("response") or {}).get("id")
+                elif kind == "response.output_item.added":
+                    item = data.get("item") or {}
+                    open_items[item.get("id")] = {"type": item.get("type"), "call_id": item.get("call_id"), "text": ""}
+                    if item.get("type") == "function_call":
+                        stream.emit({"type": "tool_call_start", "id": item.get("call_id"), "name": item.get("name")})
+                    elif item.get("type") == "reasoning":
+                        stream.emit({"type": "thinking_start"})
+                elif kind == "response.output_text.delta":
+                    entry = open_items.get(data.get("item_id"))
+                    if entry is not None:
+                        entry["text"] += data.get("delta", "")
+                    stream.emit({"type": "text_delta", "text": data.get("delta", "")})
+                elif kind == "response.function_call_arguments.delta":
+                    entry = open_items.get(data.get("item_id")) or {}
+                    stream.emit({"type": "tool_call_delta", "id": entry.get("call_id"), "delta": data.get("delta", "")})
+                elif kind == "response.output_item.done":
+                    # Only the done event carries the complete encrypted_content; the added one may be partial.
+                    item = data.get("item") or {}
+                    closed[int(data.get("output_index", len(closed)))] = item
+                    open_items.pop(item.get("id"), None)
+                    if item.get("type") == "reasoning":
+                        stream.emit({"type": "thinking_end"})
+                elif kind in ("response.completed", "response.incomplete"):
+                    final = data.get("response") or {}
+                    break
+                elif kind == "response.failed":
+                    error = (data.get("response") or {}).get("error") or {}
+                    raise _stream_error({"code": error.get("code"), "message": error.get("message", "response failed")})
+                elif kind == "error":
+                    raise _stream_error(data)
+                if stream.stopped():
+                    stopped = True
+                    break
+        finally:
+            events.close()
+    except ProviderError:
+        raise
+    except openai.APIConnectionError as exc:
+        if received_any:
+            raise TruncatedStreamError(f"{PROVIDER}: the stream broke before response.completed", provider=PROVIDER) from exc
+        raise map_openai_error(exc, provider=PROVIDER, api_key=api_key) from exc
+    except Exception as exc:
+        raise map_openai_error(exc, provider=PROVIDER, api_key=api_key) from exc
+
+    if final is None and not stopped:
+        raise TruncatedStreamError(f"{PROVIDER}: the stream ended before response.completed", provider=PROVIDER)
+
+    if stopped:
+        items = [closed[i] for i in sorted(closed)]
+        blocks = blocks_from_items(items)
+        # Partial text of a message still streaming is kept, marked; a half-received call or reasoning is not.
+        for entry in open_items.values():
+            if entry["type"] == "message" and entry["text"]:
+                blocks.append(text_block(entry["text"], stopped=True))
+        usage = Usage()
+        stop_reason = "stopped"
+    else:
+        items = list(final.get("output") or []) or [closed[i] for i in sorted(closed)]
+        blocks = blocks_from_items(items)
+        usage = _usage(final.get("usage"))
+        response_id = final.get("id") or response_id
+        if final.get("status") == "incomplete":
+            reason = (final.get("incomplete_details") or {}).get("reason")
+            stop_reason = "max_tokens" if reason == "max_output_tokens" else "refusal" if reason == "content_filter" else "other"
+        elif any(b["type"] == "tool_call" for b in blocks):
+            stop_reason = "tool_use"
+        else:
+            stop_reason = "end_turn"
+    message = {
+        "role": "assistant",
+        "blocks": blocks,
+        "provider_state": {PROVIDER: {"response_id": response_id, "items": items}},
+        "usage": usage.to_dict(),
+    }
+    return ChatResult(message=message, usage=usage, stop_reason=stop_reason, provider_ids={"response_id": response_id})
+
+
+def count_input_tokens(request: ChatRequest) -> int:
+    client, api_key = make_client(request)
+    params = build_params(request)
+    params.pop("include", None)
+    params.pop("store", None)
+    params.pop("max_output_tokens", None)
+    params.pop("temperature", None)
+    try:
+        result = client.responses.input_tokens.count(**params)
+    except Exception as exc:
+        raise map_openai_error(exc, provider=PROVIDER, api_key=api_key) from exc
+    return int(result.input_tokens)
+
+
+_ = (json, ServerError)

@@ -1,0 +1,61 @@
+"""The summarizer compaction uses: one ChatUnifier call with a summarization instruction.
+
+The turns to summarize are sent as a rendered transcript inside one user message rather than replayed as
+messages: a summary request must not depend on tool definitions, thinking signatures or pairing rules of the
+turns it summarizes, and it must work the same for every provider.
+"""
+
+from __future__ import annotations
+
+import json
+
+from conversations.wire import text_message, text_of
+
+from .types import ChatRequest, ChatSettings
+from .unifier import ChatUnifier
+
+SUMMARY_INSTRUCTION = (
+    "Summarize the conversation transcript below for your own later use. Keep every fact, decision, preference, "
+    "open task and tool result that still matters, with names, numbers and identifiers exact. Leave out "
+    "pleasantries. Write the summary only, as plain text."
+)
+TRANSCRIPT_MARKER = "## Transcript to summarize"
+
+
+def render_transcript(messages: list[dict]) -> str:
+    lines: list[str] = []
+    for message in messages:
+        role = message.get("role")
+        if role == "system":
+            continue
+        for block in message.get("blocks", []):
+            kind = block.get("type")
+            if kind == "text" and block.get("text"):
+                lines.append(f"{role}: {block['text']}")
+            elif kind == "tool_call":
+                lines.append(f"{role} called tool {block['name']} with {block.get('arguments_raw', '')}")
+            elif kind == "tool_result":
+                status = "failed" if block.get("is_error") else "returned"
+                lines.append(f"tool {block['name']} {status}: {block.get('content', '')}")
+            elif kind == "image":
+                lines.append(f"{role}: [image {block.get('ref', '')}]")
+            elif kind not in ("thinking", "redacted_thinking"):
+                lines.append(f"{role}: {json.dumps(block)}")
+    return "\n".join(lines)
+
+
+def summarize(*, provider: str, model: str, messages: list[dict], api_key: str | None = None) -> str:
+    """Summary of `messages` (MessageWire dicts). Raises ProviderError; the caller (compaction) treats that as
+    terminal. The offline provider answers deterministically."""
+    system = [m for m in messages if m.get("role") == "system"]
+    prompt = f"{SUMMARY_INSTRUCTION}\n\n{TRANSCRIPT_MARKER}\n{render_transcript(messages)}"
+    request = ChatRequest(
+        provider=provider,
+        model=model,
+        messages=[*system, text_message("user", prompt)],
+        tools=[],
+        settings=ChatSettings(),
+        api_key=api_key,
+    )
+    result = ChatUnifier().chat(request)
+    return text_of(result.message).strip()

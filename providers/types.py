@@ -1,0 +1,61 @@
+"""The ChatUnifier's request and result types (SPEC §3). Messages are MessageWire dicts, the stored form."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+PROVIDERS = ("openai", "anthropic", "gemini", "openai_compatible", "offline")
+
+EventCallback = Callable[[dict], None]
+StopCheck = Callable[[], bool]
+
+
+@dataclass(frozen=True)
+class ToolDefinition:
+    name: str
+    description: str
+    parameters: dict  # JSON Schema of the arguments object
+
+
+@dataclass(frozen=True)
+class ChatSettings:
+    temperature: float | None = None
+    max_output_tokens: int | None = None
+    # Provider-neutral reasoning level: None (provider default), "off", "low", "medium", "high".
+    thinking: str | None = None
+
+
+@dataclass
+class ChatRequest:
+    provider: str
+    model: str
+    messages: list[dict]
+    tools: list[ToolDefinition] = field(default_factory=list)
+    settings: ChatSettings = field(default_factory=ChatSettings)
+    api_key: str | None = None
+    base_url: str | None = None
+
+
+@dataclass
+class Usage:
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    def to_dict(self) -> dict:
+        return {
+            "input_tokens": self.input_tokens,
+            "cached_tokens": self.cached_tokens,
+            "output_tokens": self.output_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+        }
+
+
+@dataclass
+class ChatResult:
+    message: dict  # assistant MessageWire with provider_state and usage
+    usage: Usage
+    stop_reason: str  # end_turn, tool_use, max_tokens, stopped, refusal, other
+    provider_ids: dict[str, Any] = field(default_factory=dict)

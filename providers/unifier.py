@@ -1,0 +1,34 @@
+"""ChatUnifier: one call shape for every provider (SDK clients are built per call from settings/overrides)."""
+
+from __future__ import annotations
+
+import importlib
+
+from .adapters.common import Stream
+from .errors import UnknownProviderError
+from .types import PROVIDERS, ChatRequest, ChatResult, EventCallback, StopCheck
+
+ADAPTERS = {
+    "openai": "providers.adapters.openai_responses",
+    "anthropic": "providers.adapters.anthropic_messages",
+    "gemini": "providers.adapters.gemini",
+    "openai_compatible": "providers.adapters.openai_compatible",
+    "offline": "providers.adapters.offline",
+}
+
+
+def adapter_for(provider: str):
+    if provider not in PROVIDERS:
+        raise UnknownProviderError(f"unknown provider {provider!r}; expected one of {', '.join(PROVIDERS)}")
+    # Imported on first use: the offline default must not pay for importing three SDKs.
+    return importlib.import_module(ADAPTERS[provider])
+
+
+class ChatUnifier:
+    def chat(
+        self, request: ChatRequest, on_event: EventCallback | None = None, should_stop: StopCheck | None = None
+    ) -> ChatResult:
+        """Send `request.messages` (MessageWire dicts, never modified) to the provider and return its reply as an
+        assistant MessageWire. One attempt, no retries. Raises a providers.errors.ProviderError subclass."""
+        adapter = adapter_for(request.provider)
+        return adapter.chat(request, Stream(on_event, should_stop))

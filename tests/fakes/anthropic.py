@@ -1,0 +1,252 @@
+"""Fake Anthropic Messages API (POST /v1/messages with SSE; /v1/messages/count_tokens) with its replay rules."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+
+from .base import (
+    SSE,
+    Call,
+    ErrorReply,
+    FakeProviderServer,
+    RawReply,
+    RecordedRequest,
+    Rejected,
+    Text,
+    Think,
+    Turn,
+    cut_index,
+    json_reply,
+    sse_frame,
+)
+
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
+
+THINKING_FIRST = (
+    "messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{found}`. When `thinking` "
+    "is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of "
+    "`tool_use` and `tool_result` blocks). We recommend you include thinking blocks from previous turns. To avoid "
+    "this requirement, disable `thinking`. Please consult our documentation at "
+    "https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
+)
+
+
+def _split(text: str) -> list[str]:
+    middle = max(1, len(text) // 2)
+    return [text[:middle], text[middle:]] if len(text) > 1 else [text]
+
+
+def _content(message: dict) -> list[dict]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return list(content or [])
+
+
+class FakeAnthropic(FakeProviderServer):
+    provider = "anthropic"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.issued_thinking: dict[str, str] = {}  # signature -> thinking text it signs
+        self.issued_redacted: set[str] = set()
+
+    def reject(self, message: str, status: int = 400) -> None:
+        raise Rejected(ErrorReply(status, message))
+
+    def handle_other(self, request: RecordedRequest) -> RawReply | None:
+        if request.path == "/v1/messages/count_tokens":
+            self.validate(request, counting=True)
+            return json_reply(200, {"input_tokens": max(1, len(json.dumps(request.body)) // 4)})
+        return None
+
+    def validate(self, request: RecordedRequest, counting: bool = False) -> None:  # noqa: C901 - one rule per branch
+        if request.path not in ("/v1/messages", "/v1/messages/count_tokens"):
+            self.reject(f"Not Found: {request.path}", 404)
+        # This SDK generation sends the key as a bearer token; older ones used x-api-key. Either is accepted.
+        if not (request.headers.get("x-api-key") or request.headers.get("authorization", "").startswith("Bearer ")):
+            raise Rejected(ErrorReply(401, "x-api-key header is required", kind="authentication_error"))
+        body = request.body or {}
+        if not counting and not isinstance(body.get("max_tokens"), int):
+            self.reject("max_tokens: Field required")
+        messages = body.get("messages") or []
+        thinking_on = (body.get("thinking") or {}).get("type") in ("enabled", "adaptive")
+        has_tool_blocks = any(
+            block.get("type") in ("tool_use", "tool_result") for m in messages for block in _content(m)
+        )
+        if has_tool_blocks and not body.get("tools"):
+            self.reject("Requests which include `tool_use` or `tool_result` blocks must define tools.")
+        for i, message in enumerate(messages):
+            content = _content(message)
+            for j, block in enumerate(content):
+                kind = block.get("type")
+                if kind == "text" and not block.get("text"):
+                    self.reject("messages: text content blocks must be non-empty")
+                if kind == "thinking":
+                    if self.issued_thinking.get(block.get("signature")) != block.get("thinking"):
+                        self.reject(f"messages.{i}.content.{j}: Invalid `signature` in `thinking` block")
+                if kind == "redacted_thinking" and block.get("data") not in self.issued_redacted:
+                    self.reject(f"messages.{i}.content.{j}: Invalid `data` in `redacted_thinking` block")
+                if kind == "tool_use" and not isinstance(block.get("input"), dict):
+                    self.reject(f"messages.{i}.content.{j}.tool_use.input: Input should be a valid dictionary")
+            if message.get("role") == "assistant":
+                uses = [b.get("id") for b in content if b.get("type") == "tool_use"]
+                if uses:
+                    nxt = messages[i + 1] if i + 1 < len(messages) else None
+                    answered = (
+                        {b.get("tool_use_id") for b in _content(nxt) if b.get("type") == "tool_result"}
+                        if nxt is not None and nxt.get("role") == "user"
+                        else set()
+                    )
+                    missing = [u for u in uses if u not in answered]
+                    if missing and nxt is not None:
+                        self.reject(
+                            f"messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately "
+                            f"after: {', '.join(missing)}. Each `tool_use` block must have a corresponding "
+                            "`tool_result` block in the next message."
+                        )
+            if message.get("role") == "user":
+                previous = messages[i - 1] if i > 0 else None
+                used = (
+                    {b.get("id") for b in _content(previous) if b.get("type") == "tool_use"}
+                    if previous is not None and previous.get("role") == "assistant"
+                    else set()
+                )
+                for j, block in enumerate(content):
+                    if block.get("type") == "tool_result" and block.get("tool_use_id") not in used:
+                        self.reject(
+                            f"messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` blocks: "
+                            f"{block.get('tool_use_id')}. Each `tool_result` block must have a corresponding "
+                            "`tool_use` block in the previous message."
+                        )
+        if thinking_on and len(messages) >= 2 and messages[-1].get("role") == "user":
+            # The turn in progress: the assistant message answered by the trailing tool results.
+            last_user = _content(messages[-1])
+            if any(b.get("type") == "tool_result" for b in last_user) and messages[-2].get("role") == "assistant":
+                first = (_content(messages[-2]) or [{"type": "none"}])[0]
+                if first.get("type") not in ("thinking", "redacted_thinking"):
+                    self.reject(THINKING_FIRST.format(i=len(messages) - 2, found=first.get("type")))
+
+    def render_error(self, error: ErrorReply) -> RawReply:
+        body = {
+            "type": "error",
+            "error": {"type": error.kind or ERROR_TYPES.get(error.status, "api_error"), "message": error.message},
+            "request_id": "req_fake",
+        }
+        return json_reply(error.status, body, error.headers)
+
+    def render(self, request: RecordedRequest, turn: Turn) -> SSE:
+        body = request.body or {}
+        message_id = self.next_id("msg")
+        frames: list[bytes] = []
+        labels: list[str] = []
+
+        def emit(data: dict, label: str = "") -> None:
+            frames.append(sse_frame(data, data["type"]))
+            labels.append(label)
+
+        emit(
+            {
+                "type": "message_start",
+                "message": {
+                    "id": message_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": body.get("model", "claude-test"),
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {
+                        "input_tokens": turn.input_tokens - turn.cached_tokens,
+                        "cache_read_input_tokens": turn.cached_tokens,
+                        "cache_creation_input_tokens": 0,
+                        "output_tokens": 1,
+                    },
+                },
+            }
+        )
+        frames.append(sse_frame({"type": "ping"}, "ping"))
+        labels.append("")
+        has_call = False
+        for index, part in enumerate(turn.parts):
+            if isinstance(part, Think) and part.redacted:
+                data = part.signature or base64.b64encode(hashlib.sha256(f"{message_id}{index}".encode()).digest()).decode()
+                self.issued_redacted.add(data)
+                emit(
+                    {"type": "content_block_start", "index": index, "content_block": {"type": "redacted_thinking", "data": data}},
+                    "thinking_delta",
+                )
+                emit({"type": "content_block_stop", "index": index})
+            elif isinstance(part, Think):
+                signature = part.signature or "EqQB" + base64.b64encode(
+                    hashlib.sha256(f"{message_id}:{index}:{part.text}".encode()).digest() * 2
+                ).decode()
+                self.issued_thinking[signature] = part.text
+                emit(
+                    {
+                        "type": "content_block_start",
+                        "index": index,
+                        "content_block": {"type": "thinking", "thinking": "", "signature": ""},
+                    }
+                )
+                for piece in _split(part.text):
+                    emit(
+                        {"type": "content_block_delta", "index": index, "delta": {"type": "thinking_delta", "thinking": piece}},
+                        "thinking_delta",
+                    )
+                emit({"type": "content_block_delta", "index": index, "delta": {"type": "signature_delta", "signature": signature}})
+                emit({"type": "content_block_stop", "index": index})
+            elif isinstance(part, Text):
+                emit({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}})
+                for piece in _split(part.text):
+                    emit(
+                        {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": piece}},
+                        "text_delta",
+                    )
+                emit({"type": "content_block_stop", "index": index})
+            elif isinstance(part, Call):
+                has_call = True
+                call_id = part.id or self.next_id("toolu")
+                emit(
+                    {
+                        "type": "content_block_start",
+                        "index": index,
+                        "content_block": {"type": "tool_use", "id": call_id, "name": part.name, "input": {}},
+                    }
+                )
+                for piece in _split(part.arguments) if part.arguments else [""]:
+                    emit(
+                        {
+                            "type": "content_block_delta",
+                            "index": index,
+                            "delta": {"type": "input_json_delta", "partial_json": piece},
+                        },
+                        "tool_call_delta",
+                    )
+                emit({"type": "content_block_stop", "index": index})
+            else:
+                raise AssertionError(f"anthropic fake cannot render {part!r}")
+        stop = "max_tokens" if turn.stop == "max_tokens" else "tool_use" if has_call else "end_turn"
+        emit(
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "usage": {
+                    "output_tokens": turn.output_tokens,
+                    "output_tokens_details": {"thinking_tokens": turn.reasoning_tokens},
+                },
+            }
+        )
+        emit({"type": "message_stop"}, "terminal")
+        return SSE(frames, cut_index(labels, turn.cut), turn.chunk_delay_s)

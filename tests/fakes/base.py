@@ -1,0 +1,273 @@
+"""A scriptable local HTTP server the real provider SDKs talk to (127.0.0.1, random port, own thread).
+
+Each provider fake subclasses FakeProviderServer: it validates every request the way the provider does (answering
+with the provider's own error text when the request is invalid), records it, and answers with the next scripted
+reply rendered in the provider's wire protocol, SSE streaming included. Nothing above HTTP is mocked: the SDK
+under test opens a real socket to this server.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+# --- the provider-neutral script a test writes -------------------------------------------------------------------
+
+
+@dataclass
+class Think:
+    text: str = "Let me think about that."
+    signature: str | None = None  # filled in by the fake when None and the protocol signs thinking
+    redacted: bool = False
+
+
+@dataclass
+class Text:
+    text: str
+    phase: str | None = None  # OpenAI Responses only
+    signature: str | None = None  # Gemini: a thought signature riding on this text part
+
+
+@dataclass
+class Call:
+    name: str
+    arguments: str  # the raw argument string the model "emits", malformed JSON allowed
+    id: str | None = None
+    signature: str | None = None  # Gemini: signature on the functionCall part (filled in when None)
+
+
+@dataclass
+class Turn:
+    """One scripted model reply. `cut` ends the stream early: "thinking", "text" or "tool_call" cuts inside the
+    first part of that kind (after its first delta), "end" drops only the terminal event(s)."""
+
+    parts: list[Any]
+    stop: str | None = None  # provider-neutral: None = natural (end / tool use), "max_tokens"
+    input_tokens: int = 21
+    cached_tokens: int = 5
+    output_tokens: int = 13
+    reasoning_tokens: int = 4
+    cut: str | None = None
+    chunk_delay_s: float = 0.0
+
+
+@dataclass
+class ErrorReply:
+    status: int
+    message: str
+    headers: dict[str, str] = field(default_factory=dict)
+    kind: str | None = None  # provider-specific error type/status; the fake picks a sensible one when None
+
+
+@dataclass
+class RawReply:
+    status: int
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class RecordedRequest:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: Any
+
+
+@dataclass
+class SSE:
+    """A rendered stream: a list of raw byte frames, and where (frame index) to cut it, if anywhere."""
+
+    frames: list[bytes]
+    cut_at: int | None = None
+    delay_s: float = 0.0
+
+
+class Rejected(Exception):
+    """Raised by a fake's validator: the request is invalid for this provider; `reply` is its real error."""
+
+    def __init__(self, reply: ErrorReply):
+        super().__init__(reply.message)
+        self.reply = reply
+
+
+class FakeProviderServer:
+    provider = "fake"
+
+    def __init__(self) -> None:
+        self.script: deque = deque()
+        self.requests: list[RecordedRequest] = []
+        self.rejections: list[ErrorReply] = []
+        self._lock = threading.Lock()
+        self._counter = 0
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # keep test output clean
+                pass
+
+            def do_POST(self):
+                fake._handle(self)
+
+            def do_GET(self):
+                fake._handle(self)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name=f"fake-{self.provider}", daemon=True)
+        self._thread.start()
+
+    # --- test-facing API ---
+
+    @property
+    def port(self) -> int:
+        return self._server.server_address[1]
+
+    @property
+    def root_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return self.root_url
+
+    def push(self, *replies: Any) -> None:
+        self.script.extend(replies)
+
+    @property
+    def last_body(self) -> Any:
+        return self.requests[-1].body
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def next_id(self, prefix: str) -> str:
+        with self._lock:
+            self._counter += 1
+            return f"{prefix}_{self._counter:04d}"
+
+    # --- subclass hooks ---
+
+    def validate(self, request: RecordedRequest) -> None:
+        """Raise Rejected with the provider's real error when the request is invalid."""
+
+    def render(self, request: RecordedRequest, turn: Turn) -> SSE | RawReply:
+        raise NotImplementedError
+
+    def render_error(self, error: ErrorReply) -> RawReply:
+        raise NotImplementedError
+
+    def handle_other(self, request: RecordedRequest) -> RawReply | None:
+        """Endpoints that are not a chat turn (token counting); None means "use the script"."""
+        return None
+
+    # --- plumbing ---
+
+    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        split = urlsplit(handler.path)
+        length = int(handler.headers.get("Content-Length") or 0)
+        raw = handler.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode("utf-8", "replace")
+        request = RecordedRequest(
+            method=handler.command,
+            path=split.path,
+            query=parse_qs(split.query),
+            headers={k.lower(): v for k, v in handler.headers.items()},
+            body=body,
+        )
+        with self._lock:
+            self.requests.append(request)
+        try:
+            reply = self.handle_other(request)
+            if reply is None:
+                self.validate(request)
+                with self._lock:
+                    if not self.script:
+                        raise AssertionError(f"{self.provider} fake got a request but has no scripted reply left")
+                    scripted = self.script.popleft()
+                if isinstance(scripted, ErrorReply):
+                    reply = self.render_error(scripted)
+                elif isinstance(scripted, RawReply):
+                    reply = scripted
+                else:
+                    reply = self.render(request, scripted)
+        except Rejected as rejected:
+            self.rejections.append(rejected.reply)
+            reply = self.render_error(rejected.reply)
+        except AssertionError as exc:
+            reply = self.render_error(ErrorReply(500, f"fake server: {exc}"))
+        if isinstance(reply, SSE):
+            self._write_sse(handler, reply)
+        else:
+            self._write_raw(handler, reply)
+
+    def _write_raw(self, handler: BaseHTTPRequestHandler, reply: RawReply) -> None:
+        handler.send_response(reply.status)
+        headers = {"Content-Type": "application/json", **reply.headers}
+        for name, value in headers.items():
+            handler.send_header(name, value)
+        handler.send_header("Content-Length", str(len(reply.body)))
+        handler.end_headers()
+        handler.wfile.write(reply.body)
+        handler.wfile.flush()
+
+    def _write_sse(self, handler: BaseHTTPRequestHandler, sse: SSE) -> None:
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream")
+        handler.send_header("Cache-Control", "no-cache")
+        # No Content-Length and Connection: close, so the body ends where the server stops writing: a cut stream
+        # looks to the client exactly like a provider whose connection died mid-reply.
+        handler.send_header("Connection", "close")
+        handler.end_headers()
+        frames = sse.frames if sse.cut_at is None else sse.frames[: sse.cut_at]
+        try:
+            for frame in frames:
+                handler.wfile.write(frame)
+                handler.wfile.flush()
+                if sse.delay_s:
+                    time.sleep(sse.delay_s)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client dropped the stream (Stop): that is allowed
+        handler.close_connection = True
+
+
+def sse_frame(data: Any, event: str | None = None) -> bytes:
+    payload = data if isinstance(data, str) else json.dumps(data)
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {payload}\n\n".encode()
+
+
+def json_reply(status: int, body: Any, headers: dict[str, str] | None = None) -> RawReply:
+    return RawReply(status, json.dumps(body).encode(), headers or {})
+
+
+def cut_index(frames_meta: list[str], cut: str | None) -> int | None:
+    """Given a label per frame ("thinking_delta", "text_delta", "tool_call_delta", "terminal", ...), return the
+    frame index to cut at for Turn.cut: just after the first delta of the chosen kind, or before the terminal."""
+    if cut is None:
+        return None
+    if cut == "end":
+        return frames_meta.index("terminal")
+    label = {"thinking": "thinking_delta", "text": "text_delta", "tool_call": "tool_call_delta"}[cut]
+    if label not in frames_meta:
+        raise AssertionError(f"cannot cut at {cut!r}: the turn has no such part")
+    return frames_meta.index(label) + 1

@@ -1,0 +1,293 @@
+"""Fake OpenAI Responses API (POST /v1/responses, SSE streaming) with the provider's replay rules."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import time
+
+from .base import (
+    SSE,
+    Call,
+    ErrorReply,
+    FakeProviderServer,
+    RawReply,
+    RecordedRequest,
+    Rejected,
+    Text,
+    Think,
+    Turn,
+    cut_index,
+    json_reply,
+    sse_frame,
+)
+
+ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 429: "rate_limit_error"}
+
+
+def _split(text: str) -> list[str]:
+    middle = max(1, len(text) // 2)
+    return [text[:middle], text[middle:]] if len(text) > 1 else [text]
+
+
+class FakeOpenAIResponses(FakeProviderServer):
+    provider = "openai"
+
+    def __init__(self) -> None:
+        super().__init__()
+        # What this "provider" handed out, so replays can be checked the way the real service checks them.
+        self.issued_reasoning: dict[str, dict] = {}
+        self.issued_calls: set[str] = set()
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.root_url}/v1"
+
+    # --- validation: the rules the real API enforces on replayed input ---
+
+    def validate(self, request: RecordedRequest) -> None:
+        if request.path != "/v1/responses":
+            raise Rejected(ErrorReply(404, f"Invalid URL (POST {request.path})"))
+        body = request.body or {}
+        if not request.headers.get("authorization", "").startswith("Bearer "):
+            raise Rejected(ErrorReply(401, "You didn't provide an API key."))
+        items = body.get("input") or []
+        if isinstance(items, str):
+            return
+        call_ids = [i.get("call_id") for i in items if i.get("type") == "function_call"]
+        output_ids = [i.get("call_id") for i in items if i.get("type") == "function_call_output"]
+        seen_calls: set[str] = set()
+        for position, item in enumerate(items):
+            kind = item.get("type")
+            if kind == "reasoning":
+                issued = self.issued_reasoning.get(item.get("id"))
+                if issued is None or issued["encrypted_content"] != item.get("encrypted_content"):
+                    raise Rejected(
+                        ErrorReply(400, f"The encrypted content for item {item.get('id')} could not be verified.")
+                    )
+                following = issued["following"]
+                nxt = items[position + 1] if position + 1 < len(items) else None
+                if following and (nxt is None or nxt.get("id") != following):
+                    raise Rejected(
+                        ErrorReply(
+                            400,
+                            f"Item '{item.get('id')}' of type 'reasoning' was provided without its required "
+                            "following item.",
+                        )
+                    )
+            elif kind == "function_call":
+                if not isinstance(item.get("arguments"), str):
+                    raise Rejected(ErrorReply(400, f"Invalid type for 'input[{position}].arguments': expected a string."))
+                seen_calls.add(item.get("call_id"))
+            elif kind == "function_call_output":
+                if item.get("call_id") not in seen_calls:
+                    raise Rejected(
+                        ErrorReply(
+                            400, f"No tool call found for function call output with call_id {item.get('call_id')}."
+                        )
+                    )
+        for call_id in call_ids:
+            if call_id not in output_ids:
+                raise Rejected(ErrorReply(400, f"No tool output found for function call {call_id}."))
+
+    def render_error(self, error: ErrorReply) -> RawReply:
+        body = {
+            "error": {
+                "message": error.message,
+                "type": error.kind or ERROR_TYPES.get(error.status, "server_error"),
+                "param": "input" if error.status == 400 else None,
+                "code": "context_length_exceeded" if "context window" in error.message else None,
+            }
+        }
+        return json_reply(error.status, body, error.headers)
+
+    # --- rendering a scripted turn as Responses SSE ---
+
+    def render(self, request: RecordedRequest, turn: Turn) -> SSE:
+        body = request.body or {}
+        response_id = self.next_id("resp")
+        response = {
+            "id": response_id,
+            "object": "response",
+            "created_at": int(time.time()),
+            "status": "in_progress",
+            "model": body.get("model", "gpt-test"),
+            "output": [],
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": body.get("tools", []),
+            "store": body.get("store", True),
+            "usage": None,
+        }
+        frames: list[bytes] = []
+        labels: list[str] = []
+        seq = 0
+
+        def emit(data: dict, label: str = "") -> None:
+            nonlocal seq
+            data["sequence_number"] = seq
+            seq += 1
+            frames.append(sse_frame(data, data["type"]))
+            labels.append(label)
+
+        emit({"type": "response.created", "response": dict(response)})
+        emit({"type": "response.in_progress", "response": dict(response)})
+        output: list[dict] = []
+        for index, part in enumerate(turn.parts):
+            if isinstance(part, Think):
+                item_id = self.next_id("rs")
+                encrypted = part.signature or "gAAAA" + base64.b64encode(
+                    hashlib.sha256(f"{item_id}:{part.text}".encode()).digest() * 3
+                ).decode()
+                item = {"id": item_id, "type": "reasoning", "summary": [], "encrypted_content": None}
+                emit({"type": "response.output_item.added", "output_index": index, "item": dict(item)})
+                emit(
+                    {
+                        "type": "response.reasoning_summary_part.added",
+                        "item_id": item_id,
+                        "output_index": index,
+                        "summary_index": 0,
+                        "part": {"type": "summary_text", "text": ""},
+                    }
+                )
+                for piece in _split(part.text):
+                    emit(
+                        {
+                            "type": "response.reasoning_summary_text.delta",
+                            "item_id": item_id,
+                            "output_index": index,
+                            "summary_index": 0,
+                            "delta": piece,
+                        },
+                        "thinking_delta",
+                    )
+                emit(
+                    {
+                        "type": "response.reasoning_summary_text.done",
+                        "item_id": item_id,
+                        "output_index": index,
+                        "summary_index": 0,
+                        "text": part.text,
+                    }
+                )
+                item = {
+                    "id": item_id,
+                    "type": "reasoning",
+                    "summary": [{"type": "summary_text", "text": part.text}],
+                    "encrypted_content": encrypted,
+                }
+                emit({"type": "response.output_item.done", "output_index": index, "item": item})
+                output.append(item)
+            elif isinstance(part, Text):
+                item_id = self.next_id("msg")
+                start = {"id": item_id, "type": "message", "role": "assistant", "status": "in_progress", "content": []}
+                if part.phase:
+                    start["phase"] = part.phase
+                emit({"type": "response.output_item.added", "output_index": index, "item": start})
+                emit(
+                    {
+                        "type": "response.content_part.added",
+                        "item_id": item_id,
+                        "output_index": index,
+                        "content_index": 0,
+                        "part": {"type": "output_text", "text": "", "annotations": []},
+                    }
+                )
+                for piece in _split(part.text):
+                    emit(
+                        {
+                            "type": "response.output_text.delta",
+                            "item_id": item_id,
+                            "output_index": index,
+                            "content_index": 0,
+                            "delta": piece,
+                            "logprobs": [],
+                        },
+                        "text_delta",
+                    )
+                content = {"type": "output_text", "text": part.text, "annotations": [], "logprobs": []}
+                emit(
+                    {
+                        "type": "response.output_text.done",
+                        "item_id": item_id,
+                        "output_index": index,
+                        "content_index": 0,
+                        "text": part.text,
+                        "logprobs": [],
+                    }
+                )
+                emit(
+                    {
+                        "type": "response.content_part.done",
+                        "item_id": item_id,
+                        "output_index": index,
+                        "content_index": 0,
+                        "part": content,
+                    }
+                )
+                item = {**start, "status": "completed", "content": [content]}
+                emit({"type": "response.output_item.done", "output_index": index, "item": item})
+                output.append(item)
+            elif isinstance(part, Call):
+                item_id = self.next_id("fc")
+                call_id = part.id or self.next_id("call")
+                start = {
+                    "id": item_id,
+                    "type": "function_call",
+                    "status": "in_progress",
+                    "arguments": "",
+                    "call_id": call_id,
+                    "name": part.name,
+                }
+                emit({"type": "response.output_item.added", "output_index": index, "item": start})
+                for piece in _split(part.arguments) if part.arguments else [""]:
+                    emit(
+                        {
+                            "type": "response.function_call_arguments.delta",
+                            "item_id": item_id,
+                            "output_index": index,
+                            "delta": piece,
+                        },
+                        "tool_call_delta",
+                    )
+                emit(
+                    {
+                        "type": "response.function_call_arguments.done",
+                        "item_id": item_id,
+                        "output_index": index,
+                        "arguments": part.arguments,
+                    }
+                )
+                item = {**start, "status": "completed", "arguments": part.arguments}
+                emit({"type": "response.output_item.done", "output_index": index, "item": item})
+                output.append(item)
+                self.issued_calls.add(call_id)
+            else:
+                raise AssertionError(f"openai fake cannot render {part!r}")
+        # A reasoning item must be replayed with the item it produced right after it.
+        for position, item in enumerate(output):
+            if item["type"] == "reasoning":
+                following = output[position + 1]["id"] if position + 1 < len(output) else None
+                self.issued_reasoning[item["id"]] = {
+                    "encrypted_content": item["encrypted_content"],
+                    "following": following,
+                }
+        final = {
+            **response,
+            "status": "incomplete" if turn.stop == "max_tokens" else "completed",
+            "output": output,
+            "usage": {
+                "input_tokens": turn.input_tokens,
+                "input_tokens_details": {"cached_tokens": turn.cached_tokens, "cache_write_tokens": 0},
+                "output_tokens": turn.output_tokens,
+                "output_tokens_details": {"reasoning_tokens": turn.reasoning_tokens},
+                "total_tokens": turn.input_tokens + turn.output_tokens,
+            },
+        }
+        if turn.stop == "max_tokens":
+            final["incomplete_details"] = {"reason": "max_output_tokens"}
+            emit({"type": "response.incomplete", "response": final}, "terminal")
+        else:
+            emit({"type": "response.completed", "response": final}, "terminal")
+        self.last_output = output
+        return SSE(frames, cut_index(labels, turn.cut), turn.chunk_delay_s)
