@@ -81,17 +81,38 @@ def cmd_run() -> int:
     _manage("collectstatic", "--no-input", "-v", "0", env=env)
     _manage("seed_demo", env=env)
     processes = [
-        subprocess.Popen([sys.executable, "-m", "daphne", "-b", host, "-p", port, "opencompany.asgi:application"], cwd=ROOT, env=env),
         subprocess.Popen(
-            [sys.executable, "-m", "celery", "-A", "opencompany", "worker", "-B", "-Q", "agent,housekeeping",
-             "--concurrency", os.environ.get("OPENCOMPANY_WORKER_CONCURRENCY", "4"), "--loglevel", "INFO",
-             "-s", str(Path(env.get("OPENCOMPANY_DATA_DIR") or ROOT / ".data") / "celerybeat-schedule")],
-            cwd=ROOT, env=env,
+            [sys.executable, "-m", "daphne", "-b", host, "-p", port, "opencompany.asgi:application"], cwd=ROOT, env=env
+        ),
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "celery",
+                "-A",
+                "opencompany",
+                "worker",
+                "-B",
+                "-Q",
+                "agent,housekeeping",
+                "--concurrency",
+                os.environ.get("OPENCOMPANY_WORKER_CONCURRENCY", "4"),
+                "--loglevel",
+                "INFO",
+                "-s",
+                str(Path(env.get("OPENCOMPANY_DATA_DIR") or ROOT / ".data") / "celerybeat-schedule"),
+            ],
+            cwd=ROOT,
+            env=env,
         ),
     ]
     url = f"http://{host}:{port}/"
     _wait_healthy(url + "healthz", processes)
-    print(f"\n  OpenCompany is running at {url}\n  Log in as the demo owner (see the password above). Ctrl-C stops everything.\n", flush=True)
+    print(
+        f"\n  OpenCompany is running at {url}\n"
+        "  Log in as the demo owner (see the password above). Ctrl-C stops everything.\n",
+        flush=True,
+    )
 
     def _stop(*_args):
         for process in processes:
@@ -126,8 +147,9 @@ def _wait_healthy(url: str, processes: list, timeout: float = 90) -> None:
             with urllib.request.urlopen(url, timeout=2) as response:
                 if response.status == 200:
                     return
-        except Exception:
-            pass
+        except Exception:  # refused or 503 while the worker starts: keep waiting
+            time.sleep(0.5)
+            continue
         time.sleep(0.5)
 
 

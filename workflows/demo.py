@@ -26,7 +26,12 @@ def demo_graph() -> dict:
         ],
         "edges": [
             {"source": "trigger", "sourceHandle": "output-main", "target": "assistant", "targetHandle": "input-main"},
-            {"source": "context", "sourceHandle": "output-context", "target": "assistant", "targetHandle": "input-context"},
+            {
+                "source": "context",
+                "sourceHandle": "output-context",
+                "target": "assistant",
+                "targetHandle": "input-context",
+            },
             {"source": "memory", "sourceHandle": "output-tool", "target": "assistant", "targetHandle": "input-tools"},
         ],
     }

@@ -25,7 +25,9 @@ class Command(BaseCommand):
             self.stdout.write(f"Demo owner created. Login: {DEMO_USERNAME}  Password: {password}")
             self.stdout.write("(This password is printed once. Change it with: python manage.py changepassword demo)")
         else:
-            self.stdout.write(f"Demo owner '{DEMO_USERNAME}' exists (password printed at first run; "
-                              "reset it with: python manage.py changepassword demo)")
+            self.stdout.write(
+                f"Demo owner '{DEMO_USERNAME}' exists (password printed at first run; "
+                "reset it with: python manage.py changepassword demo)"
+            )
         if created:
             self.stdout.write(f"Demo workflow created: {workflow.name} (#{workflow.pk})")

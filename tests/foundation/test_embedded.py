@@ -1,0 +1,52 @@
+"""Embedded services: a race of two starters, a stale pid from a killed run, a clean stop."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from tests.processes import REPO_ROOT
+
+pytestmark = pytest.mark.slow
+
+START = "from opencompany import embedded as e; print(e.ensure_postgres()); print(e.ensure_redis())"
+
+
+def _run(code: str, data_dir) -> list[str]:
+    env = {**os.environ, "OPENCOMPANY_DATA_DIR": str(data_dir), "OPENCOMPANY_QUIET_EMBEDDED": "1"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, env=env, check=True, capture_output=True, text=True, timeout=180
+    )
+    return out.stdout.split()
+
+
+def _postmaster_pid(data_dir) -> int:
+    return int((data_dir / "postgres" / "postmaster.pid").read_text().splitlines()[0])
+
+
+def test_two_racing_starters_share_one_server_and_a_killed_run_is_recovered(tmp_path):
+    data_dir = tmp_path / "data"
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            first, second = pool.map(lambda _: _run(START, data_dir), range(2))
+        assert first == second  # both processes got the same PostgreSQL and Redis
+        pg_pid = _postmaster_pid(data_dir)
+        redis_pid = int((data_dir / "redis" / "redis.pid").read_text())
+
+        # A killed run leaves a postmaster.pid and a redis.pid behind.
+        os.kill(pg_pid, signal.SIGKILL)
+        os.kill(redis_pid, signal.SIGKILL)
+        time.sleep(1)
+        assert (data_dir / "postgres" / "postmaster.pid").exists()
+        again = _run(START + "\nimport psycopg; psycopg.connect(e.ensure_postgres()).execute('select 1')", data_dir)
+        assert _postmaster_pid(data_dir) != pg_pid
+        assert json.loads((data_dir / "redis.json").read_text())["port"]
+        assert len(again) == 2
+    finally:
+        _run("from opencompany import embedded as e; e.stop_all()", data_dir)
+    assert not (data_dir / "postgres" / "postmaster.pid").exists()

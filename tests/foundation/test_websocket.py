@@ -1,0 +1,41 @@
+import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+
+from opencompany.realtime import workflow_group_name
+from tests.realtime import SocketClient
+from workflows.models import Workflow
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_the_owner_socket_receives_a_group_message_through_the_redis_layer(owner):
+    workflow = Workflow.objects.create(owner=owner, name="w")
+    layer = get_channel_layer()
+    assert type(layer).__name__ == "RedisChannelLayer"
+    socket = SocketClient(f"/ws/workflows/{workflow.pk}/", user=owner)
+    assert socket.connect()
+    try:
+        hello = socket.receive()
+        assert hello["type"] == "hello" and hello["workflow_id"] == workflow.pk and hello["hub_epoch"]
+        async_to_sync(layer.group_send)(
+            workflow_group_name(workflow.pk), {"type": "workflow.event", "event": {"type": "ping.test", "n": 1}}
+        )
+        assert socket.receive() == {"type": "ping.test", "n": 1}
+    finally:
+        socket.close()
+
+
+def test_anonymous_and_other_owner_sockets_are_refused(owner, other_owner):
+    workflow = Workflow.objects.create(owner=owner, name="w")
+    anonymous = SocketClient(f"/ws/workflows/{workflow.pk}/")
+    assert not anonymous.connect()
+    intruder = SocketClient(f"/ws/workflows/{workflow.pk}/", user=other_owner)
+    assert not intruder.connect()
+    assert intruder.close_code == 4404
+
+
+def test_a_foreign_origin_is_refused(owner):
+    workflow = Workflow.objects.create(owner=owner, name="w")
+    socket = SocketClient(f"/ws/workflows/{workflow.pk}/", user=owner, origin="http://evil.example")
+    assert not socket.connect()

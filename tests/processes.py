@@ -1,0 +1,157 @@
+"""Real processes for tests: Celery workers, web servers and spare Redis servers.
+
+Workers and servers run the product's own entry points in subprocesses, pointed at the
+test database pytest-django created, so a test exercises the same path production does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connection
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_database_url() -> str:
+    params = connection.settings_dict
+    return f"postgres://{params['USER']}@{params['HOST']}:{params['PORT']}/{params['NAME']}"
+
+
+def child_env(**extra: str) -> dict:
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "opencompany.settings.base",
+        "DATABASE_URL": test_database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "PYTHONUNBUFFERED": "1",
+        "OPENCOMPANY_QUIET_EMBEDDED": "1",
+        "LOG_LEVEL": "WARNING",
+    }
+    env.update(extra)
+    return env
+
+
+class ManagedProcess:
+    def __init__(self, args: list[str], env: dict, log_path: Path):
+        self.args = args
+        self.log_path = log_path
+        self._log = open(log_path, "wb")
+        self.process = subprocess.Popen(
+            args, cwd=REPO_ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(errors="replace")
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Signal the whole process group: a Celery worker's pool children die with it."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, sig)
+
+    def stop(self, timeout: float = 15) -> None:
+        if self.process.poll() is None:
+            self.kill(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill(signal.SIGKILL)
+                self.process.wait(timeout=5)
+        self._log.close()
+
+
+def start_celery_worker(
+    tmp_path: Path,
+    *,
+    name: str = "w1",
+    concurrency: int = 2,
+    queues: str = "agent,housekeeping",
+    beat: bool = False,
+    **env,
+) -> ManagedProcess:
+    args = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "opencompany",
+        "worker",
+        "-Q",
+        queues,
+        "-c",
+        str(concurrency),
+        "-n",
+        f"{name}@%h",
+        "--loglevel",
+        "INFO",
+        "--without-mingle",
+        "--without-gossip",
+    ]
+    if beat:
+        args += ["-B", "-s", str(tmp_path / f"beat-{name}")]
+    process = ManagedProcess(args, child_env(**env), tmp_path / f"worker-{name}.log")
+    wait_for_log(process, "ready.", timeout=60)
+    return process
+
+
+def start_web_server(tmp_path: Path, *, name: str = "web1", **env) -> tuple[ManagedProcess, str]:
+    port = free_port()
+    args = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "opencompany.asgi:application"]
+    process = ManagedProcess(args, child_env(**env), tmp_path / f"{name}.log")
+    wait_for_port(port, process, timeout=60)
+    return process, f"http://127.0.0.1:{port}"
+
+
+def wait_for_log(process: ManagedProcess, needle: str, *, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if needle in process.log():
+            return
+        if process.process.poll() is not None:
+            raise RuntimeError(f"process exited early:\n{process.log()[-4000:]}")
+        time.sleep(0.1)
+    raise TimeoutError(f"{needle!r} not seen in time:\n{process.log()[-4000:]}")
+
+
+def wait_for_port(port: int, process: ManagedProcess | None = None, *, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        if process is not None and process.process.poll() is not None:
+            raise RuntimeError(f"process exited early:\n{process.log()[-4000:]}")
+        time.sleep(0.1)
+    raise TimeoutError(f"nothing listens on {port}")
+
+
+def start_spare_redis(tmp_path: Path) -> tuple[subprocess.Popen, str]:
+    from opencompany.embedded import _redis_server_binary
+
+    port = free_port()
+    process = subprocess.Popen(
+        [_redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wait_for_port(port, timeout=10)
+    return process, f"redis://127.0.0.1:{port}/0"

@@ -1,0 +1,72 @@
+"""Open the product's real WebSocket (the ASGI app, session auth, the Redis channel layer) from tests."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
+from django.test import Client
+
+
+def session_cookie_for(user) -> str:
+    client = Client()
+    client.force_login(user)
+    return f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+
+
+class SocketClient:
+    """A synchronous wrapper so plain pytest tests can drive a socket.
+
+    The communicator's application task is bound to one event loop, so every call runs on
+    one loop kept in a background thread for the life of the socket.
+    """
+
+    def __init__(self, path: str, *, user=None, origin: str = "http://localhost"):
+        from opencompany.asgi import application
+
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+
+        headers = [(b"origin", origin.encode()), (b"host", b"localhost")]
+        if user is not None:
+            headers.append((b"cookie", session_cookie_for(user).encode()))
+        self.communicator = self._run(self._make(application, path, headers))
+        self.connected = False
+        self.close_code = None
+
+    async def _make(self, application, path, headers):
+        return WebsocketCommunicator(application, path, headers=headers)
+
+    def _run(self, coroutine, timeout: float = 30):
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
+
+    def connect(self) -> bool:
+        connected, code = self._run(self.communicator.connect(timeout=5))
+        self.connected = connected
+        self.close_code = code
+        return connected
+
+    def receive(self, timeout: float = 3) -> dict:
+        return self._run(self.communicator.receive_json_from(timeout=timeout))
+
+    def receive_all(self, timeout: float = 0.5) -> list[dict]:
+        events = []
+        while True:
+            try:
+                events.append(self.receive(timeout=timeout))
+            except Exception:
+                return events
+
+    def nothing_received(self, timeout: float = 0.5) -> bool:
+        return self._run(self.communicator.receive_nothing(timeout=timeout))
+
+    def close(self) -> None:
+        try:
+            if self.connected:
+                self._run(self.communicator.disconnect())
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=5)
