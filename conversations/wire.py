@@ -185,7 +185,13 @@ def tool_result_message(*, tool_call_id: str, name: str, content: str, is_error:
     return {
         "role": "tool",
         "blocks": [
-            {"type": "tool_result", "tool_call_id": tool_call_id, "name": name, "content": content, "is_error": is_error}
+            {
+                "type": "tool_result",
+                "tool_call_id": tool_call_id,
+                "name": name,
+                "content": content,
+                "is_error": is_error,
+            }
         ],
     }
 

@@ -21,7 +21,9 @@ class ProviderError(Exception):
     code = "provider_error"
     retryable = False
 
-    def __init__(self, message: str, *, provider: str = "", status: int | None = None, retry_after: float | None = None):
+    def __init__(
+        self, message: str, *, provider: str = "", status: int | None = None, retry_after: float | None = None
+    ):
         super().__init__(message)
         self.message = message
         self.provider = provider

@@ -172,7 +172,10 @@ def build_params(request: ChatRequest, *, for_counting: bool = False) -> dict:
     if budget:
         params["thinking"] = {"type": "enabled", "budget_tokens": budget}
     if not for_counting:
-        default = min(int(config.setting("PROVIDER_DEFAULT_MAX_OUTPUT_TOKENS")), capabilities(PROVIDER, request.model).max_output_tokens)
+        default = min(
+            int(config.setting("PROVIDER_DEFAULT_MAX_OUTPUT_TOKENS")),
+            capabilities(PROVIDER, request.model).max_output_tokens,
+        )
         max_tokens = settings.max_output_tokens or default
         if budget and max_tokens <= budget:
             max_tokens = budget + 4096  # the thinking budget must be below max_tokens
@@ -278,9 +281,13 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
                 wire_blocks.append(text_block(entry["text"], stopped=True))
         result_stop = "stopped"
     else:
-        result_stop = {"end_turn": "end_turn", "tool_use": "tool_use", "max_tokens": "max_tokens", "stop_sequence": "end_turn", "refusal": "refusal"}.get(
-            stop_reason or "", stop_reason or "other"
-        )
+        result_stop = {
+            "end_turn": "end_turn",
+            "tool_use": "tool_use",
+            "max_tokens": "max_tokens",
+            "stop_sequence": "end_turn",
+            "refusal": "refusal",
+        }.get(stop_reason or "", stop_reason or "other")
     message = {
         "role": "assistant",
         "blocks": wire_blocks,
@@ -297,7 +304,12 @@ def _close_block(entry: dict | None) -> dict | None:
     if kind == "text":
         return text_block(entry["text"])
     if kind == "thinking":
-        return {"type": "thinking", "text": entry["text"], "signature": entry.get("signature") or None, "provider": PROVIDER}
+        return {
+            "type": "thinking",
+            "text": entry["text"],
+            "signature": entry.get("signature") or None,
+            "provider": PROVIDER,
+        }
     if kind == "redacted_thinking":
         return {"type": "redacted_thinking", "data": entry["data"]}
     if kind == "tool_use":

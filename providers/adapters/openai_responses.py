@@ -195,7 +195,9 @@ def blocks_from_items(items: list[dict]) -> list[dict]:
                 elif content.get("type") == "refusal":
                     blocks.append(text_block(content.get("refusal", "")))
         elif kind == "function_call":
-            blocks.append(tool_call_block(id=item["call_id"], name=item["name"], arguments_raw=item.get("arguments", "")))
+            blocks.append(
+                tool_call_block(id=item["call_id"], name=item["name"], arguments_raw=item.get("arguments", ""))
+            )
     return blocks
 
 
@@ -273,7 +275,9 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
         raise
     except openai.APIConnectionError as exc:
         if received_any:
-            raise TruncatedStreamError(f"{PROVIDER}: the stream broke before response.completed", provider=PROVIDER) from exc
+            raise TruncatedStreamError(
+                f"{PROVIDER}: the stream broke before response.completed", provider=PROVIDER
+            ) from exc
         raise map_openai_error(exc, provider=PROVIDER, api_key=api_key) from exc
     except Exception as exc:
         raise map_openai_error(exc, provider=PROVIDER, api_key=api_key) from exc
@@ -297,7 +301,9 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
         response_id = final.get("id") or response_id
         if final.get("status") == "incomplete":
             reason = (final.get("incomplete_details") or {}).get("reason")
-            stop_reason = "max_tokens" if reason == "max_output_tokens" else "refusal" if reason == "content_filter" else "other"
+            stop_reason = (
+                "max_tokens" if reason == "max_output_tokens" else "refusal" if reason == "content_filter" else "other"
+            )
         elif any(b["type"] == "tool_call" for b in blocks):
             stop_reason = "tool_use"
         else:

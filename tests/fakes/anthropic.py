@@ -181,17 +181,28 @@ class FakeAnthropic(FakeProviderServer):
         has_call = False
         for index, part in enumerate(turn.parts):
             if isinstance(part, Think) and part.redacted:
-                data = part.signature or base64.b64encode(hashlib.sha256(f"{message_id}{index}".encode()).digest()).decode()
+                data = (
+                    part.signature
+                    or base64.b64encode(hashlib.sha256(f"{message_id}{index}".encode()).digest()).decode()
+                )
                 self.issued_redacted.add(data)
                 emit(
-                    {"type": "content_block_start", "index": index, "content_block": {"type": "redacted_thinking", "data": data}},
+                    {
+                        "type": "content_block_start",
+                        "index": index,
+                        "content_block": {"type": "redacted_thinking", "data": data},
+                    },
                     "thinking_delta",
                 )
                 emit({"type": "content_block_stop", "index": index})
             elif isinstance(part, Think):
-                signature = part.signature or "EqQB" + base64.b64encode(
-                    hashlib.sha256(f"{message_id}:{index}:{part.text}".encode()).digest() * 2
-                ).decode()
+                signature = (
+                    part.signature
+                    or "EqQB"
+                    + base64.b64encode(
+                        hashlib.sha256(f"{message_id}:{index}:{part.text}".encode()).digest() * 2
+                    ).decode()
+                )
                 self.issued_thinking[signature] = part.text
                 emit(
                     {
@@ -202,10 +213,20 @@ class FakeAnthropic(FakeProviderServer):
                 )
                 for piece in _split(part.text):
                     emit(
-                        {"type": "content_block_delta", "index": index, "delta": {"type": "thinking_delta", "thinking": piece}},
+                        {
+                            "type": "content_block_delta",
+                            "index": index,
+                            "delta": {"type": "thinking_delta", "thinking": piece},
+                        },
                         "thinking_delta",
                     )
-                emit({"type": "content_block_delta", "index": index, "delta": {"type": "signature_delta", "signature": signature}})
+                emit(
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "signature_delta", "signature": signature},
+                    }
+                )
                 emit({"type": "content_block_stop", "index": index})
             elif isinstance(part, Text):
                 emit({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}})

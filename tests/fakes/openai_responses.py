@@ -77,7 +77,9 @@ class FakeOpenAIResponses(FakeProviderServer):
                     )
             elif kind == "function_call":
                 if not isinstance(item.get("arguments"), str):
-                    raise Rejected(ErrorReply(400, f"Invalid type for 'input[{position}].arguments': expected a string."))
+                    raise Rejected(
+                        ErrorReply(400, f"Invalid type for 'input[{position}].arguments': expected a string.")
+                    )
                 seen_calls.add(item.get("call_id"))
             elif kind == "function_call_output":
                 if item.get("call_id") not in seen_calls:
@@ -136,9 +138,11 @@ class FakeOpenAIResponses(FakeProviderServer):
         for index, part in enumerate(turn.parts):
             if isinstance(part, Think):
                 item_id = self.next_id("rs")
-                encrypted = part.signature or "gAAAA" + base64.b64encode(
-                    hashlib.sha256(f"{item_id}:{part.text}".encode()).digest() * 3
-                ).decode()
+                encrypted = (
+                    part.signature
+                    or "gAAAA"
+                    + base64.b64encode(hashlib.sha256(f"{item_id}:{part.text}".encode()).digest() * 3).decode()
+                )
                 item = {"id": item_id, "type": "reasoning", "summary": [], "encrypted_content": None}
                 emit({"type": "response.output_item.added", "output_index": index, "item": dict(item)})
                 emit(

@@ -1,0 +1,411 @@
+"""Gemini adapter (provider "gemini") through google-genai `generate_content_stream`.
+
+Thought signatures ride on individual parts (a thought part, a text part or a functionCall part) and must go back
+on the very same part. Stored form:
+- blocks: thought parts -> thinking {signature: its base64 or null, provider: "gemini"}; text parts -> text (text
+  streamed over several parts is merged into one block, closed by the part that carries a signature);
+  functionCall parts -> tool_call.
+- provider_state["gemini"] = {"response_id", "signatures": [{"index", "type", "id"?, "signature"}] for signatures
+  on text and tool_call blocks, "synthetic_call_ids": [ids we made up because the API sent none]}.
+Automatic function calling and automatic continuation are off: the runtime runs tools, one request per step.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import httpx2
+from google import genai
+from google.genai import errors as genai_errors
+from google.genai import types
+
+from conversations.wire import text_block, tool_call_block
+
+from .. import config
+from ..errors import (
+    AuthError,
+    NetworkError,
+    ProviderError,
+    RateLimitedError,
+    ServerError,
+    TruncatedStreamError,
+    classify_status,
+    scrub,
+)
+from ..types import ChatRequest, ChatResult, Usage
+from .common import Stream, data_url_parts, image_placeholder, object_arguments, own_thinking, system_text
+
+PROVIDER = "gemini"
+# Documented escape hatch for function calls the model did not sign itself (e.g. made by another provider): it
+# tells the API not to validate that part, instead of refusing the whole request.
+SKIP_SIGNATURE = b"skip_thought_signature_validator"
+CONTEXT_MARKERS = ("exceeds the maximum number of tokens", "input token count", "context window", "too long")
+THINKING_LEVELS = {"minimal": "MINIMAL", "low": "LOW", "medium": "MEDIUM", "high": "HIGH"}
+
+try:  # the SDK may also use plain httpx underneath
+    import httpx as _httpx
+
+    _TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (httpx2.HTTPError, _httpx.HTTPError, OSError)
+except ImportError:  # pragma: no cover
+    _TRANSPORT_ERRORS = (httpx2.HTTPError, OSError)
+
+
+def make_client(request: ChatRequest) -> tuple[genai.Client, str | None]:
+    api_key = config.api_key_for(PROVIDER, request.api_key)
+    connect, read = config.timeouts()
+    options = types.HttpOptions(
+        base_url=config.base_url_for(PROVIDER, request.base_url),
+        timeout=int((connect + read) * 1000),
+        retry_options=types.HttpRetryOptions(attempts=1),  # one attempt: a retried step could be billed twice
+    )
+    return genai.Client(api_key=api_key or "missing-api-key", http_options=options), api_key
+
+
+def _b64(raw: bytes | None) -> str | None:
+    return base64.b64encode(raw).decode() if raw else None
+
+
+def _unb64(value: str) -> bytes:
+    padded = value + "=" * (-len(value) % 4)
+    return base64.b64decode(padded.replace("-", "+").replace("_", "/"))
+
+
+def map_error(exc: Exception, *, api_key: str | None) -> ProviderError:
+    if isinstance(exc, ProviderError):
+        return exc
+    if isinstance(exc, genai_errors.APIError):
+        text = scrub(str(exc.message or exc.status or "error"), [api_key])
+        code = int(exc.code or 500)
+        if "api key not valid" in text.lower() or exc.status in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
+            return AuthError(f"{PROVIDER} returned {code}: {text}", provider=PROVIDER, status=code)
+        if code == 429 or exc.status == "RESOURCE_EXHAUSTED":
+            return RateLimitedError(
+                f"{PROVIDER} returned {code}: {text}", provider=PROVIDER, status=code, retry_after=_retry_delay(exc)
+            )
+        return classify_status(code, text, provider=PROVIDER, context_markers=CONTEXT_MARKERS)
+    if isinstance(exc, _TRANSPORT_ERRORS):
+        return NetworkError(f"{PROVIDER}: connection failed ({type(exc).__name__})", provider=PROVIDER)
+    return ServerError(scrub(f"{PROVIDER}: unexpected {type(exc).__name__}: {exc}", [api_key]), provider=PROVIDER)
+
+
+def _retry_delay(exc: genai_errors.APIError) -> float | None:
+    details = ((exc.details or {}).get("error") or {}).get("details") or []
+    for detail in details:
+        delay = detail.get("retryDelay") if isinstance(detail, dict) else None
+        if isinstance(delay, str) and delay.endswith("s"):
+            try:
+                return float(delay[:-1])
+            except ValueError:
+                return None
+    return None
+
+
+# --- request ---------------------------------------------------------------------------------------------------
+
+
+def _synthetic_ids(messages: list[dict]) -> set[str]:
+    ids: set[str] = set()
+    for message in messages:
+        state = (message.get("provider_state") or {}).get(PROVIDER) or {}
+        ids.update(state.get("synthetic_call_ids") or [])
+    return ids
+
+
+def _model_parts(message: dict, synthetic: set[str]) -> list[types.Part]:
+    state = (message.get("provider_state") or {}).get(PROVIDER) or {}
+    signatures = {int(s["index"]): s for s in state.get("signatures") or [] if isinstance(s, dict) and "index" in s}
+    parts: list[types.Part] = []
+    for index, block in enumerate(message.get("blocks", [])):
+        kind = block.get("type")
+        stored = signatures.get(index)
+        signature = None
+        if stored and stored.get("type") == kind and (kind != "tool_call" or stored.get("id") == block.get("id")):
+            signature = _unb64(stored["signature"])
+        if kind == "thinking":
+            # Only signed Gemini thoughts are worth sending back; summaries alone carry nothing for the model.
+            if own_thinking(block, PROVIDER) and block.get("signature"):
+                parts.append(types.Part(text=block["text"], thought=True, thought_signature=_unb64(block["signature"])))
+        elif kind == "text":
+            if block["text"] or signature:
+                parts.append(types.Part(text=block["text"], thought_signature=signature))
+        elif kind == "tool_call":
+            arguments, note = object_arguments(block)
+            if note:
+                parts.append(types.Part(text=note))
+            call = types.FunctionCall(
+                name=block["name"], args=arguments, id=None if block["id"] in synthetic else block["id"]
+            )
+            parts.append(types.Part(function_call=call, thought_signature=signature))
+        elif kind == "image":
+            parts.append(types.Part(text=image_placeholder(block, PROVIDER)))
+    return parts
+
+
+def _user_parts(message: dict) -> list[types.Part]:
+    parts: list[types.Part] = []
+    for block in message.get("blocks", []):
+        if block.get("type") == "text" and block["text"]:
+            parts.append(types.Part(text=block["text"]))
+        elif block.get("type") == "image":
+            parsed = data_url_parts(block.get("ref", ""))
+            if parsed:
+                parts.append(types.Part(inline_data=types.Blob(mime_type=parsed[0], data=base64.b64decode(parsed[1]))))
+            else:
+                parts.append(types.Part(text=image_placeholder(block, PROVIDER)))
+    return parts
+
+
+def build_contents(messages: list[dict]) -> list[types.Content]:
+    synthetic = _synthetic_ids(messages)
+    contents: list[types.Content] = []
+    for message in messages:
+        role = message.get("role")
+        if role == "user":
+            parts = _user_parts(message)
+            if parts:
+                contents.append(types.Content(role="user", parts=parts))
+        elif role == "assistant":
+            parts = _model_parts(message, synthetic)
+            if parts:
+                contents.append(types.Content(role="model", parts=parts))
+        elif role == "tool":
+            responses = []
+            for block in message.get("blocks", []):
+                if block.get("type") != "tool_result":
+                    continue
+                key = "error" if block.get("is_error") else "output"
+                responses.append(
+                    types.Part(
+                        function_response=types.FunctionResponse(
+                            name=block["name"],
+                            id=None if block["tool_call_id"] in synthetic else block["tool_call_id"],
+                            response={key: block["content"]},
+                        )
+                    )
+                )
+            # All results of one step go back in one content, as many responses as there were calls.
+            if contents and contents[-1].role == "user" and all(p.function_response for p in contents[-1].parts or []):
+                contents[-1].parts.extend(responses)
+            else:
+                contents.append(types.Content(role="user", parts=responses))
+    _sign_current_turn(contents)
+    return contents
+
+
+def _sign_current_turn(contents: list[types.Content]) -> None:
+    """Gemini refuses a current-turn step whose first functionCall part is unsigned. A call we hold no signature
+    for (made by another provider, or its signature was lost) gets the documented skip value instead."""
+    start = 0
+    for index, content in enumerate(contents):
+        if content.role == "user" and any(not p.function_response for p in content.parts or []):
+            start = index + 1
+    for content in contents[start:]:
+        if content.role != "model":
+            continue
+        calls = [p for p in content.parts or [] if p.function_call]
+        if calls and not calls[0].thought_signature:
+            calls[0].thought_signature = SKIP_SIGNATURE
+
+
+def build_config(request: ChatRequest) -> types.GenerateContentConfig:
+    settings = request.settings
+    kwargs: dict[str, Any] = {
+        "automatic_function_calling": types.AutomaticFunctionCallingConfig(disable=True),
+        "automatic_continuation": False,
+    }
+    system = system_text(request.messages)
+    if system:
+        kwargs["system_instruction"] = system
+    if request.tools:
+        kwargs["tools"] = [
+            types.Tool(
+                function_declarations=[
+                    types.FunctionDeclaration(
+                        name=tool.name, description=tool.description, parameters_json_schema=tool.parameters
+                    )
+                    for tool in request.tools
+                ]
+            )
+        ]
+    if settings.temperature is not None:
+        kwargs["temperature"] = settings.temperature
+    if settings.max_output_tokens:
+        kwargs["max_output_tokens"] = settings.max_output_tokens
+    if settings.thinking == "off":
+        kwargs["thinking_config"] = types.ThinkingConfig(thinking_budget=0)
+    elif settings.thinking:
+        kwargs["thinking_config"] = types.ThinkingConfig(
+            include_thoughts=True, thinking_level=THINKING_LEVELS.get(settings.thinking, "MEDIUM")
+        )
+    return types.GenerateContentConfig(**kwargs)
+
+
+# --- response --------------------------------------------------------------------------------------------------
+
+
+class _Assembler:
+    def __init__(self, stream: Stream):
+        self.stream = stream
+        self.blocks: list[dict] = []
+        self.signatures: list[dict] = []
+        self.synthetic: list[str] = []
+        self.open_kind: str | None = None  # "thinking" or "text" while such a block still grows
+        self.response_id: str | None = None
+
+    def _close_thinking(self) -> None:
+        if self.open_kind == "thinking":
+            self.stream.emit({"type": "thinking_end"})
+        self.open_kind = None if self.open_kind == "thinking" else self.open_kind
+
+    def add(self, part: types.Part) -> None:
+        signature = _b64(part.thought_signature)
+        if part.thought and part.text is not None:
+            if self.open_kind != "thinking":
+                self.open_kind = "thinking"
+                self.stream.emit({"type": "thinking_start"})
+                self.blocks.append({"type": "thinking", "text": "", "signature": None, "provider": PROVIDER})
+            self.blocks[-1]["text"] += part.text
+            if signature:
+                self.blocks[-1]["signature"] = signature
+                self._close_thinking()
+        elif part.function_call is not None:
+            self._close_thinking()
+            self.open_kind = None
+            call = part.function_call
+            call_id = call.id
+            if not call_id:
+                call_id = f"gemini_call_{self.response_id or 'r'}_{len(self.blocks)}"
+                self.synthetic.append(call_id)
+            raw = json.dumps(call.args or {}, ensure_ascii=False)
+            self.stream.emit({"type": "tool_call_start", "id": call_id, "name": call.name})
+            self.stream.emit({"type": "tool_call_delta", "id": call_id, "delta": raw})
+            self.blocks.append(tool_call_block(id=call_id, name=call.name or "", arguments_raw=raw))
+            if signature:
+                self.signatures.append(
+                    {"index": len(self.blocks) - 1, "type": "tool_call", "id": call_id, "signature": signature}
+                )
+        elif part.text is not None:
+            self._close_thinking()
+            if self.open_kind != "text":
+                self.open_kind = "text"
+                self.blocks.append(text_block(""))
+            self.blocks[-1]["text"] += part.text
+            if part.text:
+                self.stream.emit({"type": "text_delta", "text": part.text})
+            if signature:
+                self.signatures.append({"index": len(self.blocks) - 1, "type": "text", "signature": signature})
+                self.open_kind = None  # the signature belongs to exactly this part: the next text is a new block
+
+    def stopped_blocks(self) -> list[dict]:
+        blocks = [dict(b) for b in self.blocks]
+        if self.open_kind == "text" and blocks and blocks[-1]["type"] == "text":
+            blocks[-1]["stopped"] = True
+        # A thought without its signature cannot be replayed: not kept from an interrupted stream.
+        return [b for b in blocks if not (b["type"] == "thinking" and not b.get("signature"))]
+
+
+def chat(request: ChatRequest, stream: Stream) -> ChatResult:
+    client, api_key = make_client(request)
+    contents = build_contents(request.messages)
+    gen_config = build_config(request)
+    assembler = _Assembler(stream)
+    usage = Usage()
+    finish: str | None = None
+    stopped = False
+    received_any = False
+    chunks = None
+    try:
+        chunks = client.models.generate_content_stream(model=request.model, contents=contents, config=gen_config)
+        for chunk in chunks:
+            received_any = True
+            assembler.response_id = assembler.response_id or chunk.response_id
+            if chunk.usage_metadata is not None:
+                meta = chunk.usage_metadata
+                usage.input_tokens = int(meta.prompt_token_count or 0)
+                usage.cached_tokens = int(meta.cached_content_token_count or 0)
+                usage.reasoning_tokens = int(meta.thoughts_token_count or 0)
+                usage.output_tokens = int(meta.candidates_token_count or 0) + usage.reasoning_tokens
+            candidate = (chunk.candidates or [None])[0]
+            if candidate is not None:
+                if candidate.content is not None:
+                    for part in candidate.content.parts or []:
+                        assembler.add(part)
+                if candidate.finish_reason is not None:
+                    finish = str(getattr(candidate.finish_reason, "value", candidate.finish_reason))
+            if finish is None and stream.stopped():
+                stopped = True
+                break
+    except ProviderError:
+        raise
+    except genai_errors.APIError as exc:
+        raise map_error(exc, api_key=api_key) from exc
+    except _TRANSPORT_ERRORS as exc:
+        if received_any:
+            raise TruncatedStreamError(
+                f"{PROVIDER}: the stream broke before its finishReason", provider=PROVIDER
+            ) from exc
+        raise map_error(exc, api_key=api_key) from exc
+    except Exception as exc:
+        raise map_error(exc, api_key=api_key) from exc
+    finally:
+        close = getattr(chunks, "close", None)
+        if close is not None:
+            close()
+
+    if finish is None and not stopped:
+        raise TruncatedStreamError(f"{PROVIDER}: the stream ended without a finishReason", provider=PROVIDER)
+    if stopped:
+        blocks = assembler.stopped_blocks()
+        stop_reason = "stopped"
+        usage = Usage()
+    else:
+        assembler._close_thinking()
+        blocks = assembler.blocks
+        if finish == "MAX_TOKENS":
+            stop_reason = "max_tokens"
+        elif any(b["type"] == "tool_call" for b in blocks):
+            stop_reason = "tool_use"
+        elif finish == "STOP":
+            stop_reason = "end_turn"
+        elif finish in ("SAFETY", "RECITATION", "PROHIBITED_CONTENT", "BLOCKLIST", "SPII"):
+            stop_reason = "refusal"
+        else:
+            stop_reason = "other"
+    kept = {id(b) for b in blocks}
+    signatures = [s for s in assembler.signatures if s["index"] < len(assembler.blocks)]
+    if stopped:
+        # Indices refer to the full list; re-point them at the kept blocks.
+        remap = {}
+        position = 0
+        for index, block in enumerate(assembler.blocks):
+            if not (block["type"] == "thinking" and not block.get("signature")):
+                remap[index] = position
+                position += 1
+        signatures = [{**s, "index": remap[s["index"]]} for s in signatures if s["index"] in remap]
+    _ = kept
+    state = {"response_id": assembler.response_id, "signatures": signatures}
+    if assembler.synthetic:
+        state["synthetic_call_ids"] = assembler.synthetic
+    message = {
+        "role": "assistant",
+        "blocks": blocks,
+        "provider_state": {PROVIDER: state},
+        "usage": usage.to_dict(),
+    }
+    return ChatResult(
+        message=message,
+        usage=usage,
+        stop_reason=stop_reason,
+        provider_ids={"response_id": assembler.response_id, "finish_reason": finish},
+    )
+
+
+def count_input_tokens(request: ChatRequest) -> int:
+    client, api_key = make_client(request)
+    try:
+        result = client.models.count_tokens(model=request.model, contents=build_contents(request.messages))
+    except Exception as exc:
+        raise map_error(exc, api_key=api_key) from exc
+    return int(result.total_tokens or 0)

@@ -1,0 +1,162 @@
+"""The offline provider: built in, no network, deterministic. See providers/README.md for its commands."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from datetime import UTC, datetime
+
+from conversations.wire import text_block, text_of, tool_call_block
+
+from .. import config
+from ..context import estimate_tokens
+from ..types import ChatRequest, ChatResult, Usage
+from .common import Stream
+
+PROVIDER = "offline"
+CHUNK_WORDS = 3
+RESULT_MENTION_CHARS = 300
+
+COMMAND = re.compile(r"^\s*(remember|recall|todo)\s*:\s*(.+?)\s*$", re.IGNORECASE)
+ASK = re.compile(r"^\s*ask\s+([A-Za-z0-9_.-]+)\s*:\s*(.+?)\s*$", re.IGNORECASE)
+
+
+def _log_call(model: str) -> None:
+    """Crash tests count provider calls across processes: one line per call, durable before we answer."""
+    path = os.environ.get("OPENCOMPANY_OFFLINE_CALL_LOG") or config.setting("OPENCOMPANY_OFFLINE_CALL_LOG")
+    if not path:
+        return
+    line = f"{model} {datetime.now(UTC).isoformat()} pid={os.getpid()}\n"
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(line)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _commands(text: str, tools: dict[str, str]) -> tuple[list[tuple[str, dict]], list[str]]:
+    """(tool calls to make, notes about commands that name a tool the request does not offer)."""
+    calls: list[tuple[str, dict]] = []
+    notes: list[str] = []
+    for line in text.splitlines():
+        match = COMMAND.match(line)
+        if match:
+            verb, value = match.group(1).lower(), match.group(2)
+            if verb == "remember":
+                name, arguments = "memory", {"operation": "remember", "content": value}
+            elif verb == "recall":
+                name, arguments = "memory", {"operation": "recall", "query": value}
+            else:
+                name, arguments = "todos", {"operation": "add", "text": value}
+        else:
+            match = ASK.match(line)
+            if not match:
+                continue
+            name, arguments = match.group(1), {"task": match.group(2)}
+        actual = tools.get(name.lower())
+        if actual is None:
+            notes.append(f"I have no {name} tool.")
+        else:
+            calls.append((actual, arguments))
+    return calls, notes
+
+
+def _results_reply(messages: list[dict]) -> str:
+    results = []
+    for message in reversed(messages):
+        if message.get("role") != "tool":
+            break
+        for block in message.get("blocks", []):
+            if block.get("type") == "tool_result":
+                results.append(block)
+    results.reverse()
+    mentions = []
+    for block in results:
+        content = block.get("content", "")
+        if len(content) > RESULT_MENTION_CHARS:
+            content = content[:RESULT_MENTION_CHARS] + "…"
+        status = "failed" if block.get("is_error") else "returned"
+        mentions.append(f"{block.get('name')} {status}: {content}")
+    return "Done. " + " ".join(f"({n}) {m}" for n, m in enumerate(mentions, 1))
+
+
+def _summary_reply(text: str) -> str:
+    from ..summarize import TRANSCRIPT_MARKER
+
+    transcript = text.split(TRANSCRIPT_MARKER, 1)[-1].strip().splitlines()
+    lines = [line[:200] for line in transcript if line.strip()]
+    kept = lines[-20:]
+    head = f"Offline summary of {len(lines)} transcript lines"
+    return head + (":\n" + "\n".join(f"- {line}" for line in kept) if kept else ".")
+
+
+def plan_reply(request: ChatRequest) -> tuple[str, list[tuple[str, dict]]]:
+    """What the offline model answers to `request`: (text, tool calls). Pure and deterministic."""
+    from ..summarize import TRANSCRIPT_MARKER
+
+    messages = request.messages
+    if messages and messages[-1].get("role") == "tool":
+        return _results_reply(messages), []
+    last_user_index = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user"), None)
+    said = text_of(messages[last_user_index]) if last_user_index is not None else ""
+    if TRANSCRIPT_MARKER in said:
+        return _summary_reply(said), []
+    tools = {tool.name.lower(): tool.name for tool in request.tools}
+    calls, notes = _commands(said, tools)
+    if calls:
+        names = ", ".join(dict.fromkeys(name for name, _ in calls))
+        return " ".join([*notes, f"Calling {names}."]), calls
+    if notes:
+        return " ".join(notes), []
+    earlier = sum(1 for m in messages[: last_user_index or 0] if m.get("role") != "system")
+    noun = "message" if earlier == 1 else "messages"
+    return f"I see {earlier} earlier {noun}. You said: {said}", []
+
+
+def _chunks(text: str) -> list[str]:
+    words = re.findall(r"\S+\s*", text) or [text]
+    return ["".join(words[i : i + CHUNK_WORDS]) for i in range(0, len(words), CHUNK_WORDS)]
+
+
+def chat(request: ChatRequest, stream: Stream) -> ChatResult:
+    _log_call(request.model)
+    delay = int(config.setting("OFFLINE_PROVIDER_DELAY_MS")) / 1000.0
+    text, calls = plan_reply(request)
+    sent = ""
+    stopped = False
+    for index, piece in enumerate(_chunks(text)):
+        if index and delay:
+            time.sleep(delay)
+        if stream.stopped():
+            stopped = True
+            break
+        sent += piece
+        stream.emit({"type": "text_delta", "text": piece})
+    blocks: list[dict] = []
+    call_blocks: list[dict] = []
+    if not stopped:
+        blocks.append(text_block(text))
+        turn = len(request.messages)
+        for number, (name, arguments) in enumerate(calls):
+            if delay:
+                time.sleep(delay)
+            if stream.stopped():
+                stopped = True
+                break
+            call_id = f"offline_{turn}_{number}"
+            raw = json.dumps(arguments, ensure_ascii=False)
+            stream.emit({"type": "tool_call_start", "id": call_id, "name": name})
+            stream.emit({"type": "tool_call_delta", "id": call_id, "delta": raw})
+            call_blocks.append(tool_call_block(id=call_id, name=name, arguments_raw=raw))
+        blocks.extend(call_blocks)
+    elif sent:
+        blocks.append(text_block(sent, stopped=True))
+    output_text = "".join(b.get("text", "") + b.get("arguments_raw", "") for b in blocks)
+    usage = Usage(input_tokens=estimate_tokens(request), output_tokens=max(1, len(output_text) // 4) if blocks else 0)
+    if stopped:
+        stop_reason = "stopped"
+    else:
+        stop_reason = "tool_use" if call_blocks else "end_turn"
+    message = {"role": "assistant", "blocks": blocks, "usage": usage.to_dict()}
+    return ChatResult(message=message, usage=usage, stop_reason=stop_reason, provider_ids={"provider": PROVIDER})

@@ -1,0 +1,227 @@
+"""OpenAI-compatible Chat Completions adapter (provider "openai_compatible": Ollama, vLLM, llama.cpp, ...).
+
+Portable by default. Servers that stream `reasoning_content` get it stored as a thinking block (unsigned: these
+servers have no signatures); it is sent back on the assistant message only when the model's catalogue entry says
+`replay_reasoning: true` (the capability check), otherwise the request is the portable form without it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import openai
+
+from conversations.wire import text_block, tool_call_block
+
+from .. import config
+from ..catalogue import capabilities
+from ..errors import InvalidRequestError, ProviderError, TruncatedStreamError
+from ..types import ChatRequest, ChatResult, Usage
+from .common import Stream, data_url_parts, image_placeholder, own_thinking, system_text
+from .openai_errors import map_openai_error
+
+PROVIDER = "openai_compatible"
+
+
+def make_client(request: ChatRequest) -> tuple[openai.OpenAI, str | None]:
+    base_url = config.base_url_for(PROVIDER, request.base_url)
+    if not base_url:
+        raise InvalidRequestError(
+            "openai_compatible needs a base URL (OPENAI_COMPATIBLE_BASE_URL or the request's base_url)",
+            provider=PROVIDER,
+        )
+    api_key = config.api_key_for(PROVIDER, request.api_key)
+    connect, read = config.timeouts()
+    client = openai.OpenAI(
+        api_key=api_key or "not-needed",  # local servers usually take any key
+        base_url=base_url,
+        max_retries=0,
+        timeout=openai.Timeout(read, connect=connect),
+    )
+    return client, api_key
+
+
+def build_messages(messages: list[dict], *, replay_reasoning: bool) -> list[dict]:
+    out: list[dict] = []
+    system = system_text(messages)
+    if system:
+        out.append({"role": "system", "content": system})
+    for message in messages:
+        role = message.get("role")
+        blocks = message.get("blocks", [])
+        if role == "user":
+            parts: list[dict] = []
+            for block in blocks:
+                if block.get("type") == "text" and block["text"]:
+                    parts.append({"type": "text", "text": block["text"]})
+                elif block.get("type") == "image":
+                    ref = block.get("ref", "")
+                    if data_url_parts(ref) or ref.startswith(("http://", "https://")):
+                        parts.append({"type": "image_url", "image_url": {"url": ref}})
+                    else:
+                        parts.append({"type": "text", "text": image_placeholder(block, PROVIDER)})
+            if parts:
+                only_text = all(p["type"] == "text" for p in parts)
+                content: Any = "\n".join(p["text"] for p in parts) if only_text else parts
+                out.append({"role": "user", "content": content})
+        elif role == "assistant":
+            texts = [b["text"] for b in blocks if b.get("type") == "text" and b["text"]]
+            texts += [image_placeholder(b, PROVIDER) for b in blocks if b.get("type") == "image"]
+            calls = [
+                {
+                    "id": b["id"],
+                    "type": "function",
+                    "function": {"name": b["name"], "arguments": b["arguments_raw"]},  # the raw string, as received
+                }
+                for b in blocks
+                if b.get("type") == "tool_call"
+            ]
+            entry: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
+            if calls:
+                entry["tool_calls"] = calls
+            if replay_reasoning:
+                reasoning = "".join(
+                    b["text"] for b in blocks if b.get("type") == "thinking" and own_thinking(b, PROVIDER)
+                )
+                if reasoning:
+                    entry["reasoning_content"] = reasoning
+            if entry["content"] is not None or calls:
+                out.append(entry)
+        elif role == "tool":
+            for block in blocks:
+                if block.get("type") == "tool_result":
+                    content = block["content"]
+                    if block.get("is_error"):
+                        content = f"[tool error] {content}"
+                    out.append({"role": "tool", "tool_call_id": block["tool_call_id"], "content": content})
+    return out
+
+
+def build_params(request: ChatRequest) -> dict:
+    replay = capabilities(PROVIDER, request.model).replay_reasoning
+    params: dict[str, Any] = {
+        "model": request.model,
+        "messages": build_messages(request.messages, replay_reasoning=replay),
+        "stream_options": {"include_usage": True},
+    }
+    if request.tools:
+        params["tools"] = [
+            {
+                "type": "function",
+                "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+            }
+            for t in request.tools
+        ]
+    settings = request.settings
+    if settings.temperature is not None:
+        params["temperature"] = settings.temperature
+    if settings.max_output_tokens:
+        params["max_tokens"] = settings.max_output_tokens
+    return params
+
+
+def chat(request: ChatRequest, stream: Stream) -> ChatResult:
+    client, api_key = make_client(request)
+    params = build_params(request)
+    reasoning = ""
+    reasoning_open = False
+    text = ""
+    calls: dict[int, dict] = {}
+    finish: str | None = None
+    usage = Usage()
+    completion_id = None
+    stopped = False
+    received_any = False
+    try:
+        chunks = client.chat.completions.create(stream=True, **params)
+        try:
+            for chunk in chunks:
+                received_any = True
+                completion_id = completion_id or chunk.id
+                if chunk.usage is not None:
+                    raw = chunk.usage
+                    usage.input_tokens = int(raw.prompt_tokens or 0)
+                    usage.output_tokens = int(raw.completion_tokens or 0)
+                    usage.cached_tokens = int(getattr(raw.prompt_tokens_details, "cached_tokens", 0) or 0)
+                    usage.reasoning_tokens = int(getattr(raw.completion_tokens_details, "reasoning_tokens", 0) or 0)
+                for choice in chunk.choices or []:
+                    delta = choice.delta
+                    extra = delta.model_extra or {}
+                    piece = extra.get("reasoning_content") or extra.get("reasoning")
+                    if piece:
+                        if not reasoning_open:
+                            reasoning_open = True
+                            stream.emit({"type": "thinking_start"})
+                        reasoning += piece
+                    if delta.content:
+                        if reasoning_open:
+                            reasoning_open = False
+                            stream.emit({"type": "thinking_end"})
+                        text += delta.content
+                        stream.emit({"type": "text_delta", "text": delta.content})
+                    for call in delta.tool_calls or []:
+                        if reasoning_open:
+                            reasoning_open = False
+                            stream.emit({"type": "thinking_end"})
+                        entry = calls.get(call.index)
+                        if entry is None:
+                            entry = calls[call.index] = {"id": call.id, "name": "", "arguments": ""}
+                            if call.function and call.function.name:
+                                entry["name"] = call.function.name
+                            stream.emit({"type": "tool_call_start", "id": entry["id"], "name": entry["name"]})
+                        if call.function and call.function.arguments:
+                            entry["arguments"] += call.function.arguments
+                            stream.emit(
+                                {"type": "tool_call_delta", "id": entry["id"], "delta": call.function.arguments}
+                            )
+                    if choice.finish_reason:
+                        finish = choice.finish_reason
+                if finish is None and stream.stopped():
+                    stopped = True
+                    break
+        finally:
+            chunks.close()
+    except ProviderError:
+        raise
+    except openai.APIConnectionError as exc:
+        if received_any:
+            raise TruncatedStreamError(f"{PROVIDER}: the stream broke before finish_reason", provider=PROVIDER) from exc
+        raise map_openai_error(exc, provider=PROVIDER, api_key=api_key) from exc
+    except Exception as exc:
+        raise map_openai_error(exc, provider=PROVIDER, api_key=api_key) from exc
+
+    if finish is None and not stopped:
+        raise TruncatedStreamError(f"{PROVIDER}: the stream ended without a finish_reason", provider=PROVIDER)
+    blocks: list[dict] = []
+    if stopped:
+        # These servers never sign reasoning, and an interrupted reply keeps no unsigned thinking; tool calls are
+        # never complete before finish_reason. Only the partial text survives.
+        if text:
+            blocks.append(text_block(text, stopped=True))
+        stop_reason = "stopped"
+        usage = Usage()
+    else:
+        if reasoning:
+            blocks.append({"type": "thinking", "text": reasoning, "signature": None, "provider": PROVIDER})
+        if text:
+            blocks.append(text_block(text))
+        for index in sorted(calls):
+            call = calls[index]
+            blocks.append(tool_call_block(id=call["id"], name=call["name"], arguments_raw=call["arguments"]))
+        stop_reason = {
+            "stop": "end_turn",
+            "tool_calls": "tool_use",
+            "length": "max_tokens",
+            "content_filter": "refusal",
+        }.get(finish, "other")
+        if stop_reason == "end_turn" and calls:
+            stop_reason = "tool_use"
+    message = {
+        "role": "assistant",
+        "blocks": blocks,
+        "provider_state": {PROVIDER: {"completion_id": completion_id, "finish_reason": finish}},
+        "usage": usage.to_dict(),
+    }
+    return ChatResult(
+        message=message, usage=usage, stop_reason=stop_reason, provider_ids={"completion_id": completion_id}
+    )

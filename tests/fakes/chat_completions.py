@@ -1,0 +1,168 @@
+"""Fake OpenAI-compatible Chat Completions server (POST /v1/chat/completions, SSE chunks, `data: [DONE]`).
+
+`reasoning_replay=True` makes it behave like servers that stream `reasoning_content` and require it back on
+assistant tool-call messages (DeepSeek-style thinking mode)."""
+
+from __future__ import annotations
+
+import time
+
+from .base import (
+    SSE,
+    Call,
+    ErrorReply,
+    FakeProviderServer,
+    RawReply,
+    RecordedRequest,
+    Rejected,
+    Text,
+    Think,
+    Turn,
+    cut_index,
+    json_reply,
+    sse_frame,
+)
+
+
+def _split(text: str) -> list[str]:
+    middle = max(1, len(text) // 2)
+    return [text[:middle], text[middle:]] if len(text) > 1 else [text]
+
+
+class FakeChatCompletions(FakeProviderServer):
+    provider = "openai_compatible"
+
+    def __init__(self, *, reasoning_replay: bool = False) -> None:
+        super().__init__()
+        self.reasoning_replay = reasoning_replay
+        self.issued_reasoning: dict[str, str] = {}  # first tool call id of a reply -> its reasoning text
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.root_url}/v1"
+
+    def validate(self, request: RecordedRequest) -> None:
+        if request.path != "/v1/chat/completions":
+            raise Rejected(ErrorReply(404, f"Invalid URL (POST {request.path})"))
+        messages = (request.body or {}).get("messages") or []
+        for index, message in enumerate(messages):
+            role = message.get("role")
+            if role == "assistant" and message.get("tool_calls"):
+                ids = [c.get("id") for c in message["tool_calls"]]
+                answered = set()
+                for later in messages[index + 1 :]:
+                    if later.get("role") != "tool":
+                        break
+                    answered.add(later.get("tool_call_id"))
+                missing = [i for i in ids if i not in answered]
+                if missing:
+                    raise Rejected(
+                        ErrorReply(
+                            400,
+                            "An assistant message with 'tool_calls' must be followed by tool messages responding to "
+                            "each 'tool_call_id'. The following tool_call_ids did not have response messages: "
+                            + ", ".join(missing),
+                        )
+                    )
+                expected = self.issued_reasoning.get(ids[0])
+                if self.reasoning_replay and expected is not None and message.get("reasoning_content") != expected:
+                    raise Rejected(
+                        ErrorReply(400, "The reasoning_content in the thinking mode must be passed back to the API.")
+                    )
+                for call in message["tool_calls"]:
+                    if not isinstance((call.get("function") or {}).get("arguments"), str):
+                        raise Rejected(
+                            ErrorReply(400, f"messages[{index}].tool_calls.function.arguments: must be a string")
+                        )
+            if role == "tool":
+                previous = next((m for m in reversed(messages[:index]) if m.get("role") != "tool"), None)
+                ids = [c.get("id") for c in (previous or {}).get("tool_calls") or []]
+                if message.get("tool_call_id") not in ids:
+                    raise Rejected(
+                        ErrorReply(
+                            400,
+                            "Invalid parameter: messages with role 'tool' must be a response to a preceeding message "
+                            "with 'tool_calls'.",
+                        )
+                    )
+
+    def render_error(self, error: ErrorReply) -> RawReply:
+        body = {
+            "error": {
+                "message": error.message,
+                "type": error.kind or ("invalid_request_error" if error.status < 500 else "server_error"),
+                "param": None,
+                "code": None,
+            }
+        }
+        return json_reply(error.status, body, error.headers)
+
+    def render(self, request: RecordedRequest, turn: Turn) -> SSE:
+        body = request.body or {}
+        completion_id = self.next_id("chatcmpl")
+        created = int(time.time())
+        frames: list[bytes] = []
+        labels: list[str] = []
+
+        def chunk(delta: dict | None, label: str = "", finish: str | None = None, usage: dict | None = None) -> None:
+            data = {
+                "id": completion_id,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": body.get("model", "local-model"),
+                "choices": [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+            if usage is not None:
+                data["usage"] = usage
+            frames.append(sse_frame(data))
+            labels.append(label)
+
+        chunk({"role": "assistant", "content": ""})
+        reasoning = ""
+        call_index = 0
+        first_call_id = None
+        for part in turn.parts:
+            if isinstance(part, Think):
+                reasoning += part.text
+                for piece in _split(part.text):
+                    chunk({"reasoning_content": piece}, "thinking_delta")
+            elif isinstance(part, Text):
+                for piece in _split(part.text):
+                    chunk({"content": piece}, "text_delta")
+            elif isinstance(part, Call):
+                call_id = part.id or self.next_id("call")
+                first_call_id = first_call_id or call_id
+                chunk(
+                    {
+                        "tool_calls": [
+                            {
+                                "index": call_index,
+                                "id": call_id,
+                                "type": "function",
+                                "function": {"name": part.name, "arguments": ""},
+                            }
+                        ]
+                    }
+                )
+                for piece in _split(part.arguments) if part.arguments else []:
+                    chunk({"tool_calls": [{"index": call_index, "function": {"arguments": piece}}]}, "tool_call_delta")
+                call_index += 1
+            else:
+                raise AssertionError(f"chat completions fake cannot render {part!r}")
+        if first_call_id and reasoning:
+            self.issued_reasoning[first_call_id] = reasoning
+        finish = "length" if turn.stop == "max_tokens" else "tool_calls" if call_index else "stop"
+        chunk({}, "terminal", finish=finish)
+        chunk(
+            None,
+            usage={
+                "prompt_tokens": turn.input_tokens,
+                "completion_tokens": turn.output_tokens,
+                "total_tokens": turn.input_tokens + turn.output_tokens,
+                "prompt_tokens_details": {"cached_tokens": turn.cached_tokens},
+                "completion_tokens_details": {"reasoning_tokens": turn.reasoning_tokens},
+            },
+        )
+        frames.append(b"data: [DONE]\n\n")
+        labels.append("")
+        return SSE(frames, cut_index(labels, turn.cut), turn.chunk_delay_s)

@@ -1,0 +1,186 @@
+"""Fake Gemini API (models/{m}:streamGenerateContent?alt=sse and :countTokens) with its thought-signature rules."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+
+from .base import (
+    SSE,
+    Call,
+    ErrorReply,
+    FakeProviderServer,
+    RawReply,
+    RecordedRequest,
+    Rejected,
+    Text,
+    Think,
+    Turn,
+    cut_index,
+    json_reply,
+    sse_frame,
+)
+
+STATUS_NAMES = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED"}
+SKIP_SIGNATURE = b"skip_thought_signature_validator"
+MISSING_SIGNATURE = (
+    "Function call is missing a thought_signature in functionCall parts. This is required for tools to work "
+    "correctly, and missing thought_signature may lead to degraded model performance. Additional data, function "
+    "call `default_api:{name}` , position {position}. Please refer to "
+    "https://ai.google.dev/gemini-api/docs/thought-signatures for more details."
+)
+COUNT_MISMATCH = (
+    "Please ensure that the number of function response parts is equal to the number of function call parts of the "
+    "function call turn."
+)
+
+
+def decode_signature(value: str) -> bytes:
+    """Signatures arrive standard or URL-safe base64 (the SDK re-encodes URL-safe); compare the bytes."""
+    padded = value + "=" * (-len(value) % 4)
+    return base64.urlsafe_b64decode(padded.replace("+", "-").replace("/", "_"))
+
+
+def _split(text: str) -> list[str]:
+    middle = max(1, len(text) // 2)
+    return [text[:middle], text[middle:]] if len(text) > 1 else [text]
+
+
+class FakeGemini(FakeProviderServer):
+    provider = "gemini"
+
+    def __init__(self) -> None:
+        super().__init__()
+        # signature bytes -> what it was issued on ("call:<name>" or "text"), as the real service can verify it.
+        self.issued_signatures: dict[bytes, str] = {}
+
+    def _signature(self, seed: str, explicit: str | None = None) -> str:
+        value = explicit or base64.b64encode(hashlib.sha256(seed.encode()).digest() + b"\xfb\xff\xfe").decode()
+        return value
+
+    def handle_other(self, request: RecordedRequest) -> RawReply | None:
+        if request.path.endswith(":countTokens"):
+            self._check_key(request)
+            return json_reply(200, {"totalTokens": max(1, len(json.dumps(request.body)) // 4)})
+        return None
+
+    def _check_key(self, request: RecordedRequest) -> None:
+        if not request.headers.get("x-goog-api-key"):
+            raise Rejected(
+                ErrorReply(
+                    403,
+                    "Method doesn't allow unregistered callers (callers without established identity). Please use API Key or other form of API consumer identity to call this API.",
+                )
+            )
+
+    def validate(self, request: RecordedRequest) -> None:
+        if not request.path.endswith(":streamGenerateContent") or request.query.get("alt") != ["sse"]:
+            raise Rejected(ErrorReply(404, f"Not found: {request.path}"))
+        self._check_key(request)
+        contents = (request.body or {}).get("contents") or []
+        # The current turn starts after the last user content that is not only function responses.
+        start = 0
+        for index, content in enumerate(contents):
+            parts = content.get("parts") or []
+            if content.get("role") == "user" and any("functionResponse" not in p for p in parts):
+                start = index + 1
+        for index, content in enumerate(contents):
+            parts = content.get("parts") or []
+            calls = [p for p in parts if "functionCall" in p]
+            for p_index, part in enumerate(parts):
+                if "functionCall" in part and not isinstance(part["functionCall"].get("args", {}), dict):
+                    raise Rejected(
+                        ErrorReply(
+                            400,
+                            f"Invalid value at 'contents[{index}].parts[{p_index}].function_call.args' "
+                            "(type.googleapis.com/google.protobuf.Struct)",
+                        )
+                    )
+                signature = part.get("thoughtSignature")
+                if signature is not None:
+                    raw = decode_signature(signature)
+                    if raw != SKIP_SIGNATURE and raw not in self.issued_signatures:
+                        raise Rejected(ErrorReply(400, "Thought signature is not valid."))
+            if content.get("role") == "model" and calls:
+                if index >= start and "thoughtSignature" not in calls[0]:
+                    name = calls[0]["functionCall"].get("name")
+                    raise Rejected(ErrorReply(400, MISSING_SIGNATURE.format(name=name, position=index + 1)))
+                nxt = contents[index + 1] if index + 1 < len(contents) else None
+                responses = [p for p in (nxt or {}).get("parts", []) if "functionResponse" in p]
+                if nxt is not None and len(responses) != len(calls):
+                    raise Rejected(ErrorReply(400, COUNT_MISMATCH))
+
+    def render_error(self, error: ErrorReply) -> RawReply:
+        body = {
+            "error": {
+                "code": error.status,
+                "message": error.message,
+                "status": error.kind or STATUS_NAMES.get(error.status, "INTERNAL"),
+            }
+        }
+        return json_reply(error.status, body, error.headers)
+
+    def render(self, request: RecordedRequest, turn: Turn) -> SSE:
+        response_id = self.next_id("gresp")
+        model = request.path.rsplit("/", 1)[-1].split(":")[0]
+        frames: list[bytes] = []
+        labels: list[str] = []
+
+        def chunk(parts: list[dict] | None, label: str = "", finish: str | None = None, usage: bool = False) -> None:
+            candidate: dict = {"index": 0}
+            if parts is not None:
+                candidate["content"] = {"role": "model", "parts": parts}
+            if finish:
+                candidate["finishReason"] = finish
+            data: dict = {"candidates": [candidate], "modelVersion": model, "responseId": response_id}
+            if usage:
+                data["usageMetadata"] = {
+                    "promptTokenCount": turn.input_tokens,
+                    "cachedContentTokenCount": turn.cached_tokens,
+                    "candidatesTokenCount": turn.output_tokens - turn.reasoning_tokens,
+                    "thoughtsTokenCount": turn.reasoning_tokens,
+                    "totalTokenCount": turn.input_tokens + turn.output_tokens,
+                }
+            frames.append(sse_frame(data))
+            labels.append(label)
+
+        has_call = any(isinstance(p, Call) for p in turn.parts)
+        has_think = any(isinstance(p, Think) for p in turn.parts)
+        first_call = True
+        last_text = max((i for i, p in enumerate(turn.parts) if isinstance(p, Text)), default=None)
+        for index, part in enumerate(turn.parts):
+            if isinstance(part, Think):
+                pieces = _split(part.text)
+                for n, piece in enumerate(pieces):
+                    body = {"text": piece, "thought": True}
+                    if part.signature and n == len(pieces) - 1:
+                        body["thoughtSignature"] = part.signature
+                        self.issued_signatures[decode_signature(part.signature)] = "thought"
+                    chunk([body], "thinking_delta")
+            elif isinstance(part, Text):
+                pieces = _split(part.text)
+                signature = part.signature
+                if signature is None and index == last_text and has_think and not has_call:
+                    signature = self._signature(f"{response_id}:text:{part.text}")
+                for n, piece in enumerate(pieces):
+                    body = {"text": piece}
+                    if signature and n == len(pieces) - 1:
+                        body["thoughtSignature"] = signature
+                        self.issued_signatures[decode_signature(signature)] = "text"
+                    chunk([body], "text_delta")
+            elif isinstance(part, Call):
+                call = {"name": part.name, "args": json.loads(part.arguments)}
+                if part.id:
+                    call["id"] = part.id
+                body = {"functionCall": call}
+                if first_call:
+                    signature = self._signature(f"{response_id}:call:{part.name}:{index}", part.signature)
+                    body["thoughtSignature"] = signature
+                    self.issued_signatures[decode_signature(signature)] = f"call:{part.name}"
+                    first_call = False
+                chunk([body], "tool_call_delta")
+            else:
+                raise AssertionError(f"gemini fake cannot render {part!r}")
+        chunk(None, "terminal", finish="MAX_TOKENS" if turn.stop == "max_tokens" else "STOP", usage=True)
+        return SSE(frames, cut_index(labels, turn.cut), turn.chunk_delay_s)
