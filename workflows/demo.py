@@ -1,16 +1,18 @@
-"""The demo workflow the main command seeds: chatTrigger -> agent (offline), with Context and Memory."""
+"""The demo workflow the main command seeds: chatTrigger -> agent (offline), with a Context and a Memory tool."""
 
 from django.db import transaction
 
 from .models import Workflow
+from .services import workflow_create
 
 DEMO_WORKFLOW_NAME = "Demo assistant"
 
 
 def demo_graph() -> dict:
+    # Client-style ids; the create service gives them canonical ids `<workflow_id>:<type>:<n>`.
     return {
         "nodes": [
-            {"id": "trigger", "type": "chatTrigger", "params": {}},
+            {"id": "trigger", "type": "chatTrigger", "params": {}, "position": {"x": 0, "y": 0}},
             {
                 "id": "assistant",
                 "type": "agent",
@@ -20,9 +22,15 @@ def demo_graph() -> dict:
                     "model": "offline-echo",
                     "system_prompt": "You are a helpful assistant. Use the memory tool to remember what matters.",
                 },
+                "position": {"x": 280, "y": 0},
             },
-            {"id": "context", "type": "context", "params": {}},
-            {"id": "memory", "type": "simpleMemory", "params": {"reset_policy": "keep"}},
+            {"id": "context", "type": "context", "params": {}, "position": {"x": 280, "y": 200}},
+            {
+                "id": "memory",
+                "type": "simpleMemory",
+                "params": {"reset_policy": "keep"},
+                "position": {"x": 520, "y": 200},
+            },
         ],
         "edges": [
             {"source": "trigger", "sourceHandle": "output-main", "target": "assistant", "targetHandle": "input-main"},
@@ -42,4 +50,4 @@ def ensure_demo_workflow(*, owner) -> tuple[Workflow, bool]:
     existing = Workflow.objects.filter(owner=owner, name=DEMO_WORKFLOW_NAME).first()
     if existing:
         return existing, False
-    return Workflow.objects.create(owner=owner, name=DEMO_WORKFLOW_NAME, graph=demo_graph()), True
+    return workflow_create(owner=owner, name=DEMO_WORKFLOW_NAME, graph=demo_graph()).workflow, True

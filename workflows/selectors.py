@@ -1,6 +1,7 @@
 from opencompany.errors import NotFoundError
 
-from .models import Workflow
+from .graph import normalize_workflow_graph
+from .models import Workflow, WorkflowGeneration
 
 
 def access_workflow(*, user, workflow_id) -> Workflow:
@@ -19,3 +20,72 @@ def access_workflow(*, user, workflow_id) -> Workflow:
 
 def workflows_for_owner(*, user):
     return Workflow.objects.filter(owner_id=user.pk).order_by("-updated_at", "-id")
+
+
+def workflow_generations(*, workflow: Workflow):
+    return WorkflowGeneration.objects.filter(workflow=workflow).order_by("-number")
+
+
+def generation_graph(workflow: Workflow, generation: int | None = None) -> dict:
+    """The normalized graph an agent firing of `generation` runs on.
+
+    Generation 0 (a manual test run) runs the current draft; any other number runs its admitted snapshot;
+    None means the live generation. Raises NotFoundError for a generation the workflow never had."""
+    number = workflow.live_generation if generation is None else int(generation)
+    if number == 0:
+        source = workflow.graph
+    else:
+        snapshot = WorkflowGeneration.objects.filter(workflow=workflow, number=number).values_list("graph", flat=True)
+        source = snapshot.first()
+        if source is None:
+            raise NotFoundError(message="Generation not found.", extra={"generation": number})
+    return normalize_workflow_graph(source if isinstance(source, dict) else {}, workflow_id=workflow.pk).graph
+
+
+EXPORT_FORMAT = "opencompany.workflow"
+EXPORT_FORMAT_VERSION = 1
+# Defence in depth: params are schema-checked and hold none of these, but an export must never carry one.
+_REDACTED_KEYS = frozenset(
+    {
+        "api_key",
+        "apikey",
+        "secret",
+        "token",
+        "password",
+        "credentials",
+        "authorization",
+        "provider_state",
+        "signature",
+        "thought_signature",
+        "encrypted_content",
+        "transcript",
+        "transcripts",
+        "messages",
+        "memory",
+        "history",
+    }
+)
+
+
+def _redact(value):
+    if isinstance(value, dict):
+        return {k: _redact(v) for k, v in value.items() if str(k).lower() not in _REDACTED_KEYS}
+    if isinstance(value, list):
+        return [_redact(v) for v in value]
+    return value
+
+
+def workflow_export(*, workflow: Workflow) -> dict:
+    """The portable document: name and normalized graph only. No conversations, memory items, todos, legacy
+    transcripts, generations or secrets — those live in other tables and are never read here."""
+    graph = normalize_workflow_graph(
+        workflow.graph if isinstance(workflow.graph, dict) else {}, workflow_id=workflow.pk
+    )
+    nodes = [{**node, "params": _redact(node.get("params"))} for node in graph.graph["nodes"]]
+    return {
+        "format": EXPORT_FORMAT,
+        "format_version": EXPORT_FORMAT_VERSION,
+        "graph_version": graph.graph_version,
+        "name": workflow.name,
+        "graph": {"nodes": nodes, "edges": graph.graph["edges"]},
+    }

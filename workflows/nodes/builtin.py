@@ -1,0 +1,202 @@
+"""The built-in node types (SPEC §1). Hooks import their services lazily so that importing a spec never
+imports another app's models."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from django.conf import settings
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+
+from opencompany.errors import ServiceError
+
+from .registry import (
+    IS_AGENT,
+    IS_CONTEXT_PANEL,
+    IS_TRIGGER,
+    KIND_CONTEXT,
+    KIND_MAIN,
+    KIND_TOOL,
+    REQUIRES_CONTEXT,
+    SYSTEM_MANAGED,
+    Handle,
+    NodeSpec,
+    ResetContext,
+    tool_slug,
+)
+
+
+def _bounded(setting_name: str):
+    # Read at validation time, so a deployment (or a test) that changes the limit takes effect at once.
+    def check(value: str) -> str:
+        limit = getattr(settings, setting_name)
+        if len(value) > limit:
+            raise ValueError(f"at most {limit} characters")
+        return value
+
+    return AfterValidator(check)
+
+
+class NoParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AgentParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: Annotated[str, Field(min_length=1), _bounded("WORKFLOW_AGENT_NAME_MAX_CHARS")] = "Agent"
+    provider: Literal["openai", "anthropic", "gemini", "openai_compatible", "offline"] = "offline"
+    model: Annotated[str, Field(min_length=1), _bounded("WORKFLOW_AGENT_MODEL_MAX_CHARS")]
+    system_prompt: Annotated[str, _bounded("WORKFLOW_AGENT_SYSTEM_PROMPT_MAX_CHARS")] = ""
+    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
+    max_output_tokens: Annotated[int, Field(ge=1)] | None = None
+    thinking: Literal["off", "low", "medium", "high"] | None = None
+    max_iterations: Annotated[int, Field(ge=1)] | None = None
+    compaction_threshold: Annotated[float, Field(ge=0.1, le=0.95)] | None = None
+
+    @field_validator("max_output_tokens")
+    @classmethod
+    def _output_tokens_limit(cls, value):
+        limit = settings.WORKFLOW_AGENT_MAX_OUTPUT_TOKENS_LIMIT
+        if value is not None and value > limit:
+            raise ValueError(f"at most {limit}")
+        return value
+
+    @field_validator("max_iterations")
+    @classmethod
+    def _iterations_limit(cls, value):
+        limit = settings.WORKFLOW_AGENT_MAX_ITERATIONS_LIMIT
+        if value is not None and value > limit:
+            raise ValueError(f"at most {limit}")
+        return value
+
+
+class SimpleMemoryParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reset_policy: Literal["keep", "clear"] = "keep"
+
+
+# --- hooks ------------------------------------------------------------------------------------------------
+
+
+def _memory_clear_service():
+    try:
+        from memory.services import memory_namespace_clear
+    except ImportError as exc:
+        raise ServiceError(
+            "memory_unavailable",
+            "The memory service (memory.services.memory_namespace_clear) is not installed.",
+            status=503,
+        ) from exc
+    return memory_namespace_clear
+
+
+def _memory_clear(workflow, node: dict, *, actor) -> int:
+    return _memory_clear_service()(workflow=workflow, node_id=node["id"], actor=actor)
+
+
+def _memory_reset(workflow, node: dict, *, policy_context: ResetContext) -> int:
+    # Memory survives a Workflow Reset unless the node opted into `clear` (RFC-0002 §2).
+    if (node.get("params") or {}).get("reset_policy", "keep") != "clear":
+        return 0
+    return _memory_clear(workflow, node, actor=policy_context.actor)
+
+
+_LEGACY_TRANSCRIPT_KEYS = ("transcript", "history", "markdown", "memory", "chat_history")
+
+
+def _memory_legacy_upgrade(params: dict) -> tuple[dict, object]:
+    """Old `simpleMemory` nodes kept a Markdown transcript (and window settings) in their params.
+
+    The transcript is handed back to become a `legacy_partial` import record, never a Memory item; everything
+    but a valid `reset_policy` is dropped."""
+    params = params if isinstance(params, dict) else {}
+    transcripts: object = None
+    per_agent = params.get("transcripts")
+    if isinstance(per_agent, dict):
+        transcripts = {str(k): v for k, v in per_agent.items() if isinstance(v, str) and v.strip()}
+    else:
+        for key in _LEGACY_TRANSCRIPT_KEYS:
+            value = params.get(key)
+            if isinstance(value, str) and value.strip():
+                transcripts = value
+                break
+    kept = {}
+    if params.get("reset_policy") in ("keep", "clear"):
+        kept["reset_policy"] = params["reset_policy"]
+    return kept, transcripts
+
+
+def _todos_reset(workflow, node: dict, *, policy_context: ResetContext) -> int:
+    from workflows.todos import todos_clear
+
+    return todos_clear(workflow=workflow, node_id=node["id"])
+
+
+def _todos_schema() -> dict:
+    from workflows.todos import todos_tool_schema
+
+    return todos_tool_schema()
+
+
+def _agent_tool_name(node: dict) -> str:
+    params = node.get("params") if isinstance(node.get("params"), dict) else {}
+    return tool_slug(params.get("name"), fallback="agent")
+
+
+CHAT_TRIGGER = NodeSpec(
+    type="chatTrigger",
+    label="Chat trigger",
+    params_model=NoParams,
+    outputs=(Handle("output-main", KIND_MAIN),),
+    capabilities=frozenset({IS_TRIGGER}),
+    description="Where the owner's chat message enters; its output picks the answering agent.",
+)
+
+AGENT = NodeSpec(
+    type="agent",
+    label="Agent",
+    params_model=AgentParams,
+    inputs=(Handle("input-main", KIND_MAIN), Handle("input-context", KIND_CONTEXT), Handle("input-tools", KIND_TOOL)),
+    outputs=(Handle("output-tool", KIND_TOOL),),
+    capabilities=frozenset({REQUIRES_CONTEXT, IS_AGENT}),
+    tool_name=_agent_tool_name,
+    legacy_inputs=("input-memory",),
+    description="An LLM agent. Wired into another agent's tools it becomes a teammate.",
+)
+
+CONTEXT = NodeSpec(
+    type="context",
+    label="Context",
+    params_model=NoParams,
+    outputs=(Handle("output-context", KIND_CONTEXT),),
+    capabilities=frozenset({IS_CONTEXT_PANEL, SYSTEM_MANAGED}),
+    description="Opts the agent it feeds into a stored conversation.",
+)
+
+SIMPLE_MEMORY = NodeSpec(
+    type="simpleMemory",
+    label="Memory",
+    params_model=SimpleMemoryParams,
+    outputs=(Handle("output-tool", KIND_TOOL),),
+    tool_name="memory",
+    reset_execution_state=_memory_reset,
+    clear_memory=_memory_clear,
+    legacy_outputs=("output-memory",),
+    legacy_upgrade=_memory_legacy_upgrade,
+    description="Durable facts the model stores and looks up on purpose through the `memory` tool.",
+)
+
+TODOS = NodeSpec(
+    type="todos",
+    label="Todos",
+    params_model=NoParams,
+    outputs=(Handle("output-tool", KIND_TOOL),),
+    tool_name="todos",
+    tool_schema=_todos_schema,
+    reset_execution_state=_todos_reset,
+    description="A small checklist the model keeps through the `todos` tool.",
+)
+
+BUILTIN_SPECS = (CHAT_TRIGGER, AGENT, CONTEXT, SIMPLE_MEMORY, TODOS)

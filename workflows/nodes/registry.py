@@ -1,0 +1,146 @@
+"""The NodeSpec registry: the single source of truth for a node type.
+
+A type's handles, parameter schema, capabilities, LLM-visible tool name and lifecycle hooks live on its
+spec. The normalizer, the validator, the wiring helpers and the reset service read specs only, so a new type
+registers here (or from another app's AppConfig.ready()) without touching any of them.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+# Capability names (SPEC §1). Code asks a spec for a capability, never for a list of types.
+REQUIRES_CONTEXT = "requiresContext"
+IS_CONTEXT_PANEL = "isContextPanel"
+SYSTEM_MANAGED = "systemManaged"
+IS_AGENT = "isAgent"  # fires as an LLM agent; as a tool node it is a teammate the runtime delegates to
+IS_TRIGGER = "isTrigger"  # where the owner's chat message enters
+
+# Handle kinds: an edge connects an output and an input of the same kind.
+KIND_MAIN = "main"
+KIND_CONTEXT = "context"
+KIND_TOOL = "tool"
+
+
+@dataclass(frozen=True)
+class Handle:
+    id: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class ResetContext:
+    """What a reset hook may know about the reset it is part of."""
+
+    actor: Any
+    previous_generation: int
+    new_generation: int
+    reason: str = "reset"
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    type: str
+    label: str
+    params_model: type[BaseModel]
+    inputs: tuple[Handle, ...] = ()
+    outputs: tuple[Handle, ...] = ()
+    capabilities: frozenset[str] = frozenset()
+    # The name the model sees when this node is wired as a tool: a string, or a function of the node (an agent
+    # used as a tool is named after its display name).
+    tool_name: str | Callable[[dict], str] | None = None
+    # JSON Schema of the tool's arguments, when the workflows app owns the tool (todos). Memory's schema is memory's.
+    tool_schema: Callable[[], dict] | None = None
+    # reset_execution_state(workflow, node, *, policy_context: ResetContext) -> int | None (items cleared)
+    reset_execution_state: Callable[..., Any] | None = None
+    # clear_memory(workflow, node, *, actor) -> int: the admin/panel "Clear Memory" for nodes that hold memory.
+    clear_memory: Callable[..., int] | None = None
+    # The one legacy rewrite (SPEC §1): an edge from one of `legacy_outputs` into a `legacy_inputs` handle is the old
+    # memory wiring; `legacy_upgrade(params) -> (params, transcripts)` strips old params and returns any recognised
+    # Markdown transcripts, either as one string or as {old_agent_id: markdown}.
+    legacy_outputs: tuple[str, ...] = ()
+    legacy_inputs: tuple[str, ...] = ()
+    legacy_upgrade: Callable[[dict], tuple[dict, Any]] | None = None
+    description: str = ""
+    extra: dict = field(default_factory=dict)
+
+    def has(self, capability: str) -> bool:
+        return capability in self.capabilities
+
+    def input(self, handle_id: str) -> Handle | None:
+        return next((h for h in self.inputs if h.id == handle_id), None)
+
+    def output(self, handle_id: str) -> Handle | None:
+        return next((h for h in self.outputs if h.id == handle_id), None)
+
+    def tool_name_for(self, node: dict) -> str | None:
+        if callable(self.tool_name):
+            return self.tool_name(node)
+        return self.tool_name
+
+
+_registry: dict[str, NodeSpec] = {}
+_lock = threading.Lock()
+_builtins_loaded = False
+
+
+def _ensure_builtins() -> None:
+    global _builtins_loaded
+    if _builtins_loaded:
+        return
+    with _lock:
+        if _builtins_loaded:
+            return
+        from . import builtin
+
+        for spec in builtin.BUILTIN_SPECS:
+            _registry.setdefault(spec.type, spec)
+        _builtins_loaded = True
+
+
+def register_node_spec(spec: NodeSpec, *, replace: bool = False) -> NodeSpec:
+    """Add a node type. Registering the same type twice is an error unless `replace` (tests, overrides)."""
+    _ensure_builtins()
+    with _lock:
+        if spec.type in _registry and not replace and _registry[spec.type] is not spec:
+            raise ValueError(f"node type {spec.type!r} is already registered")
+        _registry[spec.type] = spec
+    return spec
+
+
+def unregister_node_spec(node_type: str) -> None:
+    _ensure_builtins()
+    with _lock:
+        _registry.pop(node_type, None)
+
+
+def get_node_spec(node_type: Any) -> NodeSpec | None:
+    _ensure_builtins()
+    if not isinstance(node_type, str):
+        return None
+    return _registry.get(node_type)
+
+
+def node_specs() -> list[NodeSpec]:
+    _ensure_builtins()
+    return list(_registry.values())
+
+
+def specs_with(capability: str) -> list[NodeSpec]:
+    return [spec for spec in node_specs() if spec.has(capability)]
+
+
+_SLUG_JUNK = re.compile(r"[^a-z0-9]+")
+
+
+def tool_slug(name: Any, *, fallback: str = "agent") -> str:
+    """A provider-safe tool name (`^[a-z0-9_]{1,64}$`) from a display name."""
+    text = name if isinstance(name, str) else ""
+    slug = _SLUG_JUNK.sub("_", text.lower()).strip("_")[:64].strip("_")
+    return slug or fallback
