@@ -107,7 +107,10 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_DEFAULT_QUEUE = "housekeeping"
 CELERY_QUEUE_AGENT = "agent"
 CELERY_QUEUE_HOUSEKEEPING = "housekeeping"
-CELERY_TASK_ROUTES = {"agent.*": {"queue": CELERY_QUEUE_AGENT}}
+CELERY_TASK_ROUTES = {
+    name: {"queue": CELERY_QUEUE_AGENT}
+    for name in ("agent.prepare_payload", "agent.execute_llm_step", "agent.persist_turn", "agent.compact_context")
+}
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=60)}
@@ -220,5 +223,67 @@ WORKFLOW_ARCHIVE_MAX_ATTEMPTS = env_int("WORKFLOW_ARCHIVE_MAX_ATTEMPTS", 10, min
 CELERY_BEAT_SCHEDULE["workflows-drain-archive-outbox"] = {
     "task": "workflows.drain_archive_outbox",
     "schedule": timedelta(seconds=env_int("WORKFLOW_ARCHIVE_DRAIN_INTERVAL_S", 60, minimum=5)),
+    "options": {"queue": CELERY_QUEUE_HOUSEKEEPING},
+}
+
+# --- conversations (the conversation store, usage ledger, Context panel) ----------------
+# A stored conversation larger than this (serialized bytes) is refused on load: the owner must clear the Context.
+CONVERSATION_SEED_MAX_BYTES = env_int("CONVERSATION_SEED_MAX_BYTES", 1_000_000, minimum=1024)
+# Tool results are cut to this many characters before they enter a transcript (a per-owner setting may lower it).
+TOOL_RESULT_MAX_CHARS = env_int("TOOL_RESULT_MAX_CHARS", 100_000, minimum=100)
+# Past this many serialized bytes, results of earlier turns are replaced by a placeholder (down to half of it).
+CONVERSATION_TOOL_RESULT_BUDGET_BYTES = env_int("CONVERSATION_TOOL_RESULT_BUDGET_BYTES", 400_000, minimum=1024)
+# How many conversations each process keeps a verified copy of, so an appended turn's save does not re-hash the list.
+CONVERSATION_CACHE_ENTRIES = env_int("CONVERSATION_CACHE_ENTRIES", 64, minimum=0)
+# A firing holds its conversation's lease this long unless it renews; a dead worker's lease expires after it.
+FIRING_LEASE_TTL_SECONDS = env_int("FIRING_LEASE_TTL_SECONDS", 600, minimum=5)
+CONVERSATION_API_PAGE_SIZE = env_int("CONVERSATION_API_PAGE_SIZE", 100, minimum=1, maximum=1000)
+
+# --- memory (the `memory` tool: namespaces, FTS + pgvector recall, receipts, expiry) ------
+MEMORY_EMBEDDER = env_str("MEMORY_EMBEDDER", "none")  # none | openai | local | package.module:ClassName
+MEMORY_OPENAI_EMBEDDING_MODEL = env_str("MEMORY_OPENAI_EMBEDDING_MODEL", "text-embedding-3-small")
+MEMORY_OPENAI_EMBEDDING_DIMS = env_int("MEMORY_OPENAI_EMBEDDING_DIMS", 0, minimum=0) or None
+MEMORY_EMBED_TIMEOUT_S = env_float("MEMORY_EMBED_TIMEOUT_S", 10.0)
+MEMORY_CONTENT_MAX_BYTES = env_int("MEMORY_CONTENT_MAX_BYTES", 16 * 1024, minimum=1)
+MEMORY_TITLE_MAX_CHARS = env_int("MEMORY_TITLE_MAX_CHARS", 200, minimum=1, maximum=200)
+MEMORY_CATEGORY_MAX_CHARS = env_int("MEMORY_CATEGORY_MAX_CHARS", 50, minimum=1, maximum=50)
+MEMORY_TAGS_MAX = env_int("MEMORY_TAGS_MAX", 20, minimum=0)
+MEMORY_TAG_MAX_CHARS = env_int("MEMORY_TAG_MAX_CHARS", 50, minimum=1, maximum=50)
+MEMORY_QUERY_MAX_CHARS = env_int("MEMORY_QUERY_MAX_CHARS", 1000, minimum=1)
+MEMORY_LIMIT_DEFAULT = env_int("MEMORY_LIMIT_DEFAULT", 10, minimum=1)
+MEMORY_LIMIT_MAX = env_int("MEMORY_LIMIT_MAX", 50, minimum=1)
+MEMORY_ITEMS_PER_NAMESPACE_MAX = env_int("MEMORY_ITEMS_PER_NAMESPACE_MAX", 10_000, minimum=1)
+MEMORY_RECALL_VECTOR_CANDIDATES = env_int("MEMORY_RECALL_VECTOR_CANDIDATES", 100, minimum=1)
+MEMORY_RECALL_RRF_K = env_int("MEMORY_RECALL_RRF_K", 60, minimum=1)
+# Cosine distance above which a vector neighbour is not a match (all-MiniLM: unrelated texts sit near 0.8-1.0).
+MEMORY_RECALL_MAX_DISTANCE = env_float("MEMORY_RECALL_MAX_DISTANCE", 0.75)
+MEMORY_RECEIPT_TTL_HOURS = env_int("MEMORY_RECEIPT_TTL_HOURS", 48, minimum=1)
+MEMORY_REINDEX_BATCH_SIZE = env_int("MEMORY_REINDEX_BATCH_SIZE", 128, minimum=1)
+MEMORY_PURGE_INTERVAL_S = env_int("MEMORY_PURGE_INTERVAL_S", 300, minimum=10)
+CELERY_BEAT_SCHEDULE["memory-purge-expired"] = {
+    "task": "memory.purge_expired",
+    "schedule": timedelta(seconds=MEMORY_PURGE_INTERVAL_S),
+}
+
+# --- agents (the runtime) -----------------------------------------------------------------
+# "celery": steps are Celery tasks on the `agent` queue. "inline": the same steps run in this process (tests, demo).
+AGENT_EXECUTION_MODE = env_str("AGENT_EXECUTION_MODE", "celery")
+AGENT_MAX_PROMPT_CHARS = env_int("AGENT_MAX_PROMPT_CHARS", 32_000, minimum=100)
+AGENT_MAX_ITERATIONS = env_int("AGENT_MAX_ITERATIONS", 12, minimum=1)
+AGENT_MAX_WALL_SECONDS = env_int("AGENT_MAX_WALL_SECONDS", 600, minimum=5)
+AGENT_MAX_TOKENS_PER_FIRING = env_int("AGENT_MAX_TOKENS_PER_FIRING", 400_000, minimum=100)
+AGENT_COMPACTION_THRESHOLD = env_float("AGENT_COMPACTION_THRESHOLD", 0.8)
+AGENT_MAX_DELEGATION_DEPTH = env_int("AGENT_MAX_DELEGATION_DEPTH", 3, minimum=1)
+AGENT_LEASE_RETRY_SECONDS = env_float("AGENT_LEASE_RETRY_SECONDS", 0.2)
+AGENT_STOP_POLL_SECONDS = env_float("AGENT_STOP_POLL_SECONDS", 0.2)
+# A running provider call touches its step row this often; a row silent for LOST_AFTER means the worker is gone.
+AGENT_STEP_HEARTBEAT_SECONDS = env_float("AGENT_STEP_HEARTBEAT_SECONDS", 2.0)
+AGENT_STEP_LOST_AFTER_SECONDS = env_int("AGENT_STEP_LOST_AFTER_SECONDS", 20, minimum=2)
+AGENT_PERSIST_GRACE_SECONDS = env_int("AGENT_PERSIST_GRACE_SECONDS", 15, minimum=1)
+AGENT_DELIVERY_TIMEOUT_SECONDS = env_int("AGENT_DELIVERY_TIMEOUT_SECONDS", 300, minimum=5)
+AGENT_TIMEOUT_GRACE_SECONDS = env_int("AGENT_TIMEOUT_GRACE_SECONDS", 30, minimum=0)
+CELERY_BEAT_SCHEDULE["agent-watchdog"] = {
+    "task": "agents.watchdog",
+    "schedule": timedelta(seconds=env_int("AGENT_WATCHDOG_INTERVAL_SECONDS", 5, minimum=1)),
     "options": {"queue": CELERY_QUEUE_HOUSEKEEPING},
 }

@@ -1,0 +1,53 @@
+"""Per-model HNSW indexes over the dimensionless `embedding` column.
+
+pgvector indexes need a fixed dimension, so each model gets a partial expression index
+`((embedding::vector(N))) WHERE model = '<model>'`, and the vector query casts the same way so the planner can use
+it. Above 2,000 dimensions (HNSW's limit for `vector`) the index and the query use `halfvec(N)`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from django.db import connection
+
+HNSW_MAX_VECTOR_DIMS = 2000
+_SAFE_MODEL = re.compile(r"^[A-Za-z0-9:._@/-]{1,120}$")
+_ensured: set[tuple[str, int]] = set()
+
+
+def vector_cast(dims: int) -> str:
+    if dims <= 0 or dims > 4000:
+        raise ValueError(f"unsupported embedding dimension {dims}")
+    return f"vector({int(dims)})" if dims <= HNSW_MAX_VECTOR_DIMS else f"halfvec({int(dims)})"
+
+
+def _ops(dims: int) -> str:
+    return "vector_cosine_ops" if dims <= HNSW_MAX_VECTOR_DIMS else "halfvec_cosine_ops"
+
+
+def index_name(model: str, dims: int) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "_", model.lower()).strip("_")[:30]
+    digest = hashlib.sha1(f"{model}/{dims}".encode()).hexdigest()[:8]
+    return f"memory_emb_hnsw_{slug}_{digest}"
+
+
+def vector_index_sql(model: str, dims: int, *, concurrently: bool) -> str:
+    if not _SAFE_MODEL.match(model):
+        raise ValueError(f"unsafe model name for an index predicate: {model!r}")
+    return (
+        f"CREATE INDEX {'CONCURRENTLY ' if concurrently else ''}IF NOT EXISTS {index_name(model, dims)} "
+        f"ON memory_memoryembedding USING hnsw ((embedding::{vector_cast(dims)}) {_ops(dims)}) "
+        f"WHERE model = '{model}'"
+    )
+
+
+def ensure_vector_index(model: str, dims: int) -> None:
+    """Create the model's index if missing (outside a transaction, without blocking writes)."""
+    if (model, dims) in _ensured:
+        return
+    concurrently = connection.get_autocommit()
+    with connection.cursor() as cursor:
+        cursor.execute(vector_index_sql(model, dims, concurrently=concurrently))
+    _ensured.add((model, dims))

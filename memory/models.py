@@ -1,0 +1,133 @@
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.db import models
+from pgvector.django import VectorField
+
+from workflows.models import Workflow
+
+# The generated tsvector column is fixed in the schema; changing the text search configuration is a migration.
+FTS_CONFIG = "english"
+
+
+class MemoryNamespace(models.Model):
+    """(owner, workflow, memory node): the only scope a memory item lives in. Derived by the backend, never sent."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="memory_namespaces")
+    node_id = models.CharField(max_length=200)
+    # Kept in step with the items by the services under this row's lock, so the per-namespace limit holds under
+    # concurrency without a COUNT(*) on every write. Expired items count until the purge removes them.
+    item_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "workflow", "node_id"], name="memory_namespace_unique_scope")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_id}/{self.node_id}"
+
+
+class MemoryItem(models.Model):
+    namespace = models.ForeignKey(MemoryNamespace, on_delete=models.CASCADE, related_name="items")
+    content = models.TextField()
+    title = models.CharField(max_length=200, blank=True, default="")
+    category = models.CharField(max_length=50, blank=True, default="")
+    tags = ArrayField(models.CharField(max_length=50), default=list, blank=True)
+    version = models.PositiveIntegerField(default=1)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    # Set by the services from memory.clock so a frozen clock in tests governs them too.
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    search_vector = models.GeneratedField(
+        expression=SearchVector("title", weight="A", config=FTS_CONFIG)
+        + SearchVector("content", weight="B", config=FTS_CONFIG),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
+
+    class Meta:
+        indexes = [
+            GinIndex(fields=["search_vector"], name="memory_item_fts"),
+            models.Index(fields=["namespace", "-id"], name="memory_item_ns_id"),
+            models.Index(fields=["namespace", "category"], name="memory_item_ns_category"),
+            GinIndex(fields=["tags"], name="memory_item_tags"),
+            models.Index(
+                fields=["expires_at"], name="memory_item_expires", condition=models.Q(expires_at__isnull=False)
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.title or self.content[:60]
+
+
+class MemoryEmbedding(models.Model):
+    """A rebuildable projection of one item for one embedding model; full-text search never depends on it.
+
+    `embedding` has no fixed dimension: each model gets its own partial expression HNSW index
+    (`(embedding::vector(N)) ... WHERE model = '...'`, see memory/embedders/indexes.py) and queries use the same cast.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        READY = "ready"
+        FAILED = "failed"
+
+    item = models.ForeignKey(MemoryItem, on_delete=models.CASCADE, related_name="embeddings")
+    model = models.CharField(max_length=120)
+    dims = models.PositiveIntegerField(null=True, blank=True)
+    embedding = VectorField(null=True, blank=True)
+    # The item version the vector was computed from; a vector of an older version is not used.
+    item_version = models.PositiveIntegerField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    error = models.CharField(max_length=500, blank=True, default="")
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["item", "model"], name="memory_embedding_unique_model")]
+        indexes = [models.Index(fields=["model", "status"], name="memory_embedding_model_status")]
+
+
+class MemoryItemHistory(models.Model):
+    class Operation(models.TextChoices):
+        REMEMBER = "remember"
+        UPDATE = "update"
+        FORGET = "forget"
+        CLEAR = "clear"
+
+    namespace = models.ForeignKey(MemoryNamespace, on_delete=models.CASCADE, related_name="history")
+    # No database constraint: the forget row outlives its item (and a forget removes the item's earlier rows, so
+    # forgotten content does not linger here).
+    item = models.ForeignKey(
+        MemoryItem, on_delete=models.DO_NOTHING, db_constraint=False, null=True, blank=True, related_name="history"
+    )
+    operation = models.CharField(max_length=16, choices=Operation.choices)
+    version = models.PositiveIntegerField(null=True, blank=True)
+    before = models.JSONField(null=True, blank=True)
+    after = models.JSONField(null=True, blank=True)
+    # "agent:<node id>", "owner:<user id>", "staff:<user id>", "system:<what>"
+    actor = models.CharField(max_length=200)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["item", "-id"], name="memory_history_item")]
+        verbose_name_plural = "memory item history"
+
+
+class MemoryReceipt(models.Model):
+    """Idempotency key -> the stored result of the first mutation, so a retried tool call changes nothing again."""
+
+    namespace = models.ForeignKey(MemoryNamespace, on_delete=models.CASCADE, related_name="receipts")
+    key = models.CharField(max_length=255)
+    operation = models.CharField(max_length=16)
+    request_digest = models.CharField(max_length=64)
+    result = models.JSONField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["namespace", "key"], name="memory_receipt_unique_key")]
+        indexes = [models.Index(fields=["created_at"], name="memory_receipt_created")]
