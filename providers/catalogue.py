@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from . import config
 from .errors import UnknownProviderError
 from .types import PROVIDERS
 
@@ -36,9 +37,14 @@ class Capabilities:
         ) / 1_000_000
 
 
-@lru_cache(maxsize=1)
+@lru_cache(maxsize=4)
+def _read(path: str) -> dict:
+    return json.loads(Path(path).read_text())
+
+
 def _load() -> dict:
-    return json.loads(CATALOGUE_PATH.read_text())
+    # PROVIDER_CATALOGUE_PATH lets a deployment ship its own prices and models without a code change.
+    return _read(str(config.setting("PROVIDER_CATALOGUE_PATH") or CATALOGUE_PATH))
 
 
 def capabilities(provider: str, model: str) -> Capabilities:

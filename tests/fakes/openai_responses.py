@@ -38,6 +38,7 @@ class FakeOpenAIResponses(FakeProviderServer):
         # What this "provider" handed out, so replays can be checked the way the real service checks them.
         self.issued_reasoning: dict[str, dict] = {}
         self.issued_calls: set[str] = set()
+        self.outputs: list[list[dict]] = []  # each rendered turn's output items, as sent
 
     @property
     def base_url(self) -> str:
@@ -293,5 +294,5 @@ class FakeOpenAIResponses(FakeProviderServer):
             emit({"type": "response.incomplete", "response": final}, "terminal")
         else:
             emit({"type": "response.completed", "response": final}, "terminal")
-        self.last_output = output
+        self.outputs.append(output)
         return SSE(frames, cut_index(labels, turn.cut), turn.chunk_delay_s)
