@@ -1,0 +1,114 @@
+"""A firing is one activation of one agent; its LLM steps and tool results are recorded here.
+
+The working message list lives in the database (not in task payloads): tasks carry the
+firing id and the step number only.
+"""
+
+import uuid
+
+from django.db import models
+
+
+class Firing(models.Model):
+    class State(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        WAITING = "waiting"  # a teammate it delegated to is still working
+        FINISHED = "finished"
+        FAILED = "failed"
+        STOPPED = "stopped"
+
+    TERMINAL_STATES = (State.FINISHED, State.FAILED, State.STOPPED)
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workflow = models.ForeignKey("workflows.Workflow", on_delete=models.CASCADE, related_name="firings")
+    generation = models.PositiveIntegerField()
+    agent_node_id = models.CharField(max_length=200)
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
+    parent_tool_call_id = models.CharField(max_length=200, blank=True, default="")
+    depth = models.PositiveSmallIntegerField(default=0)
+    # Agent node ids from the top firing down to this one: delegation refuses a cycle through it.
+    delegation_chain = models.JSONField(default=list)
+    chat_run_id = models.BigIntegerField(null=True, blank=True, db_index=True)
+    prompt = models.TextField()
+
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED, db_index=True)
+    stop_requested = models.BooleanField(default=False)
+    iteration = models.PositiveIntegerField(default=0)
+    uses_conversation = models.BooleanField(default=False)
+    lease_token = models.CharField(max_length=64, blank=True, default="")
+    # Resolved at prepare time from the generation's graph snapshot.
+    agent_config = models.JSONField(default=dict)
+    tool_bindings = models.JSONField(default=list)
+    # The list the next provider request is built from (SPEC §2 invariant 1).
+    working_messages = models.JSONField(default=list)
+
+    tokens_used = models.PositiveIntegerField(default=0)
+    final_text = models.TextField(blank=True, default="")
+    end_reason = models.CharField(max_length=64, blank=True, default="")
+    error_code = models.CharField(max_length=64, blank=True, default="")
+    error_message = models.TextField(blank=True, default="")
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    deadline_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["state", "updated_at"]),
+            models.Index(fields=["workflow", "generation", "agent_node_id"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"firing {self.id} {self.agent_node_id} ({self.state})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in self.TERMINAL_STATES
+
+
+class LlmStep(models.Model):
+    """One provider call. Recorded as started before the call, so a lost worker leaves evidence."""
+
+    class State(models.TextChoices):
+        STARTED = "started"
+        COMPLETED = "completed"  # the provider answered; persist_turn has not saved it yet
+        PERSISTED = "persisted"
+        FAILED = "failed"
+        AMBIGUOUS = "ambiguous"  # the worker was lost mid-call: it may or may not have been billed
+
+    firing = models.ForeignKey(Firing, on_delete=models.CASCADE, related_name="steps")
+    iteration = models.PositiveIntegerField()
+    state = models.CharField(max_length=16, choices=State.choices, default=State.STARTED)
+    worker = models.CharField(max_length=200, blank=True, default="")
+    # The assistant MessageWire, usage and stop reason, kept here so they never ride the broker.
+    result = models.JSONField(null=True, blank=True)
+    error_code = models.CharField(max_length=64, blank=True, default="")
+    started_at = models.DateTimeField(auto_now_add=True)
+    heartbeat_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["firing", "iteration"], name="llm_step_once_per_iteration")]
+        indexes = [models.Index(fields=["state", "heartbeat_at"])]
+
+
+class ToolCallResult(models.Model):
+    """A tool call's answer, recorded once so a retried persist never runs a tool twice."""
+
+    firing = models.ForeignKey(Firing, on_delete=models.CASCADE, related_name="tool_results")
+    iteration = models.PositiveIntegerField()
+    tool_call_id = models.CharField(max_length=200)
+    name = models.CharField(max_length=200)
+    content = models.TextField()
+    is_error = models.BooleanField(default=False)
+    child_firing = models.ForeignKey(Firing, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["firing", "tool_call_id"], name="tool_result_once_per_call"),
+        ]

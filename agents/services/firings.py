@@ -1,0 +1,146 @@
+"""Starting, stopping and ending firings."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from agents import observers
+from agents.dispatch import enqueue_step
+from agents.models import Firing
+
+logger = logging.getLogger("agents.firing")
+
+MAX_PROMPT_CHARS_SETTING = "AGENT_MAX_PROMPT_CHARS"
+
+
+class FiringRefused(ValueError):
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def fire_agent(
+    workflow,
+    generation: int,
+    agent_node_id: str,
+    prompt: str,
+    *,
+    chat_run=None,
+    parent: Firing | None = None,
+    parent_tool_call_id: str = "",
+) -> uuid.UUID:
+    """Create a firing and start its chain after commit; returns the firing id.
+
+    Callers may be inside a transaction (the chat admits a run and fires in one); the first
+    task is sent only when it commits.
+    """
+    from django.conf import settings
+
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise FiringRefused("invalid_request", "The prompt is empty.")
+    if len(prompt) > settings.AGENT_MAX_PROMPT_CHARS:
+        raise FiringRefused(
+            "invalid_request", f"The prompt is longer than {settings.AGENT_MAX_PROMPT_CHARS} characters."
+        )
+    chain = [*(parent.delegation_chain if parent else []), agent_node_id]
+    with transaction.atomic():
+        firing = Firing.objects.create(
+            workflow=workflow,
+            generation=generation,
+            agent_node_id=agent_node_id,
+            prompt=prompt,
+            parent=parent,
+            parent_tool_call_id=parent_tool_call_id,
+            depth=(parent.depth + 1) if parent else 0,
+            delegation_chain=chain,
+            chat_run_id=getattr(chat_run, "pk", chat_run),
+        )
+        enqueue_step("agent.prepare_payload", str(firing.pk))
+    logger.info(
+        "firing queued",
+        extra={
+            "firing_id": str(firing.pk),
+            "workflow_id": workflow.pk,
+            "generation": generation,
+            "agent": agent_node_id,
+        },
+    )
+    return firing.pk
+
+
+def firing_request_stop(*, firing_id) -> bool:
+    """Ask a firing (and the teammates it is waiting for) to stop. Returns False when it had already ended."""
+    with transaction.atomic():
+        updated = (
+            Firing.objects.filter(pk=firing_id).exclude(state__in=Firing.TERMINAL_STATES).update(stop_requested=True)
+        )
+        if updated:
+            # Children stop too: the parent's answer is being dropped.
+            for child_id in Firing.objects.filter(parent_id=firing_id).values_list("pk", flat=True):
+                firing_request_stop(firing_id=child_id)
+            queued = Firing.objects.select_for_update().filter(pk=firing_id, state=Firing.State.QUEUED).first()
+            if queued is not None:
+                end_firing(queued, state=Firing.State.STOPPED, end_reason="stopped")
+    return bool(updated)
+
+
+def end_firing(
+    firing: Firing,
+    *,
+    state: str,
+    end_reason: str = "",
+    error_code: str = "",
+    error_message: str = "",
+    final_text: str | None = None,
+) -> None:
+    """Move a locked firing to a terminal state, release its lease and wake its parent, all on this commit."""
+    from conversations import store
+
+    if firing.is_terminal:
+        return
+    firing.state = state
+    firing.end_reason = end_reason or state
+    firing.error_code = error_code
+    firing.error_message = error_message[:2000]
+    if final_text is not None:
+        firing.final_text = final_text
+    firing.finished_at = timezone.now()
+    firing.save(
+        update_fields=["state", "end_reason", "error_code", "error_message", "final_text", "finished_at", "updated_at"]
+    )
+    if firing.uses_conversation and firing.lease_token:
+        store.release_firing_lease(firing_key(firing), owner_token=firing.lease_token)
+    if firing.parent_id:
+        # The parent waits in its tool phase; persist_turn is re-entrant and picks the child's answer up.
+        parent_iteration = Firing.objects.filter(pk=firing.parent_id).values_list("iteration", flat=True).first()
+        if parent_iteration is not None:
+            enqueue_step("agent.persist_turn", str(firing.parent_id), parent_iteration)
+    if firing.chat_run_id:
+        observers.notify_ended(firing=firing)
+    logger.info(
+        "firing ended",
+        extra={
+            "firing_id": str(firing.pk),
+            "state": state,
+            "end_reason": firing.end_reason,
+            "error_code": error_code,
+            "iterations": firing.iteration,
+            "tokens": firing.tokens_used,
+        },
+    )
+
+
+def firing_key(firing: Firing):
+    from conversations.store import conversation_key
+
+    return conversation_key(firing.workflow_id, firing.generation, firing.agent_node_id)
+
+
+def firing_deadline(seconds: int):
+    return timezone.now() + timedelta(seconds=seconds)

@@ -1,0 +1,522 @@
+"""The four steps of a firing. Each runs as a Celery task (agents/tasks.py) or in-process.
+
+    prepare_payload(firing_id)            resolve graph + tools, take the conversation lease, load + seed
+    execute_llm_step(firing_id, n)        one provider call, recorded as started first, never retried
+    persist_turn(firing_id, n)            save [...sent, assistant], usage, run the tools, chain step n+1
+    compact_context(workflow_id, generation, agent_node_id)
+
+Each is idempotent on its ids: a duplicate delivery finds the work done (or claimed) and
+returns. No step waits on another: delegation parks the firing in `waiting` and the child's
+end re-enqueues `persist_turn` of the parent.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+
+from django.conf import settings
+from django.db import IntegrityError, close_old_connections, connection, transaction
+from django.utils import timezone
+
+from agents import observers
+from agents.dispatch import enqueue_step
+from agents.models import Firing, LlmStep, ToolCallResult
+from agents.services.firings import end_firing, fire_agent, firing_deadline, firing_key
+from agents.tools import ToolOutcome, run_tool, tool_definition, unknown_tool_outcome
+from agents.usage import record_llm_usage
+from agents.wiring import AgentNotFound, agent_wiring
+
+logger = logging.getLogger("agents.step")
+
+STOPPED_TOOL_TEXT = "Not run: the owner stopped this answer."
+
+
+# --- prepare ------------------------------------------------------------------------------
+
+
+def _generation_graph(firing: Firing) -> dict:
+    from workflows.models import WorkflowGeneration
+
+    if firing.generation == 0:
+        return firing.workflow.graph  # a manual test run reads the saved (normalized) draft
+    generation = WorkflowGeneration.objects.filter(workflow_id=firing.workflow_id, number=firing.generation).first()
+    return generation.graph if generation else {}
+
+
+def _agent_config(node: dict) -> dict:
+    params = node.get("params") or {}
+    return {
+        "name": params.get("name") or node["id"],
+        "provider": params.get("provider") or "offline",
+        "model": params.get("model") or "offline-echo",
+        "system_prompt": params.get("system_prompt") or "",
+        "temperature": params.get("temperature"),
+        "max_output_tokens": params.get("max_output_tokens"),
+        "thinking": params.get("thinking"),
+        "max_iterations": params.get("max_iterations") or settings.AGENT_MAX_ITERATIONS,
+        "max_wall_seconds": params.get("max_wall_seconds") or settings.AGENT_MAX_WALL_SECONDS,
+        "max_tokens_per_firing": params.get("max_tokens_per_firing") or settings.AGENT_MAX_TOKENS_PER_FIRING,
+        "compaction_threshold": params.get("compaction_threshold") or settings.AGENT_COMPACTION_THRESHOLD,
+    }
+
+
+def prepare_payload(firing_id: str) -> None:
+    from conversations import store
+
+    with transaction.atomic():
+        firing = Firing.objects.select_for_update().select_related("workflow").filter(pk=firing_id).first()
+        if firing is None or firing.state != Firing.State.QUEUED:
+            return  # already prepared or ended: a duplicate delivery
+        if firing.stop_requested:
+            end_firing(firing, state=Firing.State.STOPPED, end_reason="stopped")
+            return
+        graph = _generation_graph(firing)
+        try:
+            wiring = agent_wiring(graph, firing.agent_node_id)
+        except AgentNotFound as exc:
+            end_firing(firing, state=Firing.State.FAILED, error_code="agent_not_found", error_message=str(exc))
+            return
+        config = _agent_config(wiring.node)
+        uses_conversation = wiring.context_node_id is not None and firing.generation > 0
+        key = firing_key(firing)
+        if uses_conversation:
+            token = firing.lease_token or uuid.uuid4().hex
+            if not store.acquire_firing_lease(key, owner_token=token, ttl_seconds=settings.FIRING_LEASE_TTL_SECONDS):
+                # Another firing of this conversation is mid-turn (SPEC §2 invariant 10): come back later
+                # instead of blocking a worker.
+                enqueue_step("agent.prepare_payload", str(firing.pk), countdown=settings.AGENT_LEASE_RETRY_SECONDS)
+                return
+            firing.lease_token = token
+        try:
+            stored = store.load_conversation(key) if uses_conversation else []
+        except (store.ConversationLoadFailed, store.ConversationTooLarge) as exc:
+            firing.uses_conversation = uses_conversation
+            end_firing(firing, state=Firing.State.FAILED, error_code=exc.code, error_message=exc.message)
+            return
+        contribution = observers.PrepareContribution()
+        if firing.chat_run_id:
+            contribution = observers.notify_prepared(firing=firing, stored_messages=stored)
+        system_prompt = config["system_prompt"] + contribution.system_suffix
+        user_prompt = contribution.user_prefix + firing.prompt
+        firing.working_messages = store.seed_request(system_prompt, stored, user_prompt)
+        firing.agent_config = config
+        firing.tool_bindings = [binding.to_dict() for binding in wiring.tools]
+        firing.uses_conversation = uses_conversation
+        firing.state = Firing.State.RUNNING
+        firing.started_at = timezone.now()
+        firing.deadline_at = firing_deadline(config["max_wall_seconds"])
+        firing.save()
+        enqueue_step("agent.execute_llm_step", str(firing.pk), 1)
+    logger.info("firing prepared", extra={"firing_id": firing_id, "stored_messages": len(stored)})
+
+
+# --- execute ------------------------------------------------------------------------------
+
+
+class _StepHeartbeat:
+    """Touches the step row while the provider call runs, so the watchdog can tell a dead worker from a slow model."""
+
+    def __init__(self, step_id: int):
+        self.step_id = step_id
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name=f"step-heartbeat-{step_id}")
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.wait(settings.AGENT_STEP_HEARTBEAT_SECONDS):
+                LlmStep.objects.filter(pk=self.step_id, state=LlmStep.State.STARTED).update(heartbeat_at=timezone.now())
+        except Exception:
+            logger.warning("step heartbeat failed", extra={"step_id": self.step_id})
+        finally:
+            connection.close()
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def _stop_checker(firing_id) -> callable:
+    last_check = [0.0]
+    stopped = [False]
+
+    def should_stop() -> bool:
+        if stopped[0]:
+            return True
+        now = time.monotonic()
+        if now - last_check[0] >= settings.AGENT_STOP_POLL_SECONDS:
+            last_check[0] = now
+            stopped[0] = Firing.objects.filter(pk=firing_id, stop_requested=True).exists()
+        return stopped[0]
+
+    return should_stop
+
+
+def _limit_reached(firing: Firing) -> str | None:
+    config = firing.agent_config
+    if firing.deadline_at and timezone.now() >= firing.deadline_at:
+        return "max_wall_time"
+    if firing.tokens_used >= config["max_tokens_per_firing"]:
+        return "max_tokens"
+    return None
+
+
+def _build_request(firing: Firing):
+    from providers.types import ChatRequest, ChatSettings
+
+    config = firing.agent_config
+    graph_nodes = {n["id"]: n for n in _generation_graph(firing).get("nodes", [])}
+    return ChatRequest(
+        provider=config["provider"],
+        model=config["model"],
+        messages=firing.working_messages,
+        tools=[tool_definition(binding, graph_nodes) for binding in firing.tool_bindings],
+        settings=ChatSettings(
+            temperature=config.get("temperature"),
+            max_output_tokens=config.get("max_output_tokens"),
+            thinking=config.get("thinking"),
+        ),
+    )
+
+
+def execute_llm_step(firing_id: str, iteration: int) -> None:
+    from providers import ChatUnifier
+    from providers.errors import ProviderError
+
+    with transaction.atomic():
+        firing = Firing.objects.select_for_update().select_related("workflow").filter(pk=firing_id).first()
+        if firing is None or firing.state != Firing.State.RUNNING or firing.iteration != iteration - 1:
+            return
+        if firing.stop_requested:
+            end_firing(firing, state=Firing.State.STOPPED, end_reason="stopped")
+            return
+        limit = _limit_reached(firing)
+        if limit:
+            _end_for_limit(firing, limit)
+            return
+        try:
+            # Recorded before the call, so a worker lost mid-call leaves a row the watchdog turns into `ambiguous`.
+            with transaction.atomic():
+                step = LlmStep.objects.create(firing=firing, iteration=iteration, worker=_worker_name())
+        except IntegrityError:
+            return  # this iteration was already attempted: one attempt, never a second call
+    request = _build_request(firing)
+    on_event = None
+    if firing.chat_run_id:
+        chat_firing = firing
+
+        def on_event(event: dict) -> None:
+            observers.notify_stream_event(firing=chat_firing, event=event)
+
+    started = time.monotonic()
+    try:
+        with _StepHeartbeat(step.pk):
+            result = ChatUnifier().chat(request, on_event=on_event, should_stop=_stop_checker(firing.pk))
+    except ProviderError as exc:
+        duration_ms = int((time.monotonic() - started) * 1000)
+        _record_step_failure(firing, step, exc, duration_ms)
+        return
+    duration_ms = int((time.monotonic() - started) * 1000)
+    close_old_connections()
+    with transaction.atomic():
+        saved = LlmStep.objects.filter(pk=step.pk, state=LlmStep.State.STARTED).update(
+            state=LlmStep.State.COMPLETED,
+            result={
+                "message": result.message,
+                "usage": result.usage.to_dict(),
+                "stop_reason": result.stop_reason,
+                "provider_ids": result.provider_ids,
+            },
+            finished_at=timezone.now(),
+            duration_ms=duration_ms,
+        )
+        if not saved:
+            # The watchdog declared this step ambiguous meanwhile; its record stands and the answer is dropped.
+            logger.warning("late provider answer dropped", extra={"firing_id": firing_id, "step_id": step.pk})
+            return
+        enqueue_step("agent.persist_turn", firing_id, iteration)
+    logger.info(
+        "llm step done",
+        extra={
+            "firing_id": firing_id,
+            "iteration": iteration,
+            "provider": request.provider,
+            "model": request.model,
+            "duration_ms": duration_ms,
+            "input_tokens": result.usage.input_tokens,
+            "output_tokens": result.usage.output_tokens,
+            "stop_reason": result.stop_reason,
+        },
+    )
+
+
+def _worker_name() -> str:
+    import os
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _record_step_failure(firing: Firing, step: LlmStep, exc, duration_ms: int) -> None:
+    close_old_connections()
+    with transaction.atomic():
+        updated = LlmStep.objects.filter(pk=step.pk, state=LlmStep.State.STARTED).update(
+            state=LlmStep.State.FAILED, error_code=exc.code, finished_at=timezone.now(), duration_ms=duration_ms
+        )
+        if not updated:
+            return
+        record_llm_usage(firing, idempotency_key=f"llm-step:{step.pk}", kind="llm", outcome="error")
+        locked = Firing.objects.select_for_update().get(pk=firing.pk)
+        end_firing(locked, state=Firing.State.FAILED, error_code=f"provider_{exc.code}", error_message=exc.safe_message)
+
+
+# --- persist ------------------------------------------------------------------------------
+
+
+def persist_turn(firing_id: str, iteration: int) -> None:
+    with transaction.atomic():
+        firing = Firing.objects.select_for_update().select_related("workflow").filter(pk=firing_id).first()
+        if firing is None or firing.is_terminal:
+            return
+        step = LlmStep.objects.select_for_update().filter(firing=firing, iteration=iteration).first()
+        if step is None:
+            return
+        if step.state == LlmStep.State.COMPLETED:
+            _save_assistant_turn(firing, step)
+        if step.state != LlmStep.State.PERSISTED:
+            return  # failed or ambiguous: the firing was ended by whoever recorded that
+        _advance_tools(firing, step)
+
+
+def _save_assistant_turn(firing: Firing, step: LlmStep) -> None:
+    from conversations import store
+
+    result = step.result
+    assistant = result["message"]
+    usage = result.get("usage") or {}
+    firing.working_messages = [*firing.working_messages, assistant]
+    firing.iteration = step.iteration
+    firing.tokens_used += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+    record_llm_usage(firing, idempotency_key=f"llm-step:{step.pk}", kind="llm", outcome="ok", usage=usage)
+    step.state = LlmStep.State.PERSISTED
+    step.save(update_fields=["state"])
+    firing.save(update_fields=["working_messages", "iteration", "tokens_used", "updated_at"])
+    if firing.uses_conversation:
+        # Invariant 3: the exact sent list plus the answer, after the provider call.
+        store.save_conversation_safely(firing_key(firing), firing.working_messages)
+        store.renew_firing_lease(
+            firing_key(firing), owner_token=firing.lease_token, ttl_seconds=settings.FIRING_LEASE_TTL_SECONDS
+        )
+
+
+def _tool_calls(message: dict) -> list[dict]:
+    return [b for b in message.get("blocks", []) if b.get("type") == "tool_call"]
+
+
+def _text(message: dict) -> str:
+    return "".join(b.get("text", "") for b in message.get("blocks", []) if b.get("type") == "text")
+
+
+def _advance_tools(firing: Firing, step: LlmStep) -> None:
+    """Answer the turn's tool calls in order; re-entrant, so a retry or a teammate's return continues here."""
+    from conversations import store
+
+    assistant = step.result["message"]
+    calls = _tool_calls(assistant)
+    stopped = firing.stop_requested or step.result.get("stop_reason") == "stopped"
+    answered = {r.tool_call_id: r for r in ToolCallResult.objects.filter(firing=firing, iteration=step.iteration)}
+    bindings = {b["name"]: b for b in firing.tool_bindings}
+    for call in calls:
+        if call["id"] in answered:
+            continue
+        if stopped:
+            outcome = ToolOutcome(STOPPED_TOOL_TEXT, is_error=True)
+        else:
+            binding = bindings.get(call.get("name"))
+            if binding is None:
+                outcome = unknown_tool_outcome(call.get("name", ""), list(bindings))
+            elif binding["is_teammate"]:
+                outcome = _delegate(firing, step, call, binding)
+                if outcome is None:
+                    return  # the teammate is working; its end brings us back here
+            else:
+                if firing.chat_run_id:
+                    observers.notify_tool_step(firing=firing, tool_call=call, phase="started")
+                outcome = run_tool(firing=firing, binding=binding, call=call)
+                outcome = ToolOutcome(store.cap_tool_result(outcome.content), outcome.is_error)
+        answered[call["id"]] = ToolCallResult.objects.create(
+            firing=firing,
+            iteration=step.iteration,
+            tool_call_id=call["id"],
+            name=call.get("name", ""),
+            content=outcome.content,
+            is_error=outcome.is_error,
+        )
+        if firing.chat_run_id:
+            observers.notify_tool_step(
+                firing=firing, tool_call=call, phase="finished", result={"is_error": outcome.is_error}
+            )
+    results = [
+        {
+            "role": "tool",
+            "blocks": [
+                {
+                    "type": "tool_result",
+                    "tool_call_id": call["id"],
+                    "name": call.get("name", ""),
+                    "content": answered[call["id"]].content,
+                    "is_error": answered[call["id"]].is_error,
+                }
+            ],
+        }
+        for call in calls
+    ]
+    if results:
+        firing.working_messages = [*firing.working_messages, *results]
+    firing.state = Firing.State.RUNNING
+    firing.save(update_fields=["working_messages", "state", "updated_at"])
+    if results and firing.uses_conversation:
+        store.save_conversation_safely(firing_key(firing), firing.working_messages)
+    _after_turn(firing, step, had_tool_calls=bool(calls), stopped=stopped)
+
+
+def _delegate(firing: Firing, step: LlmStep, call: dict, binding: dict) -> ToolOutcome | None:
+    child = Firing.objects.filter(parent=firing, parent_tool_call_id=call["id"]).first()
+    if child is not None:
+        if not child.is_terminal:
+            return None
+        if child.state == Firing.State.FINISHED:
+            return ToolOutcome(child.final_text or "(the teammate gave no answer)")  # teammate answers are never cut
+        return ToolOutcome(
+            f"Error: your teammate could not finish ({child.error_code or child.end_reason}).", is_error=True
+        )
+    task = (call.get("arguments") or {}).get("task") if isinstance(call.get("arguments"), dict) else None
+    if not isinstance(task, str) or not task.strip():
+        return ToolOutcome("Error: give your teammate a `task` (a non-empty string).", is_error=True)
+    if binding["node_id"] in firing.delegation_chain:
+        return ToolOutcome(
+            f"Error: `{binding['name']}` is already working on this request further up the chain; delegating to it "
+            "again would be a cycle. Answer with what you have.",
+            is_error=True,
+        )
+    if firing.depth + 1 > settings.AGENT_MAX_DELEGATION_DEPTH:
+        return ToolOutcome(
+            f"Error: delegation is limited to {settings.AGENT_MAX_DELEGATION_DEPTH} levels. Do this part yourself.",
+            is_error=True,
+        )
+    if firing.chat_run_id:
+        observers.notify_tool_step(firing=firing, tool_call=call, phase="started")
+    fire_agent(
+        firing.workflow, firing.generation, binding["node_id"], task, parent=firing, parent_tool_call_id=call["id"]
+    )
+    firing.state = Firing.State.WAITING
+    firing.save(update_fields=["state", "updated_at"])
+    return None
+
+
+def _end_for_limit(firing: Firing, limit: str) -> None:
+    from conversations import store
+
+    for message in reversed(firing.working_messages):
+        if message.get("role") == "assistant":
+            message["meta"] = {**(message.get("meta") or {}), "end_reason": limit}
+            break
+    firing.save(update_fields=["working_messages", "updated_at"])
+    if firing.uses_conversation:
+        store.save_conversation_safely(firing_key(firing), firing.working_messages)
+    last_text = next((_text(m) for m in reversed(firing.working_messages) if m.get("role") == "assistant"), "")
+    end_firing(firing, state=Firing.State.FINISHED, end_reason=limit, final_text=last_text)
+
+
+def _after_turn(firing: Firing, step: LlmStep, *, had_tool_calls: bool, stopped: bool) -> None:
+    assistant = step.result["message"]
+    _maybe_compact(firing, step)
+    if stopped:
+        end_firing(firing, state=Firing.State.STOPPED, end_reason="stopped", final_text=_text(assistant))
+        return
+    if not had_tool_calls:
+        end_firing(firing, state=Firing.State.FINISHED, end_reason="answered", final_text=_text(assistant))
+        return
+    if step.iteration >= firing.agent_config["max_iterations"]:
+        _end_for_limit(firing, "max_iterations")
+        return
+    enqueue_step("agent.execute_llm_step", str(firing.pk), step.iteration + 1)
+
+
+# --- pressure and compaction -----------------------------------------------------------------
+
+
+def _maybe_compact(firing: Firing, step: LlmStep) -> None:
+    if not firing.uses_conversation:
+        return
+    from conversations import store
+    from providers import capabilities
+
+    config = firing.agent_config
+    usage = step.result.get("usage") or {}
+    window = capabilities(config["provider"], config["model"]).context_window
+    added = sum(len(str(m)) for m in firing.working_messages[-4:]) // 4
+    projected = int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0)) + added
+    headroom = int(config.get("max_output_tokens") or 0)
+    store.conversation_pressure_record(
+        firing_key(firing), input_tokens=projected, output_headroom_tokens=headroom, context_window_tokens=window
+    )
+    if window and projected >= window * float(config["compaction_threshold"]):
+        enqueue_step("agent.compact_context", firing.workflow_id, firing.generation, firing.agent_node_id)
+
+
+def compact_context(workflow_id: int, generation: int, agent_node_id: str) -> None:
+    from conversations import store
+    from conversations.services import usage_record_append
+    from conversations.store import CompactionError, conversation_key
+    from providers import summarize
+    from providers.context import estimate_tokens
+    from providers.types import ChatRequest
+    from workflows.models import WorkflowGeneration
+
+    generation_row = (
+        WorkflowGeneration.objects.select_related("workflow").filter(workflow_id=workflow_id, number=generation).first()
+    )
+    if generation_row is None:
+        return
+    try:
+        config = _agent_config(agent_wiring(generation_row.graph, agent_node_id).node)
+    except AgentNotFound:
+        return
+    key = conversation_key(workflow_id, generation, agent_node_id)
+    calls = []
+
+    def summarize_messages(messages: list[dict]) -> str:
+        calls.append(len(messages))
+        return summarize(provider=config["provider"], model=config["model"], messages=messages)
+
+    def count_tokens(messages: list[dict]) -> int:
+        return estimate_tokens(ChatRequest(provider=config["provider"], model=config["model"], messages=messages))
+
+    outcome_label = "ok"
+    try:
+        outcome = store.compact_conversation(key, summarize=summarize_messages, count_tokens=count_tokens)
+    except CompactionError:
+        outcome_label = "error"
+        logger.warning("compaction failed", extra=key.as_log())
+        raise
+    finally:
+        if calls:  # compaction usage is billed like any call (SPEC §2 invariant 8)
+            usage_record_append(
+                idempotency_key=f"compaction:{key.workflow_id}:{key.generation}:{key.agent_node_id}:{uuid.uuid4().hex}",
+                kind="compaction",
+                provider=config["provider"],
+                model=config["model"],
+                outcome=outcome_label,
+                owner_id=generation_row.workflow.owner_id,
+                workflow_id=workflow_id,
+                generation=generation,
+                agent_node_id=agent_node_id,
+            )
+    logger.info("compaction", extra={**key.as_log(), "status": outcome.status, "reason": outcome.reason})

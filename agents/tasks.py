@@ -1,0 +1,50 @@
+"""Celery entry points of a firing: ids in, one service call, nothing waited on.
+
+`agent.execute_llm_step` is acknowledged early and never retried: a worker lost mid-call
+must not lead to a second (billed) provider call; the watchdog records it as ambiguous.
+`agent.persist_turn` is acknowledged late and retried on database errors: it is idempotent.
+"""
+
+from celery import shared_task
+from django.db import DatabaseError
+
+from agents.services import steps, watchdog
+
+
+@shared_task(
+    name="agent.prepare_payload",
+    ignore_result=True,
+    acks_late=True,
+    autoretry_for=(DatabaseError,),
+    retry_backoff=True,
+    max_retries=5,
+)
+def prepare_payload(firing_id: str) -> None:
+    steps.prepare_payload(firing_id)
+
+
+@shared_task(name="agent.execute_llm_step", ignore_result=True, acks_late=False, max_retries=0)
+def execute_llm_step(firing_id: str, iteration: int) -> None:
+    steps.execute_llm_step(firing_id, iteration)
+
+
+@shared_task(
+    name="agent.persist_turn",
+    ignore_result=True,
+    acks_late=True,
+    autoretry_for=(DatabaseError,),
+    retry_backoff=True,
+    max_retries=8,
+)
+def persist_turn(firing_id: str, iteration: int) -> None:
+    steps.persist_turn(firing_id, iteration)
+
+
+@shared_task(name="agent.compact_context", ignore_result=True, acks_late=True, max_retries=0)
+def compact_context(workflow_id: int, generation: int, agent_node_id: str) -> None:
+    steps.compact_context(workflow_id, generation, agent_node_id)
+
+
+@shared_task(name="agents.watchdog", ignore_result=True)
+def watchdog_sweep() -> None:
+    watchdog.watchdog_sweep()

@@ -1,0 +1,72 @@
+"""Firings run in-process (AGENT_EXECUTION_MODE=inline): the same step functions the worker runs."""
+
+import pytest
+
+from agents.models import Firing, LlmStep, ToolCallResult
+from agents.services.firings import fire_agent
+from conversations.models import UsageRecord
+from conversations.store import conversation_key, load_conversation
+from tests.agents.factories import assistant_with
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def inline(settings):
+    settings.AGENT_EXECUTION_MODE = "inline"
+
+
+def _blocks(messages, kind):
+    return [b for m in messages for b in m["blocks"] if b["type"] == kind]
+
+
+def test_an_echo_firing_saves_the_exact_sent_list_and_the_answer(owner):
+    workflow, generation, ids = assistant_with(owner)
+    firing_id = fire_agent(workflow, generation, ids["lead"], "hello there")
+    firing = Firing.objects.get(pk=firing_id)
+    assert firing.state == Firing.State.FINISHED, (firing.error_code, firing.error_message)
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    assert [m["role"] for m in stored] == ["system", "user", "assistant"]
+    assert stored[0]["blocks"][0]["text"] == "You are Lead."
+    assert stored[1]["blocks"][0]["text"] == "hello there"
+    assert "I see 1 earlier message" in firing.final_text or "earlier" in firing.final_text
+    assert UsageRecord.objects.filter(workflow_id=workflow.pk, outcome="ok").count() == 1
+
+
+def test_a_second_firing_continues_the_conversation(owner):
+    workflow, generation, ids = assistant_with(owner)
+    fire_agent(workflow, generation, ids["lead"], "first")
+    fire_agent(workflow, generation, ids["lead"], "second")
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    assert [m["role"] for m in stored] == ["system", "user", "assistant", "user", "assistant"]
+    assert [b["text"] for b in _blocks(stored, "text") if b["text"] in ("first", "second")] == ["first", "second"]
+
+
+def test_without_a_context_each_firing_starts_fresh_and_stores_nothing(owner):
+    workflow, generation, ids = assistant_with(owner, context=False)
+    fire_agent(workflow, generation, ids["lead"], "first")
+    second = Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "second"))
+    assert second.state == Firing.State.FINISHED
+    assert [m["role"] for m in second.working_messages] == ["system", "user", "assistant"]
+    assert load_conversation(conversation_key(workflow.pk, generation, ids["lead"])) == []
+
+
+def test_a_todo_command_runs_the_tool_loop(owner):
+    workflow, generation, ids = assistant_with(owner, todos=True)
+    firing = Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "todo: buy milk"))
+    assert firing.state == Firing.State.FINISHED, firing.error_message
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    assert [m["role"] for m in stored] == ["system", "user", "assistant", "tool", "assistant"]
+    call = _blocks(stored, "tool_call")[0]
+    result = _blocks(stored, "tool_result")[0]
+    assert call["name"] == "todos" and result["tool_call_id"] == call["id"] and not result["is_error"]
+    assert "buy milk" in result["content"]
+    assert LlmStep.objects.filter(firing=firing, state=LlmStep.State.PERSISTED).count() == 2
+    assert ToolCallResult.objects.filter(firing=firing).count() == 1
+
+
+def test_a_command_for_a_tool_the_agent_lacks_is_answered_in_words(owner):
+    workflow, generation, ids = assistant_with(owner)
+    firing = Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "todo: buy milk"))
+    assert firing.state == Firing.State.FINISHED
+    assert "no todo" in firing.final_text.lower() or "no todos" in firing.final_text.lower()
