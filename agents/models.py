@@ -95,6 +95,9 @@ class LlmStep(models.Model):
         constraints = [models.UniqueConstraint(fields=["firing", "iteration"], name="llm_step_once_per_iteration")]
         indexes = [models.Index(fields=["state", "heartbeat_at"])]
 
+    def __str__(self) -> str:
+        return f"step {self.iteration} of {self.firing_id} ({self.state})"
+
 
 class ToolCallResult(models.Model):
     """A tool call's answer, recorded once so a retried persist never runs a tool twice."""
@@ -112,3 +115,6 @@ class ToolCallResult(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["firing", "tool_call_id"], name="tool_result_once_per_call"),
         ]
+
+    def __str__(self) -> str:
+        return f"{self.name} result for {self.tool_call_id}"

@@ -82,7 +82,7 @@ def trigger_agents(graph: dict) -> list[str]:
         if not source or not target:
             continue
         source_spec, target_spec = get_node_spec(source.get("type")), get_node_spec(target.get("type"))
-        if source_spec and target_spec and source_spec.has(IS_TRIGGER) and target_spec.has(IS_AGENT):
-            if edge.get("targetHandle") == "input-main" and target["id"] not in result:
-                result.append(target["id"])
+        feeds_agent = source_spec and target_spec and source_spec.has(IS_TRIGGER) and target_spec.has(IS_AGENT)
+        if feeds_agent and edge.get("targetHandle") == "input-main" and target["id"] not in result:
+            result.append(target["id"])
     return result
