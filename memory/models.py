@@ -90,6 +90,9 @@ class MemoryEmbedding(models.Model):
         constraints = [models.UniqueConstraint(fields=["item", "model"], name="memory_embedding_unique_model")]
         indexes = [models.Index(fields=["model", "status"], name="memory_embedding_model_status")]
 
+    def __str__(self) -> str:
+        return f"{self.item_id} {self.model} ({self.status})"
+
 
 class MemoryItemHistory(models.Model):
     class Operation(models.TextChoices):
@@ -117,6 +120,9 @@ class MemoryItemHistory(models.Model):
         indexes = [models.Index(fields=["item", "-id"], name="memory_history_item")]
         verbose_name_plural = "memory item history"
 
+    def __str__(self) -> str:
+        return f"{self.operation} {self.item_id} v{self.version} by {self.actor}"
+
 
 class MemoryReceipt(models.Model):
     """Idempotency key -> the stored result of the first mutation, so a retried tool call changes nothing again."""
@@ -131,3 +137,6 @@ class MemoryReceipt(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["namespace", "key"], name="memory_receipt_unique_key")]
         indexes = [models.Index(fields=["created_at"], name="memory_receipt_created")]
+
+    def __str__(self) -> str:
+        return f"{self.operation} {self.key}"

@@ -62,8 +62,9 @@ def memory_tool_definition() -> dict:
                     "enum": list(OPERATIONS),
                     "description": (
                         "remember(content, title?, category?, tags?, expires_at?) | "
-                        "recall(query, categories?, tags?, limit?, cursor?) | list(categories?, tags?, limit?, cursor?) "
-                        "| get(memory_id) | update(memory_id, expected_version, patch) | "
+                        "recall(query, categories?, tags?, limit?, cursor?) | "
+                        "list(categories?, tags?, limit?, cursor?) | get(memory_id) | "
+                        "update(memory_id, expected_version, patch) | "
                         "forget(memory_id, expected_version)"
                     ),
                 },

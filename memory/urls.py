@@ -1,1 +1,13 @@
-urlpatterns: list = []
+from django.urls import path
+
+from . import apis
+
+urlpatterns = [
+    path("workflows/<int:workflow_id>/memory/<str:node_id>/items/", apis.MemoryItemsApi.as_view(), name="memory-items"),
+    path(
+        "workflows/<int:workflow_id>/memory/<str:node_id>/items/<int:item_id>/",
+        apis.MemoryItemApi.as_view(),
+        name="memory-item",
+    ),
+    path("workflows/<int:workflow_id>/memory/<str:node_id>/clear/", apis.MemoryClearApi.as_view(), name="memory-clear"),
+]

@@ -1,0 +1,201 @@
+"""REST for the owner's Memory panel and API clients. Thin: parse, call a service or selector, render."""
+
+from __future__ import annotations
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from . import selectors, services
+from .access import access_memory_namespace
+from .errors import invalid
+
+
+class ItemOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    title = serializers.CharField()
+    content = serializers.CharField()
+    category = serializers.CharField()
+    tags = serializers.ListField(child=serializers.CharField())
+    version = serializers.IntegerField()
+    expires_at = serializers.DateTimeField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    updated_at = serializers.DateTimeField()
+    indexing_state = serializers.ChoiceField(choices=["fts_only", "not_indexed", "pending", "ready", "failed"])
+    score = serializers.FloatField(required=False, help_text="Only in search results.")
+
+
+ERROR_RESPONSE = inline_serializer(
+    "MemoryError",
+    fields={
+        "code": serializers.CharField(),
+        "message": serializers.CharField(),
+        "hint": serializers.CharField(required=False),
+    },
+)
+CONFLICT_RESPONSE = inline_serializer(
+    "MemoryVersionConflict",
+    fields={
+        "code": serializers.CharField(),
+        "message": serializers.CharField(),
+        "current_version": serializers.IntegerField(),
+        "current": ItemOutputSerializer(),
+    },
+)
+
+
+def _actor(request) -> str:
+    return f"owner:{request.user.pk}"
+
+
+class MemoryItemsApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        content = serializers.CharField(trim_whitespace=False)
+        title = serializers.CharField(required=False, allow_blank=True)
+        category = serializers.CharField(required=False, allow_blank=True)
+        tags = serializers.ListField(child=serializers.CharField(), required=False)
+        expires_at = serializers.DateTimeField(required=False, allow_null=True)
+
+    class PageOutputSerializer(serializers.Serializer):
+        items = ItemOutputSerializer(many=True)
+        next_cursor = serializers.CharField(allow_null=True)
+        search = serializers.ChoiceField(choices=["fts", "hybrid"], required=False)
+
+    @extend_schema(
+        operation_id="memory_items_list",
+        summary="List or search a memory node's items",
+        parameters=[
+            OpenApiParameter("q", OpenApiTypes.STR, description="Search text (full-text, hybrid with vectors)."),
+            OpenApiParameter("category", OpenApiTypes.STR, many=True),
+            OpenApiParameter("tag", OpenApiTypes.STR, many=True),
+            OpenApiParameter("cursor", OpenApiTypes.STR, description="next_cursor of the previous page."),
+            OpenApiParameter("limit", OpenApiTypes.INT),
+        ],
+        responses={200: PageOutputSerializer, 400: ERROR_RESPONSE, 404: ERROR_RESPONSE},
+    )
+    def get(self, request, workflow_id: int, node_id: str):
+        _, namespace = access_memory_namespace(user=request.user, workflow_id=workflow_id, node_id=node_id)
+        filters = {
+            "categories": request.query_params.getlist("category") or None,
+            "tags": request.query_params.getlist("tag") or None,
+            "limit": request.query_params.get("limit") or None,
+            "cursor": request.query_params.get("cursor") or None,
+        }
+        query = request.query_params.get("q", "").strip()
+        if query:
+            page = selectors.memory_items_recall(namespace=namespace, query=query, **filters)
+        else:
+            page = selectors.memory_items_list(namespace=namespace, **filters)
+        return Response(self.PageOutputSerializer(page).data)
+
+    @extend_schema(
+        operation_id="memory_items_create",
+        summary="Remember a new item",
+        request=InputSerializer,
+        parameters=[OpenApiParameter("Idempotency-Key", OpenApiTypes.STR, OpenApiParameter.HEADER)],
+        responses={201: ItemOutputSerializer, 400: ERROR_RESPONSE, 404: ERROR_RESPONSE},
+    )
+    def post(self, request, workflow_id: int, node_id: str):
+        _, namespace = access_memory_namespace(user=request.user, workflow_id=workflow_id, node_id=node_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        result = services.memory_item_remember(
+            namespace=namespace,
+            actor=_actor(request),
+            idempotency_key=request.headers.get("Idempotency-Key"),
+            announce_to_chat=True,
+            **data.validated_data,
+        )
+        return Response(ItemOutputSerializer(result["item"]).data, status=status.HTTP_201_CREATED)
+
+
+def _expected_version(request):
+    value = request.data.get("expected_version") if hasattr(request.data, "get") else None
+    if value is None:
+        value = request.query_params.get("expected_version")
+    if value is None:
+        raise invalid("expected_version is required.", "Send the version you last read.")
+    return value
+
+
+class MemoryItemApi(APIView):
+    class PatchInputSerializer(serializers.Serializer):
+        expected_version = serializers.IntegerField(min_value=1)
+        content = serializers.CharField(required=False, trim_whitespace=False)
+        title = serializers.CharField(required=False, allow_blank=True)
+        category = serializers.CharField(required=False, allow_blank=True)
+        tags = serializers.ListField(child=serializers.CharField(), required=False)
+        expires_at = serializers.DateTimeField(required=False, allow_null=True)
+
+    @extend_schema(
+        operation_id="memory_item_get",
+        summary="Read one item",
+        responses={200: ItemOutputSerializer, 404: ERROR_RESPONSE},
+    )
+    def get(self, request, workflow_id: int, node_id: str, item_id: int):
+        _, namespace = access_memory_namespace(user=request.user, workflow_id=workflow_id, node_id=node_id)
+        return Response(
+            ItemOutputSerializer(selectors.memory_item_get(namespace=namespace, item_id=item_id)["item"]).data
+        )
+
+    @extend_schema(
+        operation_id="memory_item_update",
+        summary="Change an item (requires expected_version)",
+        request=PatchInputSerializer,
+        responses={200: ItemOutputSerializer, 400: ERROR_RESPONSE, 404: ERROR_RESPONSE, 409: CONFLICT_RESPONSE},
+    )
+    def patch(self, request, workflow_id: int, node_id: str, item_id: int):
+        _, namespace = access_memory_namespace(user=request.user, workflow_id=workflow_id, node_id=node_id)
+        data = self.PatchInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        patch = dict(data.validated_data)
+        expected_version = patch.pop("expected_version")
+        result = services.memory_item_update(
+            namespace=namespace,
+            item_id=item_id,
+            expected_version=expected_version,
+            patch=patch,
+            actor=_actor(request),
+            idempotency_key=request.headers.get("Idempotency-Key"),
+            announce_to_chat=True,
+        )
+        return Response(ItemOutputSerializer(result["item"]).data)
+
+    @extend_schema(
+        operation_id="memory_item_forget",
+        summary="Forget an item (requires expected_version, in the body or the query string)",
+        parameters=[OpenApiParameter("expected_version", OpenApiTypes.INT, required=True)],
+        request=None,
+        responses={204: None, 400: ERROR_RESPONSE, 404: ERROR_RESPONSE, 409: CONFLICT_RESPONSE},
+    )
+    def delete(self, request, workflow_id: int, node_id: str, item_id: int):
+        _, namespace = access_memory_namespace(user=request.user, workflow_id=workflow_id, node_id=node_id)
+        services.memory_item_forget(
+            namespace=namespace,
+            item_id=item_id,
+            expected_version=_expected_version(request),
+            actor=_actor(request),
+            idempotency_key=request.headers.get("Idempotency-Key"),
+            announce_to_chat=True,
+        )
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class MemoryClearApi(APIView):
+    @extend_schema(
+        operation_id="memory_clear",
+        summary="Clear Memory: remove every item of this memory node",
+        request=None,
+        responses={
+            200: inline_serializer("MemoryCleared", fields={"cleared": serializers.IntegerField()}),
+            404: ERROR_RESPONSE,
+        },
+    )
+    def post(self, request, workflow_id: int, node_id: str):
+        _, namespace = access_memory_namespace(user=request.user, workflow_id=workflow_id, node_id=node_id)
+        cleared = services.memory_namespace_items_clear(
+            namespace=namespace, actor=_actor(request), announce_to_chat=True
+        )
+        return Response({"cleared": cleared})

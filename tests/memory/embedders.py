@@ -1,0 +1,64 @@
+"""Deterministic embedders for tests: a tiny concept space (so paraphrases land close) and a failing one."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from memory.embedders import Embedder, EmbedderError
+
+CONCEPTS = [
+    {"tea", "coffee", "espresso", "latte", "beverage", "beverages", "drink", "drinks", "cup", "brew"},
+    {"morning", "breakfast", "dawn", "sunrise", "early"},
+    {"flight", "flights", "plane", "airport", "trip", "travel", "fly", "flying", "airline"},
+    {"invoice", "invoices", "payment", "billing", "budget", "price", "pay", "paid", "cost"},
+    {"dog", "dogs", "cat", "cats", "pet", "pets", "puppy", "animal"},
+    {"meeting", "meetings", "standup", "call", "calendar", "schedule"},
+    {"printer", "toner", "paper", "print"},
+    {"favorite", "favourite", "prefer", "prefers", "preferred", "like", "likes", "love", "loves", "enjoys"},
+]
+DIMS = 16
+_WORD = re.compile(r"[a-z]+")
+
+
+def concept_vector(text: str) -> list[float]:
+    vector = [0.0] * DIMS
+    for word in _WORD.findall(text.lower()):
+        hits = [i for i, words in enumerate(CONCEPTS) if word in words]
+        for i in hits:
+            vector[i] += 1.0
+        if not hits:
+            vector[len(CONCEPTS) + (sum(map(ord, word)) % (DIMS - len(CONCEPTS)))] += 0.15
+    norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+    return [x / norm for x in vector]
+
+
+class ConceptEmbedder(Embedder):
+    name = "test-concepts"
+    model = "test:concepts"
+    dims = DIMS
+    calls = 0
+
+    def embed(self, texts):
+        type(self).calls += 1
+        return [concept_vector(text) for text in texts]
+
+
+class FlakyConceptEmbedder(ConceptEmbedder):
+    """The same vector space as ConceptEmbedder; raises while `fail` is set."""
+
+    fail = True
+
+    def embed(self, texts):
+        if type(self).fail:
+            raise EmbedderError("embedder forced to fail by the test")
+        return super().embed(texts)
+
+
+class RaisingEmbedder(Embedder):
+    name = "test-raising"
+    model = "test:raising"
+    dims = DIMS
+
+    def embed(self, texts):
+        raise RuntimeError("boom")
