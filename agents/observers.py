@@ -1,8 +1,11 @@
 """What the chat (or any other surface) learns about the firings it started.
 
 The runtime knows no surface by name: the chat app registers one observer in its
-AppConfig.ready(). Observers are called only for firings that carry a `chat_run_id`, and a
-failing observer is logged, never allowed to fail the firing.
+AppConfig.ready(). Observers are called only for firings that carry a `chat_run_id`: the
+run's answering firing (`parent_id is None`) and the teammates it delegated to (same
+`chat_run_id`, `parent_id` set), so a run can record every agent's cursor. A failing
+observer is logged, never allowed to fail the firing (except `prepared`, whose failure
+fails the firing: a note claimed wrongly must not be lost).
 """
 
 from __future__ import annotations

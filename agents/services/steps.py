@@ -412,8 +412,16 @@ def _delegate(firing: Firing, step: LlmStep, call: dict, binding: dict) -> ToolO
         )
     if firing.chat_run_id:
         observers.notify_tool_step(firing=firing, tool_call=call, phase="started")
+    # The child carries the chat run too: the run touched the teammate's conversation, so a branch move must
+    # know the teammate's cursor (SPEC §6).
     fire_agent(
-        firing.workflow, firing.generation, binding["node_id"], task, parent=firing, parent_tool_call_id=call["id"]
+        firing.workflow,
+        firing.generation,
+        binding["node_id"],
+        task,
+        chat_run=firing.chat_run_id,
+        parent=firing,
+        parent_tool_call_id=call["id"],
     )
     firing.state = Firing.State.WAITING
     firing.save(update_fields=["state", "updated_at"])

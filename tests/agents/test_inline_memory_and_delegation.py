@@ -1,0 +1,135 @@
+"""Memory tool loops, teammate delegation and its limits, in-process."""
+
+import json
+
+import pytest
+
+from agents.models import Firing
+from agents.services.firings import fire_agent
+from conversations.store import conversation_key, load_conversation
+from tests.agents.factories import agent_node, assistant_with, edge, started_workflow
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def inline(settings):
+    settings.AGENT_EXECUTION_MODE = "inline"
+
+
+def _results(messages):
+    return [b for m in messages for b in m["blocks"] if b["type"] == "tool_result"]
+
+
+def test_remember_then_recall_across_firings(owner):
+    workflow, generation, ids = assistant_with(owner, memory=True)
+    first = Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "remember: the cat is called Miso"))
+    assert first.state == Firing.State.FINISHED, first.error_message
+    second = Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "recall: cat"))
+    assert second.state == Firing.State.FINISHED
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    remembered, recalled = _results(stored)
+    assert not remembered["is_error"] and not recalled["is_error"]
+    assert "Miso" in recalled["content"]
+    assert "Miso" in second.final_text
+
+
+def test_a_bad_memory_call_is_an_error_result_the_model_sees(owner):
+    workflow, generation, ids = assistant_with(owner, memory=True)
+    firing = Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "remember: " + "x" * 20000))
+    assert firing.state == Firing.State.FINISHED
+    (result,) = _results(firing.working_messages)
+    assert result["is_error"]
+    assert json.loads(result["content"])["error"]["code"]
+
+
+def _team(owner):
+    nodes = [
+        {"id": "trigger", "type": "chatTrigger", "params": {}},
+        agent_node("lead", "Lead"),
+        agent_node("a", "Alice"),
+        agent_node("b", "Bob"),
+        {"id": "c1", "type": "context", "params": {}},
+        {"id": "c2", "type": "context", "params": {}},
+        {"id": "c3", "type": "context", "params": {}},
+    ]
+    edges = [
+        edge("trigger", "output-main", "lead", "input-main"),
+        edge("a", "output-tool", "lead", "input-tools"),
+        edge("b", "output-tool", "a", "input-tools"),
+        edge("c1", "output-context", "lead", "input-context"),
+        edge("c2", "output-context", "a", "input-context"),
+        edge("c3", "output-context", "b", "input-context"),
+    ]
+    return started_workflow(owner, nodes, edges)
+
+
+def test_delegation_two_levels_deep_keeps_separate_conversations(owner):
+    workflow, generation, ids = _team(owner)
+    firing = Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "ask alice: ask bob: count the sheep"))
+    assert firing.state == Firing.State.FINISHED, firing.error_message
+    lead = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    alice = load_conversation(conversation_key(workflow.pk, generation, ids["a"]))
+    bob = load_conversation(conversation_key(workflow.pk, generation, ids["b"]))
+    assert [m["role"] for m in bob] == ["system", "user", "assistant"]
+    assert bob[1]["blocks"][0]["text"] == "count the sheep"
+    assert alice[1]["blocks"][0]["text"] == "ask bob: count the sheep"
+    (alice_result,) = _results(alice)
+    assert alice_result["content"] == bob[-1]["blocks"][0]["text"]  # a teammate's answer is the result, uncut
+    (lead_result,) = _results(lead)
+    assert lead_result["content"] == alice[-1]["blocks"][0]["text"]
+    assert Firing.objects.filter(parent__isnull=False).count() == 2
+
+
+def test_a_delegation_cycle_is_refused_with_a_message_to_the_model(owner):
+    from workflows.models import WorkflowGeneration
+
+    workflow, generation, ids = _team(owner)
+    # Save refuses a teammate cycle (TEAMMATE_CYCLE); the runtime refuses one too, should a snapshot hold it.
+    snapshot = WorkflowGeneration.objects.get(workflow=workflow, number=generation)
+    snapshot.graph["edges"].append(edge(ids["a"], "output-tool", ids["b"], "input-tools"))
+    snapshot.save(update_fields=["graph"])
+    firing = Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "ask alice: ask bob: ask alice: hi"))
+    assert firing.state == Firing.State.FINISHED, firing.error_message
+    bob = load_conversation(conversation_key(workflow.pk, generation, ids["b"]))
+    (refused,) = _results(bob)
+    assert refused["is_error"] and "cycle" in refused["content"]
+
+
+def test_delegation_depth_is_limited(owner, settings):
+    settings.AGENT_MAX_DELEGATION_DEPTH = 1
+    workflow, generation, ids = _team(owner)
+    fire_agent(workflow, generation, ids["lead"], "ask alice: ask bob: count")
+    alice = load_conversation(conversation_key(workflow.pk, generation, ids["a"]))
+    (refused,) = _results(alice)
+    assert refused["is_error"] and "limited to 1" in refused["content"]
+
+
+def test_max_iterations_ends_the_firing_with_the_reason_in_meta(owner):
+    workflow, generation, ids = assistant_with(owner, todos=True, max_iterations=1)
+    firing = Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "todo: one"))
+    assert firing.state == Firing.State.FINISHED and firing.end_reason == "max_iterations"
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    last_assistant = [m for m in stored if m["role"] == "assistant"][-1]
+    assert last_assistant["meta"]["end_reason"] == "max_iterations"
+    assert stored[-1]["role"] == "tool"  # every call still has its answer
+
+
+def test_an_unknown_agent_fails_the_firing_with_a_code(owner):
+    workflow, generation, _ids = assistant_with(owner)
+    firing = Firing.objects.get(pk=fire_agent(workflow, generation, "nope", "hi"))
+    assert firing.state == Firing.State.FAILED and firing.error_code == "agent_not_found"
+
+
+def test_after_reset_a_firing_starts_fresh(owner):
+    from workflows.services import workflow_reset
+
+    workflow, generation, ids = assistant_with(owner)
+    fire_agent(workflow, generation, ids["lead"], "before reset")
+    outcome = workflow_reset(workflow=workflow, actor=owner)
+    workflow.refresh_from_db()
+    new_generation = workflow.live_generation
+    assert new_generation == generation + 1, outcome
+    fresh = Firing.objects.get(pk=fire_agent(workflow, new_generation, ids["lead"], "after reset"))
+    assert [m["role"] for m in fresh.working_messages] == ["system", "user", "assistant"]
+    assert load_conversation(conversation_key(workflow.pk, generation, ids["lead"])) == []

@@ -1,0 +1,209 @@
+"""Firings through a real broker and real Celery worker processes, including workers that die."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+import psycopg
+import pytest
+import redis
+from django.conf import settings as django_settings
+
+from agents.models import Firing, LlmStep
+from agents.services.firings import fire_agent
+from conversations.models import UsageRecord
+from conversations.store import conversation_key, load_conversation
+from conversations.wire import validate_messages
+from tests.agents.factories import assistant_with
+from tests.processes import start_celery_worker, test_database_url
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+FAST_WATCHDOG = {
+    "AGENT_WATCHDOG_INTERVAL_SECONDS": "1",
+    "AGENT_STEP_HEARTBEAT_SECONDS": "0.5",
+    "AGENT_STEP_LOST_AFTER_SECONDS": "3",
+    "AGENT_PERSIST_GRACE_SECONDS": "2",
+}
+
+
+def wait_until(predicate, *, timeout: float, what: str, interval: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def firing_state(firing_id) -> Firing:
+    return Firing.objects.get(pk=firing_id)
+
+
+def wait_for_end(firing_id, timeout: float = 60) -> Firing:
+    return wait_until(
+        lambda: (f := firing_state(firing_id)).is_terminal and f, timeout=timeout, what=f"firing {firing_id} to end"
+    )
+
+
+@pytest.fixture
+def worker(tmp_path):
+    process = start_celery_worker(tmp_path)
+    yield process
+    process.stop()
+
+
+def _blocks(messages, kind):
+    return [b for m in messages for b in m["blocks"] if b["type"] == kind]
+
+
+def test_a_memory_tool_loop_on_a_real_worker_stores_the_exact_turns(owner, worker):
+    workflow, generation, ids = assistant_with(owner, memory=True)
+    key = conversation_key(workflow.pk, generation, ids["lead"])
+    firing = wait_for_end(fire_agent(workflow, generation, ids["lead"], "remember: the launch is on Friday"))
+    assert firing.state == Firing.State.FINISHED, (firing.error_code, worker.log()[-2000:])
+    stored = load_conversation(key)
+    assert [m["role"] for m in stored] == ["system", "user", "assistant", "tool", "assistant"]
+    assert stored[:2] == firing.working_messages[:2] or [m["blocks"] for m in stored[:2]] == [
+        m["blocks"] for m in firing.working_messages[:2]
+    ]
+    (call,) = _blocks(stored, "tool_call")
+    (result,) = _blocks(stored, "tool_result")
+    assert call["name"] == "memory" and call["arguments"]["content"] == "the launch is on Friday"
+    assert result["tool_call_id"] == call["id"] and not result["is_error"]
+    assert stored[-1]["blocks"][0]["text"] == firing.final_text
+
+    second = wait_for_end(fire_agent(workflow, generation, ids["lead"], "what did I say?"))
+    assert second.state == Firing.State.FINISHED
+    again = load_conversation(key)
+    assert again[:5] == stored and [m["role"] for m in again[5:]] == ["user", "assistant"]
+    assert "I see 5 earlier messages" in second.final_text
+
+
+def test_task_payloads_carry_ids_only(owner, worker):
+    """Watch every command Redis receives during a firing: no prompt, no tool result, no message list."""
+    workflow, generation, ids = assistant_with(owner, memory=True)
+    canary = "CANARY-7f3a-payload"
+    seen: list[str] = []
+    monitor_client = redis.Redis.from_url(django_settings.REDIS_URL)
+    stop = threading.Event()
+
+    def monitor():
+        with monitor_client.monitor() as m:
+            for command in m.listen():
+                seen.append(command["command"])
+                if stop.is_set():
+                    return
+
+    thread = threading.Thread(target=monitor, daemon=True)
+    thread.start()
+    time.sleep(0.3)
+    firing = wait_for_end(fire_agent(workflow, generation, ids["lead"], f"remember: {canary}"))
+    stop.set()
+    redis.Redis.from_url(django_settings.REDIS_URL).ping()  # wakes the monitor so it can exit
+    thread.join(timeout=5)
+    assert firing.state == Firing.State.FINISHED
+    broker_traffic = "\n".join(seen)
+    assert "agent.execute_llm_step" in broker_traffic and "agent.persist_turn" in broker_traffic
+    assert canary not in broker_traffic
+    assert "tool_result" not in broker_traffic and '"blocks"' not in broker_traffic
+
+
+def test_a_worker_killed_mid_call_leaves_an_ambiguous_step_and_no_second_call(owner, tmp_path):
+    calls = tmp_path / "provider-calls.log"
+    slow = {"OFFLINE_PROVIDER_DELAY_MS": "700", "OPENCOMPANY_OFFLINE_CALL_LOG": str(calls), **FAST_WATCHDOG}
+    first = start_celery_worker(tmp_path, name="doomed", **slow)
+    try:
+        workflow, generation, ids = assistant_with(owner)
+        key = conversation_key(workflow.pk, generation, ids["lead"])
+        wait_for_end(fire_agent(workflow, generation, ids["lead"], "warm up"), timeout=60)
+        calls.write_text("")
+        firing_id = fire_agent(workflow, generation, ids["lead"], "tell me a long story please")
+        wait_until(lambda: calls.exists() and calls.read_text().count("\n") == 1, timeout=30, what="the provider call")
+        assert LlmStep.objects.get(firing_id=firing_id).state == LlmStep.State.STARTED
+        first.kill(signal.SIGKILL)
+        first.process.wait(timeout=10)
+    finally:
+        first.stop()
+    rescuer = start_celery_worker(tmp_path, name="rescuer", beat=True, **slow)
+    try:
+        firing = wait_for_end(firing_id, timeout=30)
+    finally:
+        rescuer.stop()
+    assert firing.state == Firing.State.FAILED and firing.error_code == "interrupted"
+    assert calls.read_text().count("\n") == 1  # no second provider call
+    step = LlmStep.objects.get(firing_id=firing_id)
+    assert step.state == LlmStep.State.AMBIGUOUS
+    assert UsageRecord.objects.filter(idempotency_key=f"llm-step:{step.pk}", outcome="ambiguous").count() == 1
+    stored = load_conversation(key)
+    validate_messages(stored)
+    assert [m["role"] for m in stored] == ["system", "user", "assistant"]  # the warm-up turn, intact
+
+
+def test_a_worker_killed_inside_persist_turn_saves_the_turn_exactly_once(owner, tmp_path):
+    first = start_celery_worker(tmp_path, name="doomed", OFFLINE_PROVIDER_DELAY_MS="300", **FAST_WATCHDOG)
+    workflow, generation, ids = assistant_with(owner)
+    key = conversation_key(workflow.pk, generation, ids["lead"])
+    firing_id = fire_agent(workflow, generation, ids["lead"], "hello worker")
+    wait_until(lambda: LlmStep.objects.filter(firing_id=firing_id).exists(), timeout=30, what="the step to start")
+    # Hold the firing row so persist_turn blocks inside its transaction, then kill the worker right there.
+    blocker = psycopg.connect(test_database_url(), autocommit=False)
+    try:
+        blocker.execute("select 1 from agents_firing where id = %s for update", [str(firing_id)])
+        wait_until(
+            lambda: LlmStep.objects.filter(firing_id=firing_id, state=LlmStep.State.COMPLETED).exists(),
+            timeout=30,
+            what="the provider answer",
+        )
+
+        def persist_is_blocked():
+            row = blocker.execute(
+                "select count(*) from pg_stat_activity where wait_event_type = 'Lock' and query ilike %s",
+                ["%agents_firing%FOR UPDATE%"],
+            ).fetchone()
+            return row[0] > 0
+
+        wait_until(persist_is_blocked, timeout=30, what="persist_turn to block on the firing row")
+        first.kill(signal.SIGKILL)
+        first.process.wait(timeout=10)
+    finally:
+        blocker.rollback()
+        blocker.close()
+        first.stop()
+    assert firing_state(firing_id).state == Firing.State.RUNNING  # nothing was saved by the killed worker
+    rescuer = start_celery_worker(tmp_path, name="rescuer", beat=True, **FAST_WATCHDOG)
+    try:
+        firing = wait_for_end(firing_id, timeout=40)
+        time.sleep(3)  # give a duplicate persist every chance to show up
+    finally:
+        rescuer.stop()
+    assert firing.state == Firing.State.FINISHED
+    stored = load_conversation(key)
+    assert [m["role"] for m in stored] == ["system", "user", "assistant"]
+    assert UsageRecord.objects.filter(workflow_id=workflow.pk, kind="llm").count() == 1
+
+
+def test_two_workers_on_one_conversation_lose_no_turn(owner, tmp_path):
+    workers = [start_celery_worker(tmp_path, name=f"w{i}", concurrency=2) for i in range(2)]
+    try:
+        workflow, generation, ids = assistant_with(owner)
+        prompts = [f"turn number {i}" for i in range(8)]
+        firing_ids = [fire_agent(workflow, generation, ids["lead"], prompt) for prompt in prompts]
+        ended = [wait_for_end(firing_id, timeout=90) for firing_id in firing_ids]
+    finally:
+        for process in workers:
+            process.stop()
+    assert all(f.state == Firing.State.FINISHED for f in ended), [(f.state, f.error_code) for f in ended]
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    validate_messages(stored)
+    users = [m["blocks"][0]["text"] for m in stored if m["role"] == "user"]
+    assert sorted(users) == sorted(prompts) and len(users) == len(prompts)
+    roles = [m["role"] for m in stored]
+    assert roles == ["system"] + ["user", "assistant"] * len(prompts)
+    # Each answer saw every turn before it: the firings were serialized, not interleaved.
+    seen_counts = [int(m["blocks"][0]["text"].split("I see ")[1].split()[0]) for m in stored if m["role"] == "assistant"]
+    assert seen_counts == sorted(seen_counts) and len(set(seen_counts)) == len(prompts)
+    assert all("agent.persist_turn" in w.log() for w in workers), "both workers took part"
