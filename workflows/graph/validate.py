@@ -128,7 +128,11 @@ def _edge_issues(edge: dict, by_id: dict, issues: list) -> str | None:
     this_id = this_id or make_edge_id(
         *(v if isinstance(v, str) else None for v in (source, source_handle, target, target_handle))
     )
-    missing = [name for name, value in (("source", source), ("target", target)) if value not in by_id]
+    missing = [
+        name
+        for name, value in (("source", source), ("target", target))
+        if not isinstance(value, str) or value not in by_id
+    ]
     if missing:
         issues.append(
             GraphIssue("DANGLING_EDGE", ERROR, f"The edge's {' and '.join(missing)} is not a node.", edge_id=this_id)

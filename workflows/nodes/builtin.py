@@ -103,6 +103,12 @@ def _memory_reset(workflow, node: dict, *, policy_context: ResetContext) -> int:
     return _memory_clear(workflow, node, actor=policy_context.actor)
 
 
+def _memory_schema() -> dict:
+    from memory.tool import memory_tool_definition
+
+    return memory_tool_definition()
+
+
 _LEGACY_TRANSCRIPT_KEYS = ("transcript", "history", "markdown", "memory", "chat_history")
 
 
@@ -181,6 +187,7 @@ SIMPLE_MEMORY = NodeSpec(
     params_model=SimpleMemoryParams,
     outputs=(Handle("output-tool", KIND_TOOL),),
     tool_name="memory",
+    tool_schema=_memory_schema,
     reset_execution_state=_memory_reset,
     clear_memory=_memory_clear,
     legacy_outputs=("output-memory",),
