@@ -123,7 +123,9 @@ class FakeProviderServer:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name=f"fake-{self.provider}", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.02,), name=f"fake-{self.provider}", daemon=True
+        )
         self._thread.start()
 
     # --- test-facing API ---
@@ -206,7 +208,7 @@ class FakeProviderServer:
                     scripted = self.script.popleft()
                 if isinstance(scripted, ErrorReply):
                     reply = self.render_error(scripted)
-                elif isinstance(scripted, RawReply):
+                elif isinstance(scripted, (RawReply, SSE)):
                     reply = scripted
                 else:
                     reply = self.render(request, scripted)

@@ -22,7 +22,13 @@ from .base import (
     sse_frame,
 )
 
-STATUS_NAMES = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 429: "RESOURCE_EXHAUSTED"}
+STATUS_NAMES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    429: "RESOURCE_EXHAUSTED",
+}
 SKIP_SIGNATURE = b"skip_thought_signature_validator"
 MISSING_SIGNATURE = (
     "Function call is missing a thought_signature in functionCall parts. This is required for tools to work "
