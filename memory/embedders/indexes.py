@@ -44,10 +44,10 @@ def vector_index_sql(model: str, dims: int, *, concurrently: bool) -> str:
 
 
 def ensure_vector_index(model: str, dims: int) -> None:
-    """Create the model's index if missing (outside a transaction, without blocking writes)."""
-    if (model, dims) in _ensured:
+    """Create the model's index if missing, concurrently so writes go on. Inside a transaction this does nothing:
+    the index is an accelerator, and the exact scan answers the same query until the next call outside one."""
+    if (model, dims) in _ensured or not connection.get_autocommit():
         return
-    concurrently = connection.get_autocommit()
     with connection.cursor() as cursor:
-        cursor.execute(vector_index_sql(model, dims, concurrently=concurrently))
+        cursor.execute(vector_index_sql(model, dims, concurrently=True))
     _ensured.add((model, dims))
