@@ -1,0 +1,184 @@
+"""Benchmark of the conversation store on the embedded PostgreSQL.
+
+    OPENCOMPANY_DATA_DIR=/tmp/oc-bench .venv/bin/python bench/conversation_store.py [--rounds 60]
+
+For conversations of 10, 100 and 1,000 messages (realistic sizes: user text, assistant text with a tool call, a
+1.5 KB tool result, a closing answer; ~2.5 KB per 4-message turn) it prints p50/p95 of:
+  save (append)       an appended turn, the caller passing the whole list (the common case; the process holds the
+                      verified copy of the stored list, as the runtime does after loading it): lock, prefix check,
+                      insert, header update, commit
+  +event              the same save including the on-commit `context.updated` broadcast (opencompany.realtime)
+  save (cold append)  the same with no per-process copy (another process wrote last): hashes the list
+  load                load_conversation of the whole conversation
+and the bytes stored (sum of the JSONB column) against the messages' own serialized size.
+It creates a throwaway user and workflow in a test database it drops at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import string
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "opencompany.settings.test")
+
+
+def _text(rng: random.Random, n: int) -> str:
+    return "".join(rng.choices(string.ascii_letters + "      .,", k=n))
+
+
+def make_turn(rng: random.Random, index: int) -> list[dict]:
+    call_id = f"call_{index}"
+    arguments = json.dumps({"operation": "recall", "query": _text(rng, 30)})
+    return [
+        {"role": "user", "blocks": [{"type": "text", "text": _text(rng, 200)}]},
+        {
+            "role": "assistant",
+            "blocks": [
+                {"type": "text", "text": _text(rng, 300)},
+                {
+                    "type": "tool_call",
+                    "id": call_id,
+                    "name": "memory",
+                    "arguments_raw": arguments,
+                    "arguments": json.loads(arguments),
+                },
+            ],
+            "usage": {"input_tokens": 1200 + index, "output_tokens": 80},
+        },
+        {
+            "role": "tool",
+            "blocks": [
+                {
+                    "type": "tool_result",
+                    "tool_call_id": call_id,
+                    "name": "memory",
+                    "content": _text(rng, 1500),
+                    "is_error": False,
+                }
+            ],
+        },
+        {"role": "assistant", "blocks": [{"type": "text", "text": _text(rng, 400)}], "usage": {"input_tokens": 1500}},
+    ]
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=60)
+    args = parser.parse_args()
+
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.db import connection
+    from django.test.utils import setup_databases, setup_test_environment, teardown_databases
+
+    settings.DEBUG = False  # no query log: measure the store, not Django's debug cursor
+    setup_test_environment()
+    old_config = setup_databases(verbosity=0, interactive=False, serialized_aliases=[])
+    try:
+        from django.contrib.auth import get_user_model
+
+        from conversations import events
+        from conversations.models import ConversationMessage
+        from conversations.store import conversation_key, forget_process_copies, load_conversation, save_conversation
+        from workflows.models import Workflow
+
+        user = get_user_model().objects.create_user(username="bench", password="bench-password-1")
+        workflow = Workflow.objects.create(owner=user, name="bench")
+        rng = random.Random(7)
+        loud = events.publish_workflow_event
+
+        def quiet(**kwargs):
+            return None
+
+        system = {"role": "system", "blocks": [{"type": "text", "text": "You are a careful assistant. " * 20}]}
+
+        print(f"PostgreSQL {connection.pg_version}, {args.rounds} rounds per measurement, times in ms")
+        print(
+            f"{'messages':>8} | {'save p50':>8} {'p95':>6} | {'+event p50':>10} {'p95':>6} | "
+            f"{'cold p50':>8} {'p95':>6} | {'load p50':>8} {'p95':>6} | bytes stored / own size"
+        )
+        results = {}
+        for size in (10, 100, 1000):
+            key = conversation_key(workflow.pk, 1, f"{workflow.pk}:agent:{size}")
+            # `size` messages once the measured turn (4 messages) is appended.
+            base = [system]
+            turn_index = 0
+            while len(base) < size - 4:
+                base += make_turn(rng, turn_index)
+                turn_index += 1
+            base = base[: size - 4]
+            save_conversation(key, base)
+            messages = load_conversation(key)
+
+            warm, broadcast, cold, loads = [], [], [], []
+            for _ in range(args.rounds):
+                turn = make_turn(rng, turn_index)
+                turn_index += 1
+                candidate = messages + turn
+                events.publish_workflow_event = quiet
+                started = time.perf_counter()
+                save_conversation(key, candidate)
+                warm.append((time.perf_counter() - started) * 1000)
+                # Keep the length steady: drop the turn again (a rewrite, not measured).
+                save_conversation(key, messages)
+                events.publish_workflow_event = loud
+                started = time.perf_counter()
+                save_conversation(key, candidate)
+                broadcast.append((time.perf_counter() - started) * 1000)
+                save_conversation(key, messages)
+
+                forget_process_copies()
+                started = time.perf_counter()
+                save_conversation(key, candidate)
+                cold.append((time.perf_counter() - started) * 1000)
+                save_conversation(key, messages)
+
+                started = time.perf_counter()
+                messages = load_conversation(key)
+                loads.append((time.perf_counter() - started) * 1000)
+
+            stored_messages = load_conversation(key)
+            own = sum(len(json.dumps(m, separators=(",", ":"), ensure_ascii=False).encode()) for m in stored_messages)
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    f"SELECT coalesce(sum(pg_column_size(data)), 0), coalesce(sum(pg_column_size(hash)), 0) "
+                    f"FROM {ConversationMessage._meta.db_table} m JOIN conversations_agentconversation c "
+                    "ON c.id = m.conversation_id WHERE c.agent_node_id = %s",
+                    [key.agent_node_id],
+                )
+                data_bytes, hash_bytes = cursor.fetchone()
+            count = size
+            results[size] = statistics.median(warm)
+            print(
+                f"{count:>8} | {pct(warm, 0.5):>8.2f} {pct(warm, 0.95):>6.2f} | {pct(broadcast, 0.5):>10.2f} "
+                f"{pct(broadcast, 0.95):>6.2f} | {pct(cold, 0.5):>8.2f} {pct(cold, 0.95):>6.2f} "
+                f"| {pct(loads, 0.5):>8.2f} {pct(loads, 0.95):>6.2f} | {data_bytes + hash_bytes:,} / {own:,} "
+                f"({(data_bytes + hash_bytes) / max(own, 1):.2f}x)"
+            )
+        ratio = results[1000] / results[100]
+        print(
+            f"append save at 1,000 / at 100: {ratio:.2f}x (target <= 1.5x); "
+            f"p50 at 1,000: {results[1000]:.2f} ms (target <= 3 ms)"
+        )
+    finally:
+        teardown_databases(old_config, verbosity=0)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,129 @@
+"""REST handlers of the Context panel: owner-scoped, paginated, metadata first (SPEC §2 invariant 11)."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from workflows.selectors import access_workflow
+
+from . import selectors
+from .store import clear_conversation, list_conversations
+
+
+class _PageInput(serializers.Serializer):
+    offset = serializers.IntegerField(min_value=0, default=0)
+    limit = serializers.IntegerField(min_value=1, max_value=1000, required=False)
+
+    def page(self) -> tuple[int, int]:
+        data = self.validated_data
+        return data["offset"], min(data.get("limit") or settings.CONVERSATION_API_PAGE_SIZE, 1000)
+
+
+_PAGE_PARAMETERS = [
+    OpenApiParameter("offset", int, description="First item (0-based)."),
+    OpenApiParameter("limit", int, description="Page size (default CONVERSATION_API_PAGE_SIZE, at most 1000)."),
+]
+
+
+class _PressureOutput(serializers.Serializer):
+    input_tokens = serializers.IntegerField()
+    output_headroom_tokens = serializers.IntegerField()
+    context_window_tokens = serializers.IntegerField(allow_null=True)
+    fraction = serializers.FloatField(allow_null=True)
+    measured_at = serializers.DateTimeField(allow_null=True)
+
+
+class ConversationListApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        generation = serializers.IntegerField()
+        agent_node_id = serializers.CharField()
+        message_count = serializers.IntegerField()
+        size_bytes = serializers.IntegerField()
+        updated_at = serializers.DateTimeField()
+        live = serializers.BooleanField()
+
+    class PageSerializer(serializers.Serializer):
+        count = serializers.IntegerField()
+        offset = serializers.IntegerField()
+        limit = serializers.IntegerField()
+        results = serializers.ListField(child=serializers.DictField())
+
+    @extend_schema(
+        summary="Stored conversations of a workflow (metadata only)",
+        parameters=_PAGE_PARAMETERS,
+        responses={200: PageSerializer},
+    )
+    def get(self, request, workflow_id: int):
+        workflow = access_workflow(user=request.user, workflow_id=workflow_id)
+        page = _PageInput(data=request.query_params)
+        page.is_valid(raise_exception=True)
+        offset, limit = page.page()
+        rows = list_conversations(workflow)
+        for row in rows:
+            row["live"] = row["generation"] == workflow.live_generation and workflow.live_generation > 0
+        results = self.OutputSerializer(rows[offset : offset + limit], many=True).data
+        return Response({"count": len(rows), "offset": offset, "limit": limit, "results": results})
+
+
+class ConversationDetailApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        workflow_id = serializers.IntegerField()
+        generation = serializers.IntegerField()
+        agent_node_id = serializers.CharField()
+        message_count = serializers.IntegerField()
+        size_bytes = serializers.IntegerField()
+        updated_at = serializers.DateTimeField(allow_null=True)
+        pressure = _PressureOutput(allow_null=True)
+        usage = serializers.DictField()
+        offset = serializers.IntegerField()
+        limit = serializers.IntegerField()
+        next_offset = serializers.IntegerField(allow_null=True)
+        messages = serializers.ListField(child=serializers.DictField(), help_text="Stored MessageWire dicts, in order.")
+
+    class DeleteOutputSerializer(serializers.Serializer):
+        deleted = serializers.IntegerField()
+
+    @extend_schema(
+        summary="The live generation's stored conversation of one agent (paginated messages)",
+        parameters=_PAGE_PARAMETERS,
+        responses={200: OutputSerializer},
+    )
+    def get(self, request, workflow_id: int, agent_node_id: str):
+        workflow = access_workflow(user=request.user, workflow_id=workflow_id)
+        page = _PageInput(data=request.query_params)
+        page.is_valid(raise_exception=True)
+        offset, limit = page.page()
+        header = selectors.live_conversation_header(workflow, agent_node_id)
+        rows = selectors.conversation_message_rows(header, offset=offset, limit=limit) if header else []
+        count = header.message_count if header else 0
+        data = {
+            "workflow_id": workflow.pk,
+            "generation": workflow.live_generation,
+            "agent_node_id": agent_node_id,
+            "message_count": count,
+            "size_bytes": header.size_bytes if header else 0,
+            "updated_at": header.updated_at if header else None,
+            "pressure": selectors.pressure_of(header),
+            "usage": selectors.usage_totals(
+                workflow_id=workflow.pk, generation=workflow.live_generation, agent_node_id=agent_node_id
+            ),
+            "offset": offset,
+            "limit": limit,
+            "next_offset": offset + limit if offset + limit < count else None,
+            "messages": [row["message"] for row in rows],
+        }
+        return Response(self.OutputSerializer(data).data)
+
+    @extend_schema(
+        summary="Clear the live generation's stored conversation of one agent", responses={200: DeleteOutputSerializer}
+    )
+    def delete(self, request, workflow_id: int, agent_node_id: str):
+        workflow = access_workflow(user=request.user, workflow_id=workflow_id)
+        deleted = 0
+        if workflow.live_generation:
+            deleted = clear_conversation(workflow, generation=workflow.live_generation, agent_node_id=agent_node_id)
+        return Response({"deleted": deleted})

@@ -1,0 +1,135 @@
+"""Tables of the conversation store, the firing lease and the usage ledger.
+
+A conversation is a header row (`AgentConversation`, the thing that is locked) plus one row per message
+(`ConversationMessage`). Storing messages as rows lets a save write only what changed since the stored prefix:
+appending a turn inserts the turn's rows and updates the header, whatever the length of the conversation.
+"""
+
+from django.db import models
+
+from workflows.models import Workflow
+
+# blake2b-128 of b"": the digest of an empty conversation (see store.transcript.chain_hash).
+EMPTY_DIGEST = "cae66941d9efbd404e4d88758ea67670"
+
+
+class AgentConversation(models.Model):
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="conversations")
+    generation = models.PositiveIntegerField()
+    agent_node_id = models.CharField(max_length=200)
+    message_count = models.PositiveIntegerField(default=0)
+    size_bytes = models.PositiveBigIntegerField(default=0)
+    # Bumped on every write of the messages; compaction's compare-and-swap and the per-process copy check it.
+    version = models.PositiveBigIntegerField(default=0)
+    # Chained over the messages without `ts` (store.transcript.chain_hash); equals conversation_cursor()["digest"].
+    digest = models.CharField(max_length=64, default=EMPTY_DIGEST)
+    # Active context pressure, measured by the provider layer after each step; for display only.
+    pressure_input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    pressure_output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    context_window_tokens = models.PositiveIntegerField(null=True, blank=True)
+    pressure_measured_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workflow", "generation", "agent_node_id"], name="agent_conversation_unique_key"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_id}/{self.generation}/{self.agent_node_id} ({self.message_count} messages)"
+
+
+class ConversationMessage(models.Model):
+    conversation = models.ForeignKey(AgentConversation, on_delete=models.CASCADE, related_name="message_rows")
+    position = models.PositiveIntegerField()
+    role = models.CharField(max_length=16)
+    data = models.JSONField()
+    # blake2b-128 of the message's canonical JSON without `ts`: the prefix check compares these, not the JSON.
+    hash = models.BinaryField(max_length=16)
+    # The digest of the prefix ending at this message: a chat cursor check reads this one row.
+    chain = models.BinaryField(max_length=16)
+    size_bytes = models.PositiveIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "position"], name="conversation_message_unique_position")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.conversation_id}#{self.position} {self.role}"
+
+
+class FiringLease(models.Model):
+    """Serializes firings of one conversation key (SPEC §2 invariant 10). Expires so a dead worker frees it."""
+
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="firing_leases")
+    generation = models.PositiveIntegerField()
+    agent_node_id = models.CharField(max_length=200)
+    owner_token = models.CharField(max_length=100)
+    acquired_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["workflow", "generation", "agent_node_id"], name="firing_lease_unique_key")
+        ]
+
+    def __str__(self) -> str:
+        return f"lease {self.workflow_id}/{self.generation}/{self.agent_node_id} by {self.owner_token}"
+
+
+class UsageRecordQuerySet(models.QuerySet):
+    # The ledger is append-only: code has no path to change or remove a row (a database trigger backs this up).
+    def update(self, **kwargs):
+        raise TypeError("UsageRecord is append-only")
+
+    def delete(self):
+        raise TypeError("UsageRecord is append-only")
+
+
+class UsageRecord(models.Model):
+    """One row per provider call (LLM step, compaction, embedding): lifetime usage, never conflated with pressure.
+
+    `workflow_id` and `owner_id` are plain columns, not foreign keys, so billing history outlives the workflow.
+    """
+
+    class Kind(models.TextChoices):
+        LLM = "llm"
+        COMPACTION = "compaction"
+        EMBEDDING = "embedding"
+
+    class Outcome(models.TextChoices):
+        OK = "ok"
+        ERROR = "error"
+        AMBIGUOUS = "ambiguous"
+
+    idempotency_key = models.CharField(max_length=200, unique=True)
+    owner_id = models.BigIntegerField(null=True, blank=True, db_index=True)
+    workflow_id = models.BigIntegerField(null=True, blank=True)
+    generation = models.PositiveIntegerField(null=True, blank=True)
+    agent_node_id = models.CharField(max_length=200, blank=True, default="")
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    provider = models.CharField(max_length=64)
+    model = models.CharField(max_length=200)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    cached_input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    reasoning_tokens = models.PositiveBigIntegerField(default=0)
+    cost = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
+    outcome = models.CharField(max_length=16, choices=Outcome.choices)
+    meta = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = UsageRecordQuerySet.as_manager()
+
+    class Meta:
+        indexes = [models.Index(fields=["workflow_id", "generation", "agent_node_id"], name="usage_by_conversation")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.provider}/{self.model} {self.outcome}"
+
+    def delete(self, *args, **kwargs):
+        raise TypeError("UsageRecord is append-only")

@@ -1,0 +1,104 @@
+"""Reads for the Context panel and the REST handlers. Callers check ownership first (access_workflow)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from django.db.models import Count, Sum
+
+from workflows.graph.wiring import agent_for_context, node_by_id
+from workflows.models import Workflow, WorkflowGeneration
+from workflows.nodes import IS_CONTEXT_PANEL, get_node_spec
+
+from .models import AgentConversation, ConversationMessage, UsageRecord
+
+
+@dataclass(frozen=True)
+class ContextTarget:
+    context_node_id: str
+    agent_node_id: str | None
+    agent_label: str
+
+
+def live_graph(workflow: Workflow) -> dict:
+    """The live generation's graph snapshot (empty when the workflow was never started)."""
+    if not workflow.live_generation:
+        return {}
+    graph = (
+        WorkflowGeneration.objects.filter(workflow=workflow, number=workflow.live_generation)
+        .values_list("graph", flat=True)
+        .first()
+    )
+    return graph if isinstance(graph, dict) else {}
+
+
+def _label(node: dict | None) -> str:
+    if not node:
+        return ""
+    params = node.get("params") or node.get("data") or {}
+    return str(params.get("label") or params.get("name") or node.get("id"))
+
+
+def live_context_targets(workflow: Workflow) -> list[ContextTarget]:
+    """Every Context node of the live generation and the agent it serves (SPEC §2 invariant 11)."""
+    graph = live_graph(workflow)
+    targets = []
+    for node in graph.get("nodes", []):
+        spec = get_node_spec(node.get("type")) if isinstance(node, dict) else None
+        if spec is None or not spec.has(IS_CONTEXT_PANEL):
+            continue
+        agent = agent_for_context(graph, node["id"])
+        targets.append(ContextTarget(node["id"], agent, _label(node_by_id(graph, agent)) if agent else ""))
+    return targets
+
+
+def live_conversation_header(workflow: Workflow, agent_node_id: str) -> AgentConversation | None:
+    if not workflow.live_generation:
+        return None
+    return AgentConversation.objects.filter(
+        workflow=workflow, generation=workflow.live_generation, agent_node_id=agent_node_id
+    ).first()
+
+
+def conversation_message_rows(header: AgentConversation, *, offset: int = 0, limit: int = 100) -> list[dict]:
+    """A page of stored wires in order: `[{position, message}]`. Bounded, so an oversized row still displays."""
+    rows = (
+        ConversationMessage.objects.filter(conversation=header, position__gte=offset)
+        .order_by("position")
+        .values_list("position", "data")[:limit]
+    )
+    return [{"position": position, "message": data} for position, data in rows]
+
+
+def usage_totals(*, workflow_id: int, generation: int, agent_node_id: str) -> dict:
+    totals = UsageRecord.objects.filter(
+        workflow_id=workflow_id, generation=generation, agent_node_id=agent_node_id
+    ).aggregate(
+        calls=Count("id"),
+        input_tokens=Sum("input_tokens"),
+        cached_input_tokens=Sum("cached_input_tokens"),
+        output_tokens=Sum("output_tokens"),
+        reasoning_tokens=Sum("reasoning_tokens"),
+        cost=Sum("cost"),
+    )
+    return {k: (v or 0) for k, v in totals.items()}
+
+
+def pressure_of(header: AgentConversation | None) -> dict | None:
+    """Active context pressure (retained next-request input + output headroom) against the model's window."""
+    if header is None or header.pressure_input_tokens is None:
+        return None
+    used = header.pressure_input_tokens + (header.pressure_output_tokens or 0)
+    window = header.context_window_tokens or 0
+    return {
+        "input_tokens": header.pressure_input_tokens,
+        "output_headroom_tokens": header.pressure_output_tokens or 0,
+        "context_window_tokens": window or None,
+        "fraction": round(used / window, 4) if window else None,
+        "measured_at": header.pressure_measured_at,
+    }
+
+
+def pretty_json(value) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)

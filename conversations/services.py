@@ -1,0 +1,83 @@
+"""Writes of the conversations app that are not the store itself: the usage ledger."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+from django.db import connection
+from django.utils import timezone
+
+from .models import UsageRecord
+
+_USAGE = UsageRecord._meta.db_table
+_COLUMNS = (
+    "idempotency_key",
+    "owner_id",
+    "workflow_id",
+    "generation",
+    "agent_node_id",
+    "kind",
+    "provider",
+    "model",
+    "input_tokens",
+    "cached_input_tokens",
+    "output_tokens",
+    "reasoning_tokens",
+    "cost",
+    "outcome",
+    "meta",
+    "created_at",
+)
+
+
+def usage_record_append(
+    *,
+    idempotency_key: str,
+    kind: str,
+    provider: str,
+    model: str,
+    outcome: str,
+    owner_id: int | None = None,
+    workflow_id: int | None = None,
+    generation: int | None = None,
+    agent_node_id: str = "",
+    input_tokens: int = 0,
+    cached_input_tokens: int = 0,
+    output_tokens: int = 0,
+    reasoning_tokens: int = 0,
+    cost: Decimal | float | None = None,
+    meta: dict | None = None,
+) -> bool:
+    """Append one provider call to the ledger. Returns False when `idempotency_key` is already recorded: a retried
+    persist never bills twice (insert-on-conflict-do-nothing, so concurrent retries cannot both insert)."""
+    if kind not in UsageRecord.Kind.values:
+        raise ValueError(f"unknown usage kind {kind!r}")
+    if outcome not in UsageRecord.Outcome.values:
+        raise ValueError(f"unknown usage outcome {outcome!r}")
+    values = [
+        idempotency_key,
+        owner_id,
+        workflow_id,
+        generation,
+        agent_node_id or "",
+        kind,
+        provider,
+        model,
+        max(0, int(input_tokens)),
+        max(0, int(cached_input_tokens)),
+        max(0, int(output_tokens)),
+        max(0, int(reasoning_tokens)),
+        None if cost is None else Decimal(str(cost)),
+        outcome,
+        json.dumps(meta or {}),
+        timezone.now(),
+    ]
+    placeholders = ", ".join("%s::jsonb" if column == "meta" else "%s" for column in _COLUMNS)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {_USAGE} ({', '.join(_COLUMNS)}) VALUES ({placeholders}) "
+            "ON CONFLICT (idempotency_key) DO NOTHING RETURNING id",
+            values,
+        )
+        return cursor.fetchone() is not None

@@ -1,0 +1,524 @@
+"""Load and save stored conversations: one header row (the lock) plus one row per message.
+
+Save cost must not grow with the conversation. Callers pass the whole list, so the store finds the common prefix
+with what is stored and writes only past it. Finding that prefix without re-serializing the whole list uses a
+per-process verified copy of the stored messages (our own objects, never the caller's, so a caller mutating its
+dicts cannot fool the check): comparing two equal JSON trees is a C-level walk, far cheaper than hashing them.
+When the copy is missing or stale (another process wrote since), the stored per-message hashes are compared
+instead, which is correct but costs a hash of the list.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import marshal
+import operator
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.db import DatabaseError, connection, transaction
+from django.utils import timezone
+
+from conversations.events import ConversationChange, announce_change_on_commit
+from conversations.models import EMPTY_DIGEST, AgentConversation, ConversationMessage
+from conversations.wire import ROLES, WireError, validate_messages
+
+from .errors import ConversationInvalid, ConversationLoadFailed, ConversationTooLarge
+from .keys import ConversationKey
+from .transcript import EMPTY_CHAIN, chain_of, close_unanswered_tool_calls, message_hash, stored_json, without_ts
+
+logger = logging.getLogger(__name__)
+
+_HEADER = AgentConversation._meta.db_table
+_ROWS = ConversationMessage._meta.db_table
+_INSERT_CHUNK = 1000
+
+
+@dataclass(frozen=True)
+class SaveResult:
+    key: ConversationKey
+    changed: bool
+    message_count: int
+    kept: int  # messages of the common prefix, left untouched
+    written: int  # rows inserted
+    removed: int  # rows deleted past the common prefix
+    version: int
+    digest: str
+    stored: bool = True  # False for generation 0 (manual test runs store nothing)
+
+
+@dataclass(frozen=True)
+class LoadedConversation:
+    """The stored list as is (not repaired), with what compaction's compare-and-swap and chat cursors need."""
+
+    key: ConversationKey
+    messages: list[dict]
+    version: int
+    digest: str
+    size_bytes: int
+    exists: bool
+
+    @property
+    def cursor(self) -> dict:
+        return {"length": len(self.messages), "digest": self.digest}
+
+
+@dataclass(frozen=True)
+class LockedConversation:
+    key: ConversationKey
+    conversation_id: int
+    version: int
+    message_count: int
+    digest: str
+
+    @property
+    def cursor(self) -> dict:
+        return {"length": self.message_count, "digest": self.digest}
+
+
+# --- the per-process verified copies -----------------------------------------------------------------------
+
+
+@dataclass
+class _Copy:
+    conversation_id: int
+    version: int
+    messages: list[dict] = field(repr=False)  # parsed from the stored JSON; never handed to a caller
+
+
+class _Copies:
+    def __init__(self) -> None:
+        self._entries: OrderedDict[ConversationKey, _Copy] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: ConversationKey) -> _Copy | None:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+            return entry
+
+    def put(self, key: ConversationKey, entry: _Copy) -> None:
+        limit = settings.CONVERSATION_CACHE_ENTRIES
+        if limit <= 0:
+            return
+        with self._lock:
+            current = self._entries.get(key)
+            # A late on-commit hook must not replace a newer copy installed by another thread.
+            if (
+                current is not None
+                and current.conversation_id == entry.conversation_id
+                and current.version > entry.version
+            ):
+                return
+            self._entries[key] = entry
+            self._entries.move_to_end(key)
+            while len(self._entries) > limit:
+                self._entries.popitem(last=False)
+
+    def drop(self, key: ConversationKey) -> None:
+        with self._lock:
+            self._entries.pop(key, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+_copies = _Copies()
+
+
+def forget_process_copies() -> None:
+    """Drop every per-process copy (tests and benchmarks use it to measure the cold path)."""
+    _copies.clear()
+
+
+@contextmanager
+def _gc_paused():
+    # Parsing a long conversation allocates tens of thousands of containers; letting the cyclic collector run
+    # in the middle of it (and traverse the whole process) costs more than the parse itself.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+# --- load ----------------------------------------------------------------------------------------------------
+
+
+def _too_large(key: ConversationKey, size: int) -> ConversationTooLarge:
+    cap = settings.CONVERSATION_SEED_MAX_BYTES
+    return ConversationTooLarge(
+        message=(
+            f"This agent's stored conversation is {size:,} bytes, over the {cap:,}-byte limit. "
+            "Clear the agent's Context (open its Context panel and press Clear) to start the conversation fresh."
+        ),
+        extra=key.as_log(),
+    )
+
+
+def _check_loaded(messages: list) -> None:
+    for index, message in enumerate(messages):
+        if (
+            not isinstance(message, dict)
+            or message.get("role") not in ROLES
+            or not isinstance(message.get("blocks"), list)
+        ):
+            raise WireError(f"messages[{index}] is not a message")
+
+
+def load_conversation_snapshot(key: ConversationKey) -> LoadedConversation:
+    """The stored messages exactly as stored. Raises ConversationLoadFailed / ConversationTooLarge."""
+    if key.generation == 0:
+        return LoadedConversation(key, [], 0, EMPTY_DIGEST, 0, False)
+    try:
+        with connection.cursor() as cursor:
+            # One statement, so the header's version and the rows are one snapshot; the rows are aggregated into
+            # one JSON array (one parse instead of one per row) and skipped entirely when the row is over the cap.
+            cursor.execute(
+                f"SELECT c.id, c.version, c.digest, c.size_bytes, c.message_count, agg.data, agg.row_count "
+                f"FROM {_HEADER} c LEFT JOIN LATERAL (SELECT json_agg(m.data ORDER BY m.position)::text AS data, "
+                f"count(*) AS row_count FROM {_ROWS} m WHERE m.conversation_id = c.id AND c.size_bytes <= %s) agg "
+                "ON true WHERE c.workflow_id = %s AND c.generation = %s AND c.agent_node_id = %s",
+                [settings.CONVERSATION_SEED_MAX_BYTES, key.workflow_id, key.generation, key.agent_node_id],
+            )
+            row = cursor.fetchone()
+    except DatabaseError as exc:
+        raise ConversationLoadFailed(
+            message=f"The stored conversation could not be read: {exc}", extra=key.as_log()
+        ) from exc
+    if row is None:
+        return LoadedConversation(key, [], 0, EMPTY_DIGEST, 0, False)
+    conversation_id, version, digest, size_bytes, message_count, data, row_count = row
+    if size_bytes > settings.CONVERSATION_SEED_MAX_BYTES:
+        raise _too_large(key, size_bytes)
+    try:
+        if row_count != message_count:
+            raise WireError(f"{row_count} message rows for {message_count} messages")
+        with _gc_paused():
+            messages = json.loads(data) if data else []
+            copies = marshal.loads(marshal.dumps(messages))
+        _check_loaded(messages)
+    except (ValueError, WireError) as exc:
+        logger.error("stored conversation is unreadable", extra={**key.as_log(), "error": str(exc)})
+        raise ConversationLoadFailed(
+            message=f"The stored conversation is unreadable ({exc}).", extra=key.as_log()
+        ) from exc
+    _copies.put(key, _Copy(conversation_id=conversation_id, version=version, messages=copies))
+    return LoadedConversation(key, messages, version, digest, size_bytes, True)
+
+
+def load_conversation(key: ConversationKey) -> list[dict]:
+    """The stored messages, `[]` when there is no row, with unanswered tool calls closed (SPEC §2 invariant 5)."""
+    return close_unanswered_tool_calls(load_conversation_snapshot(key).messages)
+
+
+def stored_cursor(key: ConversationKey) -> dict:
+    """`{length, digest}` of the stored list, read from the header (no message JSON is read)."""
+    row = (
+        AgentConversation.objects.filter(
+            workflow_id=key.workflow_id, generation=key.generation, agent_node_id=key.agent_node_id
+        )
+        .values_list("message_count", "digest")
+        .first()
+    )
+    if row is None:
+        return {"length": 0, "digest": EMPTY_DIGEST}
+    return {"length": row[0], "digest": row[1]}
+
+
+def stored_starts_with(key: ConversationKey, cursor: dict) -> bool:
+    """Does the stored conversation still start as `cursor` says? Reads one row's chained digest, no JSON."""
+    length = int(cursor["length"])
+    if length == 0:
+        return cursor["digest"] == EMPTY_DIGEST
+    chain = (
+        ConversationMessage.objects.filter(
+            conversation__workflow_id=key.workflow_id,
+            conversation__generation=key.generation,
+            conversation__agent_node_id=key.agent_node_id,
+            position=length - 1,
+        )
+        .values_list("chain", flat=True)
+        .first()
+    )
+    return chain is not None and bytes(chain).hex() == cursor["digest"]
+
+
+# --- save ----------------------------------------------------------------------------------------------------
+
+
+def _lock_header(key: ConversationKey, *, create: bool) -> tuple | None:
+    """Lock the conversation's header row (creating it when asked). Every write of its messages holds this lock."""
+    select = (
+        f"SELECT id, version, message_count, size_bytes, digest FROM {_HEADER} "
+        "WHERE workflow_id = %s AND generation = %s AND agent_node_id = %s FOR UPDATE"
+    )
+    params = [key.workflow_id, key.generation, key.agent_node_id]
+    with connection.cursor() as cursor:
+        cursor.execute(select, params)
+        row = cursor.fetchone()
+        if row is None and create:
+            # ON CONFLICT: a concurrent creator wins the insert and we wait for its lock instead of failing.
+            cursor.execute(
+                f"INSERT INTO {_HEADER} (workflow_id, generation, agent_node_id, message_count, size_bytes, version, "
+                "digest, created_at, updated_at) VALUES (%s, %s, %s, 0, 0, 0, %s, now(), now()) "
+                "ON CONFLICT (workflow_id, generation, agent_node_id) DO NOTHING",
+                [*params, EMPTY_DIGEST],
+            )
+            cursor.execute(select, params)
+            row = cursor.fetchone()
+    return row
+
+
+def _common_prefix(messages: list[dict], stored: list[dict], stored_count: int) -> int:
+    limit = min(len(messages), stored_count)
+    # Element-wise equality runs in C (map + operator.eq); only the few messages that differ are looked at here.
+    equal = list(map(operator.eq, messages[:limit], stored[:limit]))
+    index = 0
+    while True:
+        try:
+            index = equal.index(False, index)
+        except ValueError:
+            return limit
+        # `ts` is view-only: a message that differs only by it is the same message (the stored ts stays).
+        if without_ts(messages[index]) != without_ts(stored[index]):
+            return index
+        index += 1
+
+
+def _common_prefix_by_hash(messages: list[dict], hashes: list[bytes]) -> int:
+    limit = min(len(messages), len(hashes))
+    for index in range(limit):
+        if message_hash(messages[index]) != hashes[index]:
+            return index
+    return limit
+
+
+def _validate_suffix(messages: list[dict], start: int) -> None:
+    """Validate what is about to be written, with enough context before it to pair tool results with calls."""
+    if start >= len(messages):
+        return
+    context = start
+    while context > 0 and messages[context].get("role") == "tool":
+        context -= 1
+    try:
+        validate_messages(messages[context:])
+    except WireError as exc:
+        raise ConversationInvalid(message=f"Refusing to store an invalid conversation: {exc}") from exc
+
+
+def _check_list(messages) -> None:
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        raise ConversationInvalid(message="messages must be a list of MessageWire dicts")
+
+
+def _write_locked(key: ConversationKey, header: tuple, messages: list[dict], *, reason: str) -> SaveResult:
+    conversation_id, version, stored_count, stored_size, stored_digest = header
+    copy = _copies.get(key)
+    if copy is not None and (copy.conversation_id, copy.version) != (conversation_id, version):
+        copy = None
+    if copy is not None and len(copy.messages) == stored_count:
+        kept = _common_prefix(messages, copy.messages, stored_count)
+    else:
+        copy = None
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT hash FROM {_ROWS} WHERE conversation_id = %s ORDER BY position", [conversation_id])
+            kept = _common_prefix_by_hash(messages, [bytes(row[0]) for row in cursor.fetchall()])
+    if kept == len(messages) == stored_count:
+        # Nothing changed: no write, no version bump, no event (an idempotent replay announces nothing).
+        return SaveResult(key, False, stored_count, kept, 0, 0, version, stored_digest)
+    _validate_suffix(messages, kept)
+
+    now = timezone.now().isoformat()
+    suffix = [m if m.get("ts") else {**m, "ts": now} for m in messages[kept:]]
+    try:
+        texts = [stored_json(m) for m in suffix]
+    except (TypeError, ValueError) as exc:
+        raise ConversationInvalid(message=f"A message is not JSON-serializable: {exc}") from exc
+    removed = stored_count - kept
+
+    with connection.cursor() as cursor:
+        removed_size = 0
+        if removed:
+            cursor.execute(
+                f"WITH gone AS (DELETE FROM {_ROWS} WHERE conversation_id = %s AND position >= %s "
+                "RETURNING size_bytes) "
+                "SELECT coalesce(sum(size_bytes), 0) FROM gone",
+                [conversation_id, kept],
+            )
+            removed_size = cursor.fetchone()[0]
+        if kept == stored_count:
+            previous = bytes.fromhex(stored_digest)
+        elif kept == 0:
+            previous = EMPTY_CHAIN
+        else:
+            cursor.execute(
+                f"SELECT chain FROM {_ROWS} WHERE conversation_id = %s AND position = %s", [conversation_id, kept - 1]
+            )
+            previous = bytes(cursor.fetchone()[0])
+        hashes = [message_hash(m) for m in suffix]
+        chains = chain_of(hashes, previous)
+        sizes = [len(text.encode()) for text in texts]
+        for start in range(0, len(suffix), _INSERT_CHUNK):
+            chunk = range(start, min(start + _INSERT_CHUNK, len(suffix)))
+            values = ", ".join(["(%s, %s, %s, %s::jsonb, %s, %s, %s)"] * len(chunk))
+            params: list = []
+            for i in chunk:
+                params += [
+                    conversation_id,
+                    kept + i,
+                    suffix[i].get("role", ""),
+                    texts[i],
+                    hashes[i],
+                    chains[i],
+                    sizes[i],
+                ]
+            cursor.execute(
+                f"INSERT INTO {_ROWS} (conversation_id, position, role, data, hash, chain, size_bytes) VALUES {values}",
+                params,
+            )
+        count = kept + len(suffix)
+        digest = (chains[-1] if chains else previous).hex()
+        cursor.execute(
+            f"UPDATE {_HEADER} SET message_count = %s, size_bytes = %s, version = version + 1, digest = %s, "
+            "updated_at = now() WHERE id = %s",
+            [count, stored_size - removed_size + sum(sizes), digest, conversation_id],
+        )
+    new_version = version + 1
+
+    if copy is not None:
+        entry = _Copy(conversation_id, new_version, copy.messages[:kept] + [json.loads(t) for t in texts])
+        # Only a committed state may be trusted as "what is stored".
+        transaction.on_commit(lambda: _copies.put(key, entry))
+    else:
+        _copies.drop(key)
+    announce_change_on_commit(
+        ConversationChange(key.workflow_id, key.generation, key.agent_node_id, count, new_version, reason)
+    )
+    return SaveResult(key, True, count, kept, len(suffix), removed, new_version, digest)
+
+
+def save_conversation(key: ConversationKey, messages: list[dict]) -> SaveResult:
+    """Make the stored list `messages` (the whole list), writing only what changed past the stored prefix.
+
+    Stamps `ts` on written messages that lack one (the unchanged prefix keeps its stored `ts`); the caller's
+    dicts are not modified. Listeners and `context.updated` run after commit. Raises on failure; after a billed
+    provider call use `save_conversation_safely`.
+    """
+    _check_list(messages)
+    if key.generation == 0:
+        return SaveResult(key, False, len(messages), 0, 0, 0, 0, EMPTY_DIGEST, stored=False)
+    with transaction.atomic():
+        header = _lock_header(key, create=True)
+        return _write_locked(key, header, messages, reason="save")
+
+
+def save_conversation_safely(key: ConversationKey, messages: list[dict]) -> SaveResult | None:
+    """`save_conversation` that never raises: a failed save after a billed call is logged with the key, and the
+    turn goes on (SPEC §2 invariant 4). Returns None when the save failed."""
+    try:
+        return save_conversation(key, messages)
+    except Exception as exc:
+        logger.exception(
+            "conversation save failed; the turn continues without it",
+            extra={**key.as_log(), "error_type": type(exc).__name__},
+        )
+        return None
+
+
+def replace_conversation_locked(key: ConversationKey, messages: list[dict], *, reason: str = "replace") -> SaveResult:
+    """Rewrite a stored conversation inside `lock_conversations` (chat branch moves, rewinds)."""
+    _check_list(messages)
+    if not connection.in_atomic_block:
+        raise RuntimeError("replace_conversation_locked must run inside lock_conversations()")
+    header = _lock_header(key, create=True)  # re-locking a row this transaction holds returns at once
+    return _write_locked(key, header, messages, reason=reason)
+
+
+@contextmanager
+def lock_conversations(keys) -> Iterator[dict[ConversationKey, LockedConversation]]:
+    """Lock the header rows of `keys` in the fixed order (ascending key), creating missing ones, for one
+    transaction. Yields `{key: LockedConversation}`; use replace_conversation_locked inside."""
+    ordered = sorted(set(keys))
+    with transaction.atomic():
+        locked = {}
+        for key in ordered:
+            row = _lock_header(key, create=True)
+            locked[key] = LockedConversation(key, row[0], row[1], row[2], row[4])
+        yield locked
+
+
+def clear_conversation(workflow, generation: int | None = None, agent_node_id: str | None = None) -> int:
+    """Delete stored conversations of `workflow` (a Workflow or its id), narrowed by generation and agent.
+    Returns how many conversations were deleted."""
+    workflow_id = int(getattr(workflow, "pk", workflow))
+    where = ["workflow_id = %s"]
+    params: list = [workflow_id]
+    if generation is not None:
+        where.append("generation = %s")
+        params.append(int(generation))
+    if agent_node_id is not None:
+        where.append("agent_node_id = %s")
+        params.append(agent_node_id)
+    with transaction.atomic(), connection.cursor() as cursor:
+        # Lock in the fixed key order (byte order, as Python sorts keys) so a clear never deadlocks a branch move.
+        cursor.execute(
+            f"SELECT id, generation, agent_node_id FROM {_HEADER} WHERE {' AND '.join(where)} "
+            'ORDER BY generation, agent_node_id COLLATE "C" FOR UPDATE',
+            params,
+        )
+        rows = cursor.fetchall()
+        if not rows:
+            return 0
+        ids = [row[0] for row in rows]
+        cursor.execute(f"DELETE FROM {_ROWS} WHERE conversation_id = ANY(%s)", [ids])
+        cursor.execute(f"DELETE FROM {_HEADER} WHERE id = ANY(%s)", [ids])
+        for _, gen, node in rows:
+            key = ConversationKey(workflow_id, gen, node)
+            _copies.drop(key)
+            announce_change_on_commit(ConversationChange(workflow_id, gen, node, 0, 0, "clear"))
+    return len(rows)
+
+
+def list_conversations(workflow) -> list[dict]:
+    """Panel metadata of every stored conversation of `workflow`, newest generation first."""
+    workflow_id = int(getattr(workflow, "pk", workflow))
+    return list(
+        AgentConversation.objects.filter(workflow_id=workflow_id)
+        .order_by("-generation", "agent_node_id")
+        .values(
+            "generation",
+            "agent_node_id",
+            "message_count",
+            "size_bytes",
+            "updated_at",
+            "pressure_input_tokens",
+            "pressure_output_tokens",
+            "context_window_tokens",
+        )
+    )
+
+
+def conversation_pressure_record(
+    key: ConversationKey, *, input_tokens: int, output_headroom_tokens: int, context_window_tokens: int | None
+) -> bool:
+    """Store the agent's active context pressure (for display; never a usage figure). False when no row exists."""
+    updated = AgentConversation.objects.filter(
+        workflow_id=key.workflow_id, generation=key.generation, agent_node_id=key.agent_node_id
+    ).update(
+        pressure_input_tokens=max(0, int(input_tokens)),
+        pressure_output_tokens=max(0, int(output_headroom_tokens)),
+        context_window_tokens=context_window_tokens,
+        pressure_measured_at=timezone.now(),
+    )
+    return updated == 1

@@ -1,0 +1,107 @@
+"""The Context panel page: the live generation's conversation of the agent a Context node serves."""
+
+from __future__ import annotations
+
+from django.contrib import messages as flash
+from django.contrib.auth.decorators import login_required
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from opencompany.errors import NotFoundError
+from workflows.selectors import access_workflow
+
+from . import selectors
+from .store import clear_conversation
+
+PAGE_MESSAGES = 200
+
+
+def _workflow_or_404(request, workflow_id):
+    try:
+        return access_workflow(user=request.user, workflow_id=workflow_id)
+    except NotFoundError:
+        raise Http404("Workflow not found.") from None
+
+
+def _pick_target(workflow, node_id: str | None):
+    targets = selectors.live_context_targets(workflow)
+    if node_id:
+        chosen = next((t for t in targets if t.context_node_id == node_id), None)
+        if chosen is None:
+            raise Http404("No such Context node in the live generation.")
+        return targets, chosen
+    return targets, next((t for t in targets if t.agent_node_id), targets[0] if targets else None)
+
+
+def _view_block(block) -> dict:
+    kind = block.get("type") if isinstance(block, dict) else None
+    view = {"kind": kind or "unknown", "block": block}
+    if kind == "tool_call":
+        view["json"] = selectors.pretty_json(
+            block.get("arguments") if block.get("arguments") is not None else block.get("arguments_raw")
+        )
+    elif kind not in {"text", "tool_result", "thinking", "redacted_thinking", "image"}:
+        view["kind"] = "unknown"
+        view["json"] = selectors.pretty_json(block)
+    return view
+
+
+def _view_message(position: int, message: dict) -> dict:
+    return {
+        "position": position,
+        "role": message.get("role", "unknown"),
+        "ts": message.get("ts"),
+        "usage": message.get("usage"),
+        "blocks": [_view_block(b) for b in message.get("blocks", [])],
+    }
+
+
+@login_required
+@require_GET
+def context_panel(request, workflow_id: int):
+    workflow = _workflow_or_404(request, workflow_id)
+    targets, target = _pick_target(workflow, request.GET.get("node"))
+    tab = "raw" if request.GET.get("tab") == "raw" else "messages"
+    header = (
+        selectors.live_conversation_header(workflow, target.agent_node_id) if target and target.agent_node_id else None
+    )
+    try:
+        offset = max(0, int(request.GET.get("offset", 0)))
+    except ValueError:
+        offset = 0
+    rows = selectors.conversation_message_rows(header, offset=offset, limit=PAGE_MESSAGES) if header else []
+    context = {
+        "workflow": workflow,
+        "targets": targets,
+        "target": target,
+        "tab": tab,
+        "header": header,
+        "messages": [_view_message(r["position"], r["message"]) for r in rows],
+        "raw": selectors.pretty_json([r["message"] for r in rows]) if tab == "raw" else "",
+        "offset": offset,
+        "next_offset": offset + PAGE_MESSAGES if header and offset + PAGE_MESSAGES < header.message_count else None,
+        "previous_offset": max(0, offset - PAGE_MESSAGES) if offset else None,
+        "usage": selectors.usage_totals(
+            workflow_id=workflow.pk, generation=workflow.live_generation, agent_node_id=target.agent_node_id
+        )
+        if target and target.agent_node_id
+        else None,
+        "pressure": selectors.pressure_of(header),
+    }
+    if context["pressure"] and context["pressure"]["fraction"] is not None:
+        context["pressure_percent"] = min(100, round(context["pressure"]["fraction"] * 100))
+    return render(request, "conversations/context_panel.html", context)
+
+
+@login_required
+@require_POST
+def context_panel_clear(request, workflow_id: int):
+    workflow = _workflow_or_404(request, workflow_id)
+    _, target = _pick_target(workflow, request.POST.get("node"))
+    if target is None or not target.agent_node_id or not workflow.live_generation:
+        raise Http404("Nothing to clear.")
+    deleted = clear_conversation(workflow, generation=workflow.live_generation, agent_node_id=target.agent_node_id)
+    flash.success(request, "Context cleared." if deleted else "The Context was already empty.")
+    return redirect(f"{reverse('conversations:context-panel', args=[workflow.pk])}?node={target.context_node_id}")
