@@ -61,12 +61,15 @@ class FakeAnthropic(FakeProviderServer):
         super().__init__()
         self.issued_thinking: dict[str, str] = {}  # signature -> thinking text it signs
         self.issued_redacted: set[str] = set()
+        self.fail_counting = False  # answer count_tokens with a 500, to exercise the estimate fallback
 
     def reject(self, message: str, status: int = 400) -> None:
         raise Rejected(ErrorReply(status, message))
 
     def handle_other(self, request: RecordedRequest) -> RawReply | None:
         if request.path == "/v1/messages/count_tokens":
+            if self.fail_counting:
+                return self.render_error(ErrorReply(500, "Internal server error"))
             self.validate(request, counting=True)
             return json_reply(200, {"input_tokens": max(1, len(json.dumps(request.body)) // 4)})
         return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import time
 
 from .base import (
@@ -44,10 +45,17 @@ class FakeOpenAIResponses(FakeProviderServer):
     def base_url(self) -> str:
         return f"{self.root_url}/v1"
 
+    def handle_other(self, request: RecordedRequest) -> RawReply | None:
+        if request.path == "/v1/responses/input_tokens":
+            self.validate(request, path="/v1/responses/input_tokens")
+            tokens = max(1, len(json.dumps(request.body)) // 4)
+            return json_reply(200, {"object": "response.input_tokens", "input_tokens": tokens})
+        return None
+
     # --- validation: the rules the real API enforces on replayed input ---
 
-    def validate(self, request: RecordedRequest) -> None:
-        if request.path != "/v1/responses":
+    def validate(self, request: RecordedRequest, path: str = "/v1/responses") -> None:
+        if request.path != path:
             raise Rejected(ErrorReply(404, f"Invalid URL (POST {request.path})"))
         body = request.body or {}
         if not request.headers.get("authorization", "").startswith("Bearer "):
