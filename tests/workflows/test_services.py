@@ -298,3 +298,27 @@ def test_tool_edge_helper_graph(create_workflow):
     graph = {"nodes": [agent("a", "A"), node("todo", "todos")], "edges": [tool_edge("todo", "a")]}
     workflow = create_workflow(graph)
     assert agent_wiring(workflow.graph, f"{workflow.pk}:agent:1").trigger is False
+
+
+def test_outbox_claims_are_conditional_and_a_dead_workers_claim_expires(create_workflow, archive_calls, settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from workflows.tasks import drain_archive_outbox
+
+    assert drain_archive_outbox.name == "workflows.drain_archive_outbox"
+    assert drain_archive_outbox.queue == "housekeeping"
+    workflow = create_workflow(basic_graph())
+    services.workflow_save(workflow=workflow, graph=_without(workflow.graph, "context"), revision=1)
+    row = ArchiveOutbox.objects.get()
+    # Given another worker holds a fresh claim, this one does not process the row
+    ArchiveOutbox.objects.filter(pk=row.pk).update(state="processing", claimed_at=timezone.now(), attempts=1)
+    assert archive_outbox_process(row_id=row.pk) is False
+    assert archive_calls == []
+    # When that claim is older than the timeout (the worker died), the row is claimed again
+    stale = timezone.now() - timedelta(seconds=settings.WORKFLOW_ARCHIVE_CLAIM_TIMEOUT_S + 1)
+    ArchiveOutbox.objects.filter(pk=row.pk).update(claimed_at=stale)
+    assert drain_archive_outbox(row_ids=[row.pk]) == 1
+    row.refresh_from_db()
+    assert row.state == "done" and row.attempts == 2 and len(archive_calls) == 1
