@@ -239,9 +239,8 @@ def validate_messages(messages: Any) -> list[MessageWire]:
         for block_index, block in enumerate(message.blocks):
             allowed = _ROLE_BLOCKS.get(block.type)
             if allowed and message.role not in allowed:
-                raise WireError(
-                    f"messages[{index}].blocks[{block_index}]: a {block.type} block cannot be in a {message.role} message"
-                )
+                where = f"messages[{index}].blocks[{block_index}]"
+                raise WireError(f"{where}: a {block.type} block cannot be in a {message.role} message")
         if message.role == "assistant":
             open_calls = {}
             for block in message.blocks:

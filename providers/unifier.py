@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import importlib
 
+from conversations.wire import MessageWire, WireError
+
 from .adapters.common import Stream
-from .errors import UnknownProviderError
+from .errors import InvalidRequestError, UnknownProviderError
 from .types import PROVIDERS, ChatRequest, ChatResult, EventCallback, StopCheck
 
 ADAPTERS = {
@@ -31,4 +33,9 @@ class ChatUnifier:
         """Send `request.messages` (MessageWire dicts, never modified) to the provider and return its reply as an
         assistant MessageWire. One attempt, no retries. Raises a providers.errors.ProviderError subclass."""
         adapter = adapter_for(request.provider)
+        for index, message in enumerate(request.messages):
+            try:
+                MessageWire.from_dict(message)
+            except WireError as exc:
+                raise InvalidRequestError(f"messages[{index}]: {exc}", provider=request.provider) from None
         return adapter.chat(request, Stream(on_event, should_stop))

@@ -287,6 +287,10 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
 
     if stopped:
         items = [closed[i] for i in sorted(closed)]
+        if items and items[-1].get("type") == "reasoning":
+            # The item this reasoning produced never completed, and the API refuses a reasoning item replayed
+            # without its following item: an interrupted reply keeps neither.
+            items = items[:-1]
         blocks = blocks_from_items(items)
         # Partial text of a message still streaming is kept, marked; a half-received call or reasoning is not.
         for entry in open_items.values():

@@ -37,7 +37,9 @@ text_blocks = st.builds(
     st.text(max_size=40),
     st.booleans(),
 )
-tool_call_blocks = st.builds(lambda i, n, raw: tool_call_block(id=i, name=n, arguments_raw=raw), ids, ids, raw_arguments)
+tool_call_blocks = st.builds(
+    lambda i, n, raw: tool_call_block(id=i, name=n, arguments_raw=raw), ids, ids, raw_arguments
+)
 thinking_blocks = st.fixed_dictionaries(
     {
         "type": st.just("thinking"),
@@ -179,7 +181,10 @@ def test_a_valid_conversation_validates():
     [
         (lambda m: m.__setitem__(1, {"role": "robot", "blocks": []}), r"messages\[1\]: invalid message: role"),
         (lambda m: m[1].pop("blocks"), r"messages\[1\]: a message needs a 'blocks' list"),
-        (lambda m: m[1]["blocks"].append({"text": "no type"}), r"messages\[1\]: a block needs a non-empty string 'type'"),
+        (
+            lambda m: m[1]["blocks"].append({"text": "no type"}),
+            r"messages\[1\]: a block needs a non-empty string 'type'",
+        ),
         (lambda m: m[2]["blocks"][0].pop("arguments_raw"), r"messages\[2\]: invalid tool_call block: arguments_raw"),
         (lambda m: m[3]["blocks"][0].__setitem__("is_error", "no"), r"invalid tool_result block: is_error"),
         (lambda m: m[1]["blocks"].append(m[2]["blocks"][0]), r"a tool_call block cannot be in a user message"),

@@ -76,7 +76,10 @@ class FakeGemini(FakeProviderServer):
             raise Rejected(
                 ErrorReply(
                     403,
-                    "Method doesn't allow unregistered callers (callers without established identity). Please use API Key or other form of API consumer identity to call this API.",
+                    (
+                        "Method doesn't allow unregistered callers (callers without established identity). Please "
+                        "use API Key or other form of API consumer identity to call this API."
+                    ),
                 )
             )
 

@@ -98,7 +98,7 @@ def test_it_streams_in_chunks_with_the_configured_delay(monkeypatch):
     deltas = [e["text"] for e in events if e["type"] == "text_delta"]
     assert len(deltas) > 3
     assert "".join(deltas) == result.message["blocks"][0]["text"]
-    gaps = [b - a for a, b in zip(stamps, stamps[1:])]
+    gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
     assert min(gaps) >= 0.025
 
 

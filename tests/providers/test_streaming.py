@@ -139,3 +139,52 @@ def test_openai_stream_error_event_is_typed(openai_fake):
     )
     with pytest.raises(RateLimitedError, match="slow down"):
         step("openai", openai_fake, opening())
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_stopped_reply_replays(fakes, provider):
+    """Given a reply stopped mid-text after its thinking closed, when the stored conversation continues, then the
+    provider accepts the replay (nothing half-received or orphaned is sent back)."""
+    from conversations.wire import text_message
+
+    from .loop import store_and_load
+
+    fake = fakes[provider]
+    fake.push(Turn([Think("Planning."), Text("Saving it now, please wait."), Call("memory", REMEMBER)]))
+    seen = []
+    stopped = step(
+        provider,
+        fake,
+        opening(),
+        thinking="low",
+        on_event=seen.append,
+        should_stop=lambda: any(e["type"] == "text_delta" for e in seen),
+    )
+    assert stopped.stop_reason == "stopped"
+    loaded = store_and_load([*opening(), stopped.message, text_message("user", "Go on.")])
+    fake.push(Turn([Text("Continuing.")]))
+    result = step(provider, fake, loaded, thinking="low")
+    assert result.message["blocks"][0]["text"] == "Continuing."
+    assert not fake.rejections
+
+
+def test_invalid_wire_input_is_an_invalid_request(openai_fake):
+    from providers import InvalidRequestError
+
+    with pytest.raises(InvalidRequestError, match=r"messages\[0\]: invalid tool_result block"):
+        step("openai", openai_fake, [{"role": "tool", "blocks": [{"type": "tool_result", "tool_call_id": "x"}]}])
+    assert openai_fake.requests == []
+
+
+def test_anthropic_stream_error_event_is_typed(anthropic_fake):
+    from tests.fakes.base import SSE, sse_frame
+
+    anthropic_fake.push(
+        SSE(
+            [
+                sse_frame({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}, "error"),
+            ]
+        )
+    )
+    with pytest.raises(ServerError, match="Overloaded"):
+        step("anthropic", anthropic_fake, opening())
