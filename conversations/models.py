@@ -13,6 +13,20 @@ from workflows.models import Workflow
 EMPTY_DIGEST = "cae66941d9efbd404e4d88758ea67670"
 
 
+class ExactJSONField(models.JSONField):
+    """A PostgreSQL `json` (not `jsonb`) column: the stored text is exactly what was written, key order and number
+    spelling included, so a message reads back byte-identical to the one saved (jsonb would reorder keys)."""
+
+    def db_type(self, connection):
+        return "json"
+
+    def from_db_value(self, value, expression, connection):
+        # psycopg parses `json` itself (Django only registers a text loader for jsonb).
+        if value is None or not isinstance(value, str | bytes):
+            return value
+        return super().from_db_value(value, expression, connection)
+
+
 class AgentConversation(models.Model):
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="conversations")
     generation = models.PositiveIntegerField()
@@ -46,7 +60,7 @@ class ConversationMessage(models.Model):
     conversation = models.ForeignKey(AgentConversation, on_delete=models.CASCADE, related_name="message_rows")
     position = models.PositiveIntegerField()
     role = models.CharField(max_length=16)
-    data = models.JSONField()
+    data = ExactJSONField()
     # blake2b-128 of the message's canonical JSON without `ts`: the prefix check compares these, not the JSON.
     hash = models.BinaryField(max_length=16)
     # The digest of the prefix ending at this message: a chat cursor check reads this one row.

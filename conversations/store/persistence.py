@@ -371,7 +371,7 @@ def _write_locked(key: ConversationKey, header: tuple, messages: list[dict], *, 
         sizes = [len(text.encode()) for text in texts]
         for start in range(0, len(suffix), _INSERT_CHUNK):
             chunk = range(start, min(start + _INSERT_CHUNK, len(suffix)))
-            values = ", ".join(["(%s, %s, %s, %s::jsonb, %s, %s, %s)"] * len(chunk))
+            values = ", ".join(["(%s, %s, %s, %s::json, %s, %s, %s)"] * len(chunk))
             params: list = []
             for i in chunk:
                 params += [

@@ -1,0 +1,313 @@
+"""The store's contracts (SPEC §2): load/save/clear/list, ts stamping, prefix-only writes, load failures (inv. 4),
+only save and the locked replace rewrite (inv. 9), listeners after commit."""
+
+import copy
+import json
+import logging
+
+import pytest
+from django.db import connection, transaction
+
+from conversations.models import AgentConversation, ConversationMessage
+from conversations.store import (
+    ConversationInvalid,
+    ConversationLoadFailed,
+    ConversationTooLarge,
+    clear_conversation,
+    conversation_cursor,
+    conversation_key,
+    forget_process_copies,
+    list_conversations,
+    load_conversation,
+    load_conversation_snapshot,
+    lock_conversations,
+    register_conversation_listener,
+    replace_conversation_locked,
+    save_conversation,
+    save_conversation_safely,
+    starts_with,
+    stored_cursor,
+    stored_starts_with,
+    unregister_conversation_listener,
+)
+from conversations.wire import validate_messages
+from tests.conversations.factories import assistant, system, turn, user
+
+pytestmark = pytest.mark.django_db
+
+
+def _without_ts(messages):
+    return [{k: v for k, v in m.items() if k != "ts"} for m in messages]
+
+
+def _row_ids(key):
+    return list(
+        ConversationMessage.objects.filter(
+            conversation__workflow_id=key.workflow_id, conversation__agent_node_id=key.agent_node_id
+        )
+        .order_by("position")
+        .values_list("id", flat=True)
+    )
+
+
+def test_load_of_a_missing_row_is_empty_and_writes_nothing(key):
+    assert load_conversation(key) == []
+    assert not AgentConversation.objects.exists()
+
+
+def test_save_then_load_round_trips_the_exact_list_with_ts_stamped(key):
+    messages = [system(), *turn(1)]
+    result = save_conversation(key, messages)
+    assert result.changed and result.message_count == 5 and result.written == 5
+    loaded = load_conversation(key)
+    assert _without_ts(loaded) == messages
+    assert all(isinstance(m["ts"], str) and m["ts"] for m in loaded)
+    validate_messages(loaded)
+
+
+def test_save_does_not_modify_the_callers_dicts(key):
+    # Invariant 1: what the firing sends is the caller's list; the store must not add ts to it behind its back.
+    messages = [system(), *turn(1)]
+    before = copy.deepcopy(messages)
+    save_conversation(key, messages)
+    assert messages == before
+
+
+def test_an_appended_turn_writes_only_the_new_rows_and_keeps_prefix_ts(key):
+    first = [system(), *turn(1)]
+    save_conversation(key, first)
+    loaded = load_conversation(key)
+    ids_before, ts_before = _row_ids(key), [m["ts"] for m in loaded]
+
+    result = save_conversation(key, [*loaded, *turn(2)])
+
+    assert (result.kept, result.written, result.removed) == (5, 4, 0)
+    assert _row_ids(key)[:5] == ids_before  # the prefix rows were not rewritten
+    again = load_conversation(key)
+    assert [m["ts"] for m in again[:5]] == ts_before
+    assert _without_ts(again) == [*first, *turn(2)]
+
+
+def test_a_prefix_without_ts_from_the_caller_is_still_the_same_prefix(key):
+    # The runtime re-seeds: a fresh system dict (no ts) plus stored messages. Only ts differs: nothing rewritten.
+    save_conversation(key, [system(), *turn(1)])
+    result = save_conversation(key, [system(), *turn(1), *turn(2)])
+    assert result.kept == 5 and result.written == 4
+
+
+def test_saving_the_same_list_again_changes_nothing(key):
+    save_conversation(key, [system(), *turn(1)])
+    loaded = load_conversation(key)
+    version = AgentConversation.objects.get().version
+    result = save_conversation(key, loaded)
+    assert not result.changed
+    assert AgentConversation.objects.get().version == version
+
+
+@pytest.mark.parametrize("cold", [False, True])
+def test_a_changed_middle_message_rewrites_from_there(key, cold):
+    save_conversation(key, [system(), *turn(1), *turn(2)])
+    loaded = load_conversation(key)
+    if cold:
+        forget_process_copies()  # another process wrote last: the stored hashes decide
+    changed = [*loaded[:4], {**loaded[4], "blocks": [{"type": "text", "text": "edited"}]}, *loaded[5:6]]
+    result = save_conversation(key, changed)
+    assert (result.kept, result.written, result.removed) == (4, 2, 5)
+    assert _without_ts(load_conversation(key)) == _without_ts(changed)
+    assert AgentConversation.objects.get().size_bytes == sum(
+        ConversationMessage.objects.values_list("size_bytes", flat=True)
+    )
+
+
+def test_a_loaded_message_mutated_in_place_is_still_detected(key):
+    # The per-process copy is the store's own; a caller editing the dict it got cannot make the store skip it.
+    save_conversation(key, [system(), *turn(1)])
+    loaded = load_conversation(key)
+    loaded[1]["blocks"][0]["text"] = "changed in place"
+    result = save_conversation(key, loaded)
+    assert result.kept == 1 and result.written == 4
+    assert load_conversation(key)[1]["blocks"][0]["text"] == "changed in place"
+
+
+def test_the_cold_path_and_the_warm_path_store_the_same(key, workflow):
+    other = conversation_key(workflow.pk, 1, "other")
+    for k in (key, other):
+        save_conversation(k, [system(), *turn(1)])
+    load_conversation(key)
+    forget_process_copies()
+    save_conversation(key, [*load_conversation(key), *turn(2)])
+    forget_process_copies()
+    save_conversation(other, [system(), *turn(1), *turn(2)])
+    assert _without_ts(load_conversation(key)) == _without_ts(load_conversation(other))
+    assert stored_cursor(key)["digest"] == stored_cursor(other)["digest"]
+
+
+def test_truncating_and_emptying(key):
+    save_conversation(key, [system(), *turn(1)])
+    assert save_conversation(key, [system()]).removed == 4
+    assert len(load_conversation(key)) == 1
+    save_conversation(key, [])
+    assert load_conversation(key) == []
+    assert AgentConversation.objects.get().size_bytes == 0
+
+
+def test_generation_zero_stores_nothing(workflow):
+    test_run = conversation_key(workflow.pk, 0, "a")
+    result = save_conversation(test_run, [user("hi")])
+    assert not result.stored and not AgentConversation.objects.exists()
+    assert load_conversation(test_run) == []
+
+
+def test_invalid_messages_are_refused_by_save_and_swallowed_by_the_safe_save(key, caplog):
+    orphan_result = {"role": "tool", "blocks": [{"type": "tool_result", "tool_call_id": "x", "name": "m",
+                                                 "content": "c", "is_error": False}]}  # fmt: skip
+    with pytest.raises(ConversationInvalid):
+        save_conversation(key, [user("hi"), orphan_result])
+    with caplog.at_level(logging.ERROR, logger="conversations.store.persistence"):
+        assert save_conversation_safely(key, [user("hi"), orphan_result]) is None
+    record = next(r for r in caplog.records if "save failed" in r.getMessage())
+    assert (record.workflow_id, record.generation, record.agent_node_id) == (
+        key.workflow_id,
+        key.generation,
+        key.agent_node_id,
+    )
+    assert load_conversation(key) == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_save_that_fails_in_the_database_does_not_raise(key, caplog):
+    # Given a save PostgreSQL refuses at commit (its workflow was deleted meanwhile: a foreign key violation)
+    gone = conversation_key(key.workflow_id + 10_000, 1, "agent")
+    with caplog.at_level(logging.ERROR, logger="conversations.store.persistence"):
+        result = save_conversation_safely(gone, [system(), user("after a billed call")])
+    # Then the turn goes on: no exception, None, and a log line naming the key
+    assert result is None
+    record = next(r for r in caplog.records if "save failed" in r.getMessage())
+    assert (record.workflow_id, record.agent_node_id) == (gone.workflow_id, "agent")
+    assert record.error_type == "IntegrityError"
+    assert not AgentConversation.objects.exists()
+    # and the connection is still usable for the rest of the turn
+    save_conversation(key, [user("next")])
+
+
+def test_messages_round_trip_byte_identical(key):
+    # key order, number spelling and a NUL character survive (a `json` column keeps the text as written)
+    odd = {"role": "assistant", "blocks": [{"type": "text", "text": "nul \u0000 and \u00e9", "z": 1, "a": 1.50}],
+           "provider_state": {"openai": {"encrypted_content": "gAAAA==", "b": [3, 2, 1], "a": None}}}  # fmt: skip
+    save_conversation(key, [user("q"), odd])
+    stored = load_conversation(key)[1]
+    assert json.dumps({k: v for k, v in stored.items() if k != "ts"}) == json.dumps(odd)
+
+
+def test_a_row_over_the_seed_cap_raises_too_large_naming_the_context(key, settings):
+    save_conversation(key, [system(), user("x" * 3000)])
+    settings.CONVERSATION_SEED_MAX_BYTES = 2048
+    with pytest.raises(ConversationTooLarge) as raised:
+        load_conversation(key)
+    assert "Context" in raised.value.message and "Clear" in raised.value.message
+    assert raised.value.code == "conversation_too_large"
+
+
+def test_a_one_megabyte_row_is_too_large_with_the_default_cap(key):
+    save_conversation(key, [system(), user("y" * 1_000_001)])
+    with pytest.raises(ConversationTooLarge):
+        load_conversation(key)
+
+
+def test_an_unreadable_row_fails_the_load_loudly(key):
+    save_conversation(key, [system(), user("hi")])
+    ConversationMessage.objects.filter(position=1).update(data="not a message")
+    with pytest.raises(ConversationLoadFailed) as raised:
+        load_conversation(key)
+    assert raised.value.retryable
+
+
+def test_a_missing_row_position_fails_the_load(key):
+    save_conversation(key, [system(), user("hi"), assistant("a")])
+    ConversationMessage.objects.filter(position=1).delete()
+    with pytest.raises(ConversationLoadFailed):
+        load_conversation(key)
+
+
+def test_clear_and_list(workflow):
+    keys = [conversation_key(workflow.pk, g, a) for g in (1, 2) for a in ("a", "b")]
+    for k in keys:
+        save_conversation(k, [user(f"{k.generation}{k.agent_node_id}")])
+    listed = list_conversations(workflow)
+    assert [(r["generation"], r["agent_node_id"], r["message_count"]) for r in listed] == [
+        (2, "a", 1),
+        (2, "b", 1),
+        (1, "a", 1),
+        (1, "b", 1),
+    ]
+    assert clear_conversation(workflow, generation=2, agent_node_id="a") == 1
+    assert clear_conversation(workflow, generation=1) == 2
+    assert clear_conversation(workflow) == 1
+    assert clear_conversation(workflow) == 0
+    assert not ConversationMessage.objects.exists()
+
+
+def test_cursor_helpers(key):
+    messages = [system(), *turn(1)]
+    cursor = conversation_cursor(messages)
+    assert cursor["length"] == 5
+    assert starts_with([*messages, *turn(2)], cursor)
+    assert not starts_with([system("other"), *turn(1)], cursor)
+    assert not starts_with(messages[:3], cursor)
+    save_conversation(key, messages)
+    stored = load_conversation(key)
+    # ts is not part of the digest: the stored (stamped) list has the same cursor
+    assert conversation_cursor(stored) == cursor == stored_cursor(key)
+    assert stored_starts_with(key, cursor)
+    assert stored_starts_with(key, conversation_cursor(messages[:2]))
+    assert stored_starts_with(key, {"length": 0, "digest": conversation_cursor([])["digest"]})
+    save_conversation(key, [system("changed"), *turn(1)])
+    assert not stored_starts_with(key, cursor)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_listeners_see_committed_saves_and_not_rolled_back_ones(key):
+    seen = []
+    listener = register_conversation_listener(seen.append)
+
+    def broken(change):
+        raise RuntimeError("a broken listener never fails the save")
+
+    register_conversation_listener(broken)
+    try:
+        save_conversation(key, [user("kept")])
+        with pytest.raises(RuntimeError), transaction.atomic():
+            save_conversation(key, [user("kept"), assistant("rolled back")])
+            raise RuntimeError("boom")
+        assert [(c.message_count, c.reason) for c in seen] == [(1, "save")]
+        assert json.dumps(vars(seen[0]))  # metadata only: plain values
+        assert "kept" not in json.dumps(vars(seen[0]))
+        assert _without_ts(load_conversation(key)) == [user("kept")]
+    finally:
+        unregister_conversation_listener(listener)
+        unregister_conversation_listener(broken)
+
+
+def test_lock_conversations_creates_missing_headers_and_replace_rewrites(workflow):
+    a, b = conversation_key(workflow.pk, 1, "b-agent"), conversation_key(workflow.pk, 1, "a-agent")
+    save_conversation(a, [user("one"), assistant("two"), user("three"), assistant("four")])
+    with lock_conversations([a, b]) as locked:
+        assert list(locked) == sorted([a, b])  # the fixed order
+        assert locked[a].cursor["length"] == 4 and locked[b].cursor["length"] == 0
+        replace_conversation_locked(a, load_conversation(a)[:2])
+        replace_conversation_locked(b, [user("restored")])
+    assert len(load_conversation(a)) == 2
+    assert _without_ts(load_conversation(b)) == [user("restored")]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_replace_outside_the_lock_is_refused(key):
+    with pytest.raises(RuntimeError):
+        replace_conversation_locked(key, [user("x")])
+
+
+def test_snapshot_is_unrepaired_and_load_is_repaired(key):
+    open_call = assistant(calls=[("c1", "memory", {"operation": "list"})])
+    save_conversation(key, [user("hi"), open_call])
+    assert len(load_conversation_snapshot(key).messages) == 2
+    assert len(load_conversation(key)) == 3
