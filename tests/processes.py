@@ -27,7 +27,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def test_database_url() -> str:
+def database_url_for_tests() -> str:
     params = connection.settings_dict
     return f"postgres://{params['USER']}@{params['HOST']}:{params['PORT']}/{params['NAME']}"
 
@@ -36,7 +36,7 @@ def child_env(**extra: str) -> dict:
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "opencompany.settings.base",
-        "DATABASE_URL": test_database_url(),
+        "DATABASE_URL": database_url_for_tests(),
         "REDIS_URL": settings.REDIS_URL,
         "PYTHONUNBUFFERED": "1",
         "OPENCOMPANY_QUIET_EMBEDDED": "1",
@@ -60,7 +60,8 @@ class ManagedProcess:
         return self.process.pid
 
     def log(self) -> str:
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         return self.log_path.read_text(errors="replace")
 
     def kill(self, sig: int = signal.SIGKILL) -> None:

@@ -17,7 +17,7 @@ from conversations.models import UsageRecord
 from conversations.store import conversation_key, load_conversation
 from conversations.wire import validate_messages
 from tests.agents.factories import assistant_with
-from tests.processes import start_celery_worker, test_database_url
+from tests.processes import database_url_for_tests, start_celery_worker
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -80,7 +80,7 @@ def test_a_memory_tool_loop_on_a_real_worker_stores_the_exact_turns(owner, worke
     assert second.state == Firing.State.FINISHED
     again = load_conversation(key)
     assert again[:5] == stored and [m["role"] for m in again[5:]] == ["user", "assistant"]
-    assert "I see 5 earlier messages" in second.final_text
+    assert "I see 4 earlier messages" in second.final_text
 
 
 def test_task_payloads_carry_ids_only(owner, worker):
@@ -150,7 +150,7 @@ def test_a_worker_killed_inside_persist_turn_saves_the_turn_exactly_once(owner, 
     firing_id = fire_agent(workflow, generation, ids["lead"], "hello worker")
     wait_until(lambda: LlmStep.objects.filter(firing_id=firing_id).exists(), timeout=30, what="the step to start")
     # Hold the firing row so persist_turn blocks inside its transaction, then kill the worker right there.
-    blocker = psycopg.connect(test_database_url(), autocommit=False)
+    blocker = psycopg.connect(database_url_for_tests(), autocommit=False)
     try:
         blocker.execute("select 1 from agents_firing where id = %s for update", [str(firing_id)])
         wait_until(
@@ -160,10 +160,13 @@ def test_a_worker_killed_inside_persist_turn_saves_the_turn_exactly_once(owner, 
         )
 
         def persist_is_blocked():
-            row = blocker.execute(
-                "select count(*) from pg_stat_activity where wait_event_type = 'Lock' and query ilike %s",
-                ["%agents_firing%FOR UPDATE%"],
-            ).fetchone()
+            # Polled from another connection: pg_stat_activity is a snapshot per transaction. (The long
+            # SELECT ... FOR UPDATE is cut short in pg_stat_activity, so match its start.)
+            with psycopg.connect(database_url_for_tests(), autocommit=True) as observer:
+                row = observer.execute(
+                    "select count(*) from pg_stat_activity where wait_event_type = 'Lock' and query ilike %s",
+                    ['SELECT "agents_firing".%'],
+                ).fetchone()
             return row[0] > 0
 
         wait_until(persist_is_blocked, timeout=30, what="persist_turn to block on the firing row")
@@ -204,6 +207,8 @@ def test_two_workers_on_one_conversation_lose_no_turn(owner, tmp_path):
     roles = [m["role"] for m in stored]
     assert roles == ["system"] + ["user", "assistant"] * len(prompts)
     # Each answer saw every turn before it: the firings were serialized, not interleaved.
-    seen_counts = [int(m["blocks"][0]["text"].split("I see ")[1].split()[0]) for m in stored if m["role"] == "assistant"]
+    seen_counts = [
+        int(m["blocks"][0]["text"].split("I see ")[1].split()[0]) for m in stored if m["role"] == "assistant"
+    ]
     assert seen_counts == sorted(seen_counts) and len(set(seen_counts)) == len(prompts)
     assert all("agent.persist_turn" in w.log() for w in workers), "both workers took part"
