@@ -4,3 +4,15 @@ from django.apps import AppConfig
 class ChatConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
     name = "chat"
+
+    def ready(self) -> None:
+        from agents.observers import register_firing_observer
+        from memory.listeners import register_memory_edit_listener
+        from workflows.listeners import register_reset_listener
+
+        from .observer import chat_observer
+        from .services import chat_memory_edit_listener, chat_reset_listener
+
+        register_firing_observer(chat_observer)
+        register_reset_listener(chat_reset_listener, name="chat")
+        register_memory_edit_listener(chat_memory_edit_listener)

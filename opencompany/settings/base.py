@@ -287,3 +287,20 @@ CELERY_BEAT_SCHEDULE["agent-watchdog"] = {
     "schedule": timedelta(seconds=env_int("AGENT_WATCHDOG_INTERVAL_SECONDS", 5, minimum=1)),
     "options": {"queue": CELERY_QUEUE_HOUSEKEEPING},
 }
+
+# --- chat (the owner's chat: runs and the lane, streaming, branch snapshots, notes) ------------------------
+CHAT_MESSAGE_MAX_CHARS = env_int("CHAT_MESSAGE_MAX_CHARS", 20_000, minimum=1)
+CHAT_MAX_SNAPSHOTS_PER_SESSION = env_int("CHAT_MAX_SNAPSHOTS_PER_SESSION", 200, minimum=1)
+CHAT_MAX_SNAPSHOT_BYTES = env_int("CHAT_MAX_SNAPSHOT_BYTES", 2_000_000, minimum=1024)
+# Text deltas after the first are sent at most this often (the first goes out at once).
+CHAT_DELTA_BATCH_MS = env_int("CHAT_DELTA_BATCH_MS", 50, minimum=1)
+CHAT_RUN_STREAM_TTL_SECONDS = env_int("CHAT_RUN_STREAM_TTL_SECONDS", 86_400, minimum=60)
+# The chat watchdog: a run whose firing no worker started, or that outlived every limit, is ended.
+CHAT_RUN_DELIVERY_TIMEOUT_SECONDS = env_int("CHAT_RUN_DELIVERY_TIMEOUT_SECONDS", 330, minimum=5)
+CHAT_RUN_MAX_SECONDS = env_int("CHAT_RUN_MAX_SECONDS", 1800, minimum=10)
+CHAT_RUN_LOST_GRACE_SECONDS = env_int("CHAT_RUN_LOST_GRACE_SECONDS", 10, minimum=1)
+CELERY_BEAT_SCHEDULE["chat-watchdog"] = {
+    "task": "chat.watchdog",
+    "schedule": timedelta(seconds=env_int("CHAT_WATCHDOG_INTERVAL_SECONDS", 15, minimum=1)),
+    "options": {"queue": CELERY_QUEUE_HOUSEKEEPING},
+}

@@ -1,0 +1,27 @@
+"""The chat's refusals (SPEC §6): a stable code the page and API clients branch on, and plain words for the owner."""
+
+from opencompany.errors import ConflictError, NotFoundError, ServiceError
+
+PLAIN_WORDS = {
+    "run_in_progress": "An answer is still being worked on. Wait for it or press Stop, then try again.",
+    "revision_conflict": "The chat changed in another tab or window. The page has been refreshed; try again.",
+    "cannot_rewind": (
+        "The agent's conversation was summarized or cleared since then, so it cannot go back to that point."
+    ),
+    "branch_unavailable": "That version is no longer kept, so the agent cannot return to it.",
+    "older_generation": "That message belongs to an earlier run of this workflow (before a Start or Reset).",
+    "not_editable": "That message cannot be changed here.",
+    "not_found": "That message or answer does not exist.",
+    "invalid_request": "The request is not valid.",
+    "no_answering_agent": "This workflow has no agent connected to its chat trigger.",
+    "workflow_stopped": "This workflow is stopped. Start it again to chat.",
+}
+
+
+def refuse(code: str, message: str | None = None, **extra) -> ServiceError:
+    text = message or PLAIN_WORDS.get(code, code.replace("_", " "))
+    if code == "not_found":
+        return NotFoundError(code, text, extra=extra or None)
+    if code in ("invalid_request", "not_editable", "no_answering_agent"):
+        return ServiceError(code, text, status=400, extra=extra or None)
+    return ConflictError(code, text, extra=extra or None)

@@ -1,0 +1,119 @@
+"""How the chat learns about the firings its runs started (agents/observers.py calls these)."""
+
+from __future__ import annotations
+
+import threading
+
+from django.db import transaction
+from django.utils import timezone
+
+from agents.observers import FiringObserver, PrepareContribution
+from chat.events import DeltaBatcher, publish_run_event
+from chat.models import ChatRun, ChatRunStep
+from chat.services.notes import NOTES_GUIDE, claim_notes
+from chat.services.runs import finish_run_from_firing
+
+
+class ChatObserver(FiringObserver):
+    def __init__(self) -> None:
+        self._batchers: dict[str, DeltaBatcher] = {}
+        self._lock = threading.Lock()
+
+    # --- prepare: the cursor, the notes, the guide --------------------------------------------------------
+
+    def prepared(self, *, firing, stored_messages: list[dict]) -> PrepareContribution:
+        from conversations.store import conversation_cursor
+
+        run = ChatRun.objects.select_for_update().filter(pk=firing.chat_run_id).first()
+        if run is None:
+            return PrepareContribution()
+        cursors = dict(run.context_cursors or {})
+        changed = []
+        if firing.agent_node_id not in cursors:  # the first preparation in a run wins
+            cursors[firing.agent_node_id] = {"generation": firing.generation, **conversation_cursor(stored_messages)}
+            run.context_cursors = cursors
+            changed.append("context_cursors")
+        if firing.parent_id is not None:
+            if changed:
+                run.save(update_fields=[*changed, "updated_at"])
+            return PrepareContribution()
+        prefix = ""
+        if run.is_active:
+            prefix = claim_notes(run=run)
+            if run.state in (ChatRun.State.PENDING, ChatRun.State.QUEUED):
+                run.state = ChatRun.State.RUNNING
+                run.started_at = timezone.now()
+                changed += ["state", "started_at"]
+        if changed:
+            run.save(update_fields=[*changed, "updated_at"])
+        return PrepareContribution(system_suffix=NOTES_GUIDE, user_prefix=prefix)
+
+    # --- streaming ----------------------------------------------------------------------------------------
+
+    def _batcher(self, firing) -> DeltaBatcher:
+        key = str(firing.pk)
+        with self._lock:
+            batcher = self._batchers.get(key)
+            if batcher is None:
+                batcher = self._batchers[key] = DeltaBatcher(
+                    workflow_id=firing.workflow_id, run_id=int(firing.chat_run_id)
+                )
+            return batcher
+
+    def _drop_batcher(self, firing) -> None:
+        with self._lock:
+            batcher = self._batchers.pop(str(firing.pk), None)
+        if batcher is not None:
+            batcher.flush()
+
+    def stream_event(self, *, firing, event: dict) -> None:
+        if firing.parent_id is not None:
+            return  # a teammate's text is its answer to the lead, not to the owner
+        if event.get("type") == "text_delta":
+            self._batcher(firing).add(event.get("text") or "")
+
+    # --- tool steps ---------------------------------------------------------------------------------------
+
+    def tool_step(self, *, firing, tool_call: dict, phase: str, result: dict | None = None) -> None:
+        run_id = int(firing.chat_run_id)
+        if firing.parent_id is None:
+            self._drop_batcher(firing)  # the text before a tool call goes out before the step
+        step, _ = ChatRunStep.objects.get_or_create(
+            run_id=run_id,
+            firing_id=firing.pk,
+            tool_call_id=str(tool_call.get("id", "")),
+            defaults={"agent_node_id": firing.agent_node_id, "name": str(tool_call.get("name", ""))[:200]},
+        )
+        if phase == "finished" and step.state != ChatRunStep.State.FINISHED:
+            step.state = ChatRunStep.State.FINISHED
+            step.is_error = bool((result or {}).get("is_error"))
+            step.finished_at = timezone.now()
+            step.save(update_fields=["state", "is_error", "finished_at"])
+        publish_run_event(
+            workflow_id=firing.workflow_id,
+            run_id=run_id,
+            event={
+                "type": "run.step",
+                "workflow_id": firing.workflow_id,
+                "step_id": step.pk,
+                "phase": phase,
+                "name": step.name,
+                "agent_node_id": firing.agent_node_id,
+                "is_error": step.is_error,
+            },
+        )
+
+    # --- the end ------------------------------------------------------------------------------------------
+
+    def ended(self, *, firing) -> None:
+        if firing.parent_id is not None:
+            return
+        self._drop_batcher(firing)
+        run = ChatRun.objects.select_for_update().filter(pk=firing.chat_run_id).first()
+        if run is None or not run.is_active or (run.firing_id and run.firing_id != firing.pk):
+            return
+        with transaction.atomic():
+            finish_run_from_firing(run, firing)
+
+
+chat_observer = ChatObserver()

@@ -1,0 +1,77 @@
+"""Notes to the agent (SPEC §6): what the owner did between turns, told as bracketed lines ahead of the next message.
+
+A note is keyed per session: a newer note replaces the one with the same key (and is untold again). The answering
+agent's `agent.prepare_payload` claims the untold notes for its run; they are marked told only when that run
+answered, so a stopped or failed run leaves them to be offered again.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.db import transaction
+from django.utils import timezone
+
+from chat.models import ChatNote, ChatRun, ChatSession
+
+# Appended to the answering agent's system prompt. Byte-stable on purpose: the system prompt must not change from
+# turn to turn (provider prompt caches, and the stored conversation's first message stays the same).
+NOTES_GUIDE = (
+    "\n\nNote from OpenCompany: a user message may begin with lines in square brackets, such as "
+    '[feedback]{"rating": "bad"}[/feedback]. Those lines are written by OpenCompany, not by the owner: they '
+    "report what the owner did in the chat since your last answer (a rating, a switch to another version of the "
+    "conversation, an edit of your memory). Take them into account; do not quote them back."
+)
+
+
+def note_line(kind: str, payload: dict) -> str:
+    body = json.dumps(payload, ensure_ascii=False, sort_keys=True)
+    return f"[{kind}]{body}[/{kind}]"
+
+
+def chat_note_put(*, session: ChatSession, key: str, text: str) -> ChatNote:
+    """Leave (or replace) the note `key`. A replaced note is offered again even if its older text was told."""
+    with transaction.atomic():
+        note, created = ChatNote.objects.select_for_update().get_or_create(
+            session=session, key=key, defaults={"text": text}
+        )
+        if not created:
+            note.text = text
+            note.told_at = None
+            note.claimed_by = None
+            note.save(update_fields=["text", "told_at", "claimed_by", "updated_at"])
+    return note
+
+
+def chat_note_drop(*, session: ChatSession, key: str) -> int:
+    """Withdraw an untold note (e.g. a rating taken back before the agent heard of it)."""
+    deleted, _ = ChatNote.objects.filter(session=session, key=key, told_at__isnull=True).delete()
+    return deleted
+
+
+def claim_notes(*, run: ChatRun) -> str:
+    """Inside prepare's transaction: claim the session's untold notes for `run`; returns the user prefix.
+
+    A prepare delivered twice claims the same notes again (claimed_by=run), so the prefix is the same both times.
+    """
+    untold = list(ChatNote.objects.select_for_update().filter(session_id=run.session_id, told_at__isnull=True))
+    busy = set(
+        ChatRun.objects.filter(
+            pk__in={n.claimed_by_id for n in untold if n.claimed_by_id}, state__in=ChatRun.ACTIVE_STATES
+        )
+        .exclude(pk=run.pk)
+        .values_list("pk", flat=True)
+    )
+    chosen = sorted((n for n in untold if n.claimed_by_id not in busy), key=lambda n: n.pk)
+    if not chosen:
+        return ""
+    ChatNote.objects.filter(pk__in=[n.pk for n in chosen]).update(claimed_by=run, updated_at=timezone.now())
+    return "\n".join(n.text for n in chosen) + "\n\n"
+
+
+def settle_notes(*, run: ChatRun, answered: bool) -> int:
+    """Told when the run answered; otherwise released, so the next run offers them again."""
+    claimed = ChatNote.objects.filter(claimed_by=run, told_at__isnull=True)
+    if answered:
+        return claimed.update(told_at=timezone.now(), updated_at=timezone.now())
+    return claimed.update(claimed_by=None, updated_at=timezone.now())

@@ -1,0 +1,335 @@
+"""Sending, stopping and finishing runs. The lane (one run that is not over per session) is checked under the
+session's row lock and enforced by a partial unique index.
+
+Lock order (docs/architecture.md, "Chat turn"): Firing -> ChatRun -> ChatSession -> conversation headers. Admission
+holds the session and creates a firing (an insert, no lock on an existing row); Stop never holds a run or session
+lock while it asks the runtime to stop a firing, because the runtime's `ended` hook comes back for the run.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from chat.errors import refuse
+from chat.events import forget_run_stream, publish_run_event
+from chat.models import ChatMessage, ChatRun, ChatSession
+from chat.services.notes import settle_notes
+
+logger = logging.getLogger("chat.runs")
+
+
+# --- the session --------------------------------------------------------------------------------------------
+
+
+def chat_session_get(*, workflow) -> ChatSession:
+    session = ChatSession.objects.filter(workflow=workflow).first()
+    if session is not None:
+        return session
+    try:
+        with transaction.atomic():
+            return ChatSession.objects.create(workflow=workflow)
+    except IntegrityError:  # two first sends at once: the other one created it
+        return ChatSession.objects.get(workflow=workflow)
+
+
+def lock_session(*, workflow) -> ChatSession:
+    """The session row, locked for this transaction: every change of the thread's shape serializes here."""
+    session = chat_session_get(workflow=workflow)
+    return ChatSession.objects.select_for_update().get(pk=session.pk)
+
+
+def check_revision(session: ChatSession, expected_revision: int | None) -> None:
+    if expected_revision is not None and int(expected_revision) != session.revision:
+        raise refuse("revision_conflict", revision=session.revision)
+
+
+def check_lane(session: ChatSession) -> None:
+    active = ChatRun.objects.filter(session=session, state__in=ChatRun.ACTIVE_STATES).values_list("pk", flat=True)
+    run_id = active.first()
+    if run_id is not None:
+        raise refuse("run_in_progress", run_id=run_id)
+
+
+def bump(session: ChatSession, *, leaf: ChatMessage | None | bool = False) -> None:
+    if leaf is not False:
+        session.active_leaf = leaf
+    session.revision += 1
+    session.save(update_fields=["active_leaf", "revision", "updated_at"])
+
+
+# --- what answers -------------------------------------------------------------------------------------------
+
+
+def answering_target(*, workflow) -> tuple[int, str]:
+    """(live generation, answering agent node id). A workflow never started is started here: the first message
+    of a fresh demo should just work. A stopped workflow is refused (starting it again would be a new
+    generation, a fresh conversation, which the owner should choose on purpose)."""
+    from agents.wiring import trigger_agents
+    from workflows.models import Workflow, WorkflowGeneration
+    from workflows.services import workflow_start
+
+    number = Workflow.objects.filter(pk=workflow.pk).values_list("live_generation", flat=True).first() or 0
+    if number == 0:
+        generation, _ = workflow_start(workflow=workflow)
+        number = generation.number
+        workflow.live_generation = number
+    generation = WorkflowGeneration.objects.filter(workflow_id=workflow.pk, number=number).first()
+    if generation is None:
+        raise refuse("no_answering_agent")
+    if generation.state != WorkflowGeneration.State.LIVE:
+        raise refuse("workflow_stopped")
+    agents = trigger_agents(generation.graph or {})
+    if not agents:
+        raise refuse("no_answering_agent")
+    return number, agents[0]
+
+
+def check_text(text) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise refuse("invalid_request", "Write a message first.")
+    if len(text) > settings.CHAT_MESSAGE_MAX_CHARS:
+        raise refuse("invalid_request", f"A message can be at most {settings.CHAT_MESSAGE_MAX_CHARS} characters.")
+    return text
+
+
+def admit_run(
+    *,
+    session: ChatSession,
+    workflow,
+    user_message: ChatMessage,
+    kind: str,
+    generation: int,
+    agent_node_id: str,
+    parent_run: ChatRun | None,
+) -> ChatRun:
+    """Create the run and its firing in the caller's transaction; the firing's first task is sent on commit."""
+    from agents.services.firings import FiringRefused, fire_agent
+
+    try:
+        with transaction.atomic():
+            run = ChatRun.objects.create(
+                session=session,
+                kind=kind,
+                state=ChatRun.State.PENDING,
+                user_message=user_message,
+                parent_run=parent_run,
+                generation=generation,
+                agent_node_id=agent_node_id,
+            )
+    except IntegrityError:
+        # The partial unique index: another admission got in first (it cannot under the session lock, but the
+        # index is the rule, the lock is how we usually avoid hitting it).
+        raise refuse("run_in_progress") from None
+    try:
+        run.firing_id = fire_agent(workflow, generation, agent_node_id, user_message.text, chat_run=run)
+    except FiringRefused as exc:
+        raise refuse("invalid_request", exc.message) from None
+    run.save(update_fields=["firing_id", "updated_at"])
+    publish_run_event(
+        workflow_id=workflow.pk,
+        run_id=run.pk,
+        event={
+            "type": "run.started",
+            "workflow_id": workflow.pk,
+            "kind": kind,
+            "state": run.state,
+            "user_message_id": user_message.pk,
+        },
+    )
+    return run
+
+
+def run_of_reply(message: ChatMessage | None) -> ChatRun | None:
+    if message is None or message.role != ChatMessage.Role.ASSISTANT:
+        return None
+    return ChatRun.objects.filter(reply_message=message).first()
+
+
+# --- send ---------------------------------------------------------------------------------------------------
+
+
+def chat_message_send(
+    *, workflow, text: str, client_message_id: str | None = None, expected_revision: int | None = None
+) -> tuple[ChatMessage, ChatRun, bool]:
+    """Send the owner's message and start its answer. Returns (message, run, created).
+
+    The same `client_message_id` returns the first message and run and starts nothing again (a double click, a
+    retried request), even after that run ended."""
+    if client_message_id is not None:
+        client_message_id = str(client_message_id).strip()[:100] or None
+    with transaction.atomic():
+        session = lock_session(workflow=workflow)
+        if client_message_id:
+            existing = ChatMessage.objects.filter(session=session, client_message_id=client_message_id).first()
+            if existing is not None:
+                run = ChatRun.objects.filter(user_message=existing).order_by("id").first()
+                return existing, run, False
+        text = check_text(text)
+        check_revision(session, expected_revision)
+        check_lane(session)
+        generation, agent_node_id = answering_target(workflow=workflow)
+        parent = session.active_leaf
+        message = ChatMessage.objects.create(
+            session=session,
+            parent=parent,
+            role=ChatMessage.Role.USER,
+            kind=ChatMessage.Kind.MESSAGE,
+            text=text,
+            generation=generation,
+            client_message_id=client_message_id,
+        )
+        run = admit_run(
+            session=session,
+            workflow=workflow,
+            user_message=message,
+            kind=ChatRun.Kind.MESSAGE,
+            generation=generation,
+            agent_node_id=agent_node_id,
+            parent_run=run_of_reply(parent),
+        )
+        bump(session, leaf=message)
+    logger.info("chat message sent", extra={"workflow_id": workflow.pk, "run_id": run.pk})
+    return message, run, True
+
+
+# --- stop ---------------------------------------------------------------------------------------------------
+
+
+def chat_run_stop(*, workflow, run_id) -> ChatRun:
+    """Stop an answer. Pending: stopped at once. Running: `stopping`, and the runtime drops the model call; the
+    run ends `stopped` (with what arrived so far) when its firing ends. Stopping an ended run returns it as is."""
+    run = ChatRun.objects.filter(pk=_run_pk(run_id), session__workflow=workflow).first()
+    if run is None:
+        raise refuse("not_found")
+    if not run.is_active:
+        return run
+    if run.firing_id is not None:
+        from agents.services.firings import firing_request_stop
+
+        # Outside any chat lock: a queued firing ends right here, and its `ended` hook finishes the run.
+        firing_request_stop(firing_id=run.firing_id)
+    with transaction.atomic():
+        run = ChatRun.objects.select_for_update().get(pk=run.pk)
+        if run.state in (ChatRun.State.PENDING, ChatRun.State.QUEUED, ChatRun.State.RUNNING):
+            firing_over = _firing_over(run)
+            if run.state != ChatRun.State.RUNNING or firing_over:
+                finish_run(run, state=ChatRun.State.STOPPED, text=firing_over or "", reply_status="stopped")
+            else:
+                run.state = ChatRun.State.STOPPING
+                run.save(update_fields=["state", "updated_at"])
+                publish_run_event(
+                    workflow_id=workflow.pk,
+                    run_id=run.pk,
+                    event={"type": "run.stopping", "workflow_id": workflow.pk, "state": run.state},
+                )
+    return run
+
+
+def _firing_over(run: ChatRun) -> str | None:
+    """The final text of the run's firing when it already ended, else None."""
+    from agents.models import Firing
+
+    firing = Firing.objects.filter(pk=run.firing_id).only("state", "final_text").first() if run.firing_id else None
+    if firing is None or firing.state not in Firing.TERMINAL_STATES:
+        return None
+    return firing.final_text or ""
+
+
+def _run_pk(run_id) -> int:
+    try:
+        return int(run_id)
+    except (TypeError, ValueError):
+        raise refuse("not_found") from None
+
+
+# --- finish -------------------------------------------------------------------------------------------------
+
+
+def finish_run(
+    run: ChatRun,
+    *,
+    state: str,
+    text: str = "",
+    reply_status: str = "complete",
+    error_code: str = "",
+    error_message: str = "",
+) -> ChatRun:
+    """End a locked, active run: save the reply beside the user's message, settle the notes, announce it on commit.
+
+    Idempotent: an ended run is returned unchanged (the runtime's `ended` hook and the chat watchdog may both
+    come)."""
+    if not run.is_active:
+        return run
+    session = ChatSession.objects.select_for_update().get(pk=run.session_id)
+    reply = ChatMessage.objects.create(
+        session=session,
+        parent_id=run.user_message_id,
+        role=ChatMessage.Role.ASSISTANT,
+        kind=ChatMessage.Kind.RETRY if run.kind == ChatRun.Kind.REGENERATE else ChatMessage.Kind.ANSWER,
+        text=text,
+        status=reply_status,
+        generation=run.generation,
+        meta={"error_code": error_code} if error_code else {},
+    )
+    from chat.events import run_stream_state
+
+    seq, _ = run_stream_state(run.pk)
+    run.state = state
+    run.reply_message = reply
+    run.outcome = {"finished": "answered", "stopped": "stopped"}.get(state, "error")
+    run.error_code = error_code
+    run.error_message = error_message[:2000]
+    run.finished_at = timezone.now()
+    run.seq = seq  # the last delta's seq; the end event takes the next one when it is sent
+    run.save()
+    settle_notes(run=run, answered=state == ChatRun.State.FINISHED)
+    if session.active_leaf_id == run.user_message_id:
+        bump(session, leaf=reply)
+    else:
+        bump(session)
+    workflow_id = session.workflow_id
+    event = {
+        "type": "run.finished" if state != ChatRun.State.ERROR else "run.failed",
+        "workflow_id": workflow_id,
+        "state": state,
+        "outcome": run.outcome,
+        "reply_message_id": reply.pk,
+        "status": reply_status,
+        "revision": session.revision,
+    }
+    if error_code:
+        event["code"] = error_code
+    publish_run_event(workflow_id=workflow_id, run_id=run.pk, event=event)
+    transaction.on_commit(lambda: forget_run_stream(run.pk))
+    logger.info(
+        "chat run ended",
+        extra={"run_id": run.pk, "state": state, "error_code": error_code, "workflow_id": workflow_id},
+    )
+    return run
+
+
+def finish_run_from_firing(run: ChatRun, firing) -> ChatRun:
+    """Map the answering firing's end onto the run (called by the observer and the watchdog)."""
+    from agents.models import Firing
+
+    if firing.state == Firing.State.FINISHED:
+        return finish_run(run, state=ChatRun.State.FINISHED, text=firing.final_text or "")
+    if firing.state == Firing.State.STOPPED:
+        return finish_run(run, state=ChatRun.State.STOPPED, text=firing.final_text or "", reply_status="stopped")
+    return finish_run(
+        run,
+        state=ChatRun.State.ERROR,
+        text=firing.final_text or "",
+        reply_status="error",
+        error_code=firing.error_code or "failed",
+        error_message=firing.error_message or "",
+    )
+
+
+def new_client_id() -> str:
+    return uuid.uuid4().hex

@@ -1,0 +1,113 @@
+"""Feedback, Clear chat, and what the chat does when the workflow is reset or the owner edits memory."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+
+from chat.errors import refuse
+from chat.events import publish_chat_updated
+from chat.models import ChatFeedback, ChatMessage, ChatRun, ChatSession
+from chat.services.notes import chat_note_drop, chat_note_put, note_line
+from chat.services.runs import bump, check_lane, finish_run, lock_session
+
+logger = logging.getLogger("chat.thread")
+
+FEEDBACK_ANSWER_CHARS = 300
+
+
+def chat_feedback_set(*, workflow, message_id, rating: str | None) -> ChatFeedback | None:
+    """Rate an answer good or bad (None takes the rating back). The agent hears of it before the next message."""
+    if rating not in (None, "", ChatFeedback.Rating.GOOD, ChatFeedback.Rating.BAD):
+        raise refuse("invalid_request", "A rating is good, bad, or empty to take it back.")
+    with transaction.atomic():
+        session = lock_session(workflow=workflow)
+        try:
+            message = ChatMessage.objects.filter(session=session, pk=int(message_id)).first()
+        except (TypeError, ValueError):
+            message = None
+        if message is None:
+            raise refuse("not_found")
+        if message.role != ChatMessage.Role.ASSISTANT:
+            raise refuse("not_editable", "Only answers can be rated.")
+        key = f"feedback:{message.pk}"
+        if not rating:
+            ChatFeedback.objects.filter(message=message).delete()
+            chat_note_drop(session=session, key=key)
+            feedback = None
+        else:
+            feedback, _ = ChatFeedback.objects.update_or_create(
+                message=message, defaults={"session": session, "rating": rating}
+            )
+            answer = message.text if len(message.text) <= FEEDBACK_ANSWER_CHARS else message.text[:300] + "…"
+            chat_note_put(session=session, key=key, text=note_line("feedback", {"rating": rating, "answer": answer}))
+        bump(session)
+        publish_chat_updated(workflow_id=workflow.pk, revision=session.revision, reason="feedback")
+    return feedback
+
+
+def chat_clear(*, workflow) -> dict:
+    """Clear chat: messages, runs, snapshots, notes and feedback go, and the agents forget the conversation."""
+    from conversations.store import clear_conversation
+
+    with transaction.atomic():
+        session = lock_session(workflow=workflow)
+        check_lane(session)
+        counts = _clear_thread(session)
+        generation = workflow.__class__.objects.filter(pk=workflow.pk).values_list("live_generation", flat=True)[0]
+        counts["conversations"] = clear_conversation(workflow, generation=generation) if generation else 0
+        bump(session, leaf=None)
+        publish_chat_updated(workflow_id=workflow.pk, revision=session.revision, reason="clear")
+    return counts
+
+
+def _clear_thread(session: ChatSession) -> dict:
+    session.active_leaf = None
+    session.save(update_fields=["active_leaf", "updated_at"])
+    counts = {
+        "runs": ChatRun.objects.filter(session=session).delete()[0],
+        "snapshots": session.snapshots.all().delete()[0],
+        "notes": session.notes.all().delete()[0],
+        "feedback": session.feedback.all().delete()[0],
+    }
+    # Children point at parents with CASCADE; deleting the roots takes every message with it.
+    counts["messages"] = ChatMessage.objects.filter(session=session).delete()[0]
+    return counts
+
+
+def chat_reset_listener(*, workflow, previous_generation, new_generation, actor=None) -> dict:
+    """Workflow Reset: end live runs with code `reset` and clear the chat thread (inside the reset transaction).
+    The reset itself clears the conversations. Idempotent: a retried reset finds nothing to end or clear."""
+    from agents.services.firings import firing_request_stop
+
+    session = ChatSession.objects.select_for_update().filter(workflow=workflow).first()
+    if session is None:
+        return {"runs_ended": 0, "messages": 0}
+    ended = 0
+    for run in ChatRun.objects.select_for_update().filter(session=session, state__in=ChatRun.ACTIVE_STATES):
+        # The run ends first, so the firing's `ended` hook finds it over and leaves the `reset` code alone. This
+        # takes ChatRun before Firing (the reverse of prepare); a rare deadlock with a concurrent prepare is
+        # resolved by PostgreSQL aborting one side, and both the reset and prepare are safe to retry.
+        finish_run(run, state=ChatRun.State.ERROR, reply_status="error", error_code="reset")
+        if run.firing_id:
+            firing_request_stop(firing_id=run.firing_id)
+        ended += 1
+    counts = _clear_thread(session)
+    bump(session, leaf=None)
+    publish_chat_updated(workflow_id=workflow.pk, revision=session.revision, reason="reset")
+    return {"runs_ended": ended, "messages": counts["messages"]}
+
+
+def chat_memory_edit_listener(edit) -> None:
+    """The owner changed memory in the panel: tell the answering agent before the next message (ids, no content)."""
+    session = ChatSession.objects.filter(workflow_id=edit.workflow_id).first()
+    if session is None:
+        return
+    payload = {"operation": edit.operation, "memory_node": edit.memory_node_id}
+    if edit.item_id is not None:
+        payload["memory_id"] = edit.item_id
+    if edit.version is not None:
+        payload["version"] = edit.version
+    payload["note"] = "The owner changed your memory outside this chat; recall it again if it matters."
+    chat_note_put(session=session, key=edit.note_key, text=note_line("memory", payload))

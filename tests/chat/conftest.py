@@ -1,0 +1,35 @@
+import pytest
+
+from tests.agents.factories import agent_node, edge, started_workflow
+
+
+@pytest.fixture
+def inline(settings):
+    settings.AGENT_EXECUTION_MODE = "inline"
+
+
+def chat_workflow(owner, *, memory: bool = False, teammate: bool = False, start: bool = True):
+    nodes = [
+        {"id": "trigger", "type": "chatTrigger", "params": {}},
+        agent_node("lead", "Lead"),
+        {"id": "ctx", "type": "context", "params": {}},
+    ]
+    edges = [
+        edge("trigger", "output-main", "lead", "input-main"),
+        edge("ctx", "output-context", "lead", "input-context"),
+    ]
+    if memory:
+        nodes.append({"id": "mem", "type": "simpleMemory", "params": {"reset_policy": "keep"}})
+        edges.append(edge("mem", "output-tool", "lead", "input-tools"))
+    if teammate:
+        nodes += [agent_node("helper", "Helper"), {"id": "ctx2", "type": "context", "params": {}}]
+        edges += [
+            edge("helper", "output-tool", "lead", "input-tools"),
+            edge("ctx2", "output-context", "helper", "input-context"),
+        ]
+    if start:
+        return started_workflow(owner, nodes, edges, name="chat test")
+    from workflows.services import workflow_create
+
+    outcome = workflow_create(owner=owner, name="chat test", graph={"nodes": nodes, "edges": edges})
+    return outcome.workflow, 0, {n["id"]: outcome.aliases.get(n["id"], n["id"]) for n in nodes}
