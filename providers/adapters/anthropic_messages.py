@@ -203,7 +203,7 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     try:
         events = client.messages.create(stream=True, **params)
         try:
-            for event in events:
+            for event in stream.pump(events, events.close):
                 received_any = True
                 kind = event.type
                 if kind == "message_start":
@@ -270,6 +270,7 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     except Exception as exc:
         raise map_error(exc, api_key=api_key) from exc
 
+    stopped = stopped or stream.stop_requested
     if not finished and not stopped:
         raise TruncatedStreamError(f"{PROVIDER}: the stream ended before message_stop", provider=PROVIDER)
     wire_blocks = [blocks[i] for i in sorted(blocks)]

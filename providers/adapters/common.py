@@ -4,6 +4,9 @@ express at a given provider. Policies only shape the outgoing request; the store
 from __future__ import annotations
 
 import logging
+import queue
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from conversations.wire import text_of
@@ -13,12 +16,62 @@ from ..types import ChatRequest, EventCallback, StopCheck
 logger = logging.getLogger("providers")
 
 
+STOP_POLL_S = 0.05
+_DONE = object()
+
+
 class Stream:
     """Event fan-out and Stop polling for one call."""
 
     def __init__(self, on_event: EventCallback | None, should_stop: StopCheck | None):
         self._on_event = on_event
         self._should_stop = should_stop
+        self.stop_requested = False
+
+    def pump(self, items: Iterable, close: Callable[[], None] | None = None) -> Iterator:
+        """Yield the SDK's stream items, read on a helper thread, while polling Stop every STOP_POLL_S.
+
+        A blocked socket read cannot be interrupted from another thread, so waiting for the next event in this
+        thread would make Stop wait for the provider. Instead the reader runs apart; on Stop this generator ends
+        at once (stop_requested is set), the stream is closed best-effort and the reader is abandoned: it finishes
+        when the connection does. Events are still handled on the caller's thread, in order.
+        """
+        if self._should_stop is None:
+            yield from items
+            return
+        inbox: queue.Queue = queue.Queue()
+        abandoned = threading.Event()
+
+        def read() -> None:
+            try:
+                for item in items:
+                    if abandoned.is_set():
+                        return
+                    inbox.put((item, None))
+            except BaseException as exc:  # handed to the caller's thread, which raises it
+                inbox.put((_DONE, exc))
+                return
+            inbox.put((_DONE, None))
+
+        threading.Thread(target=read, name="provider-stream", daemon=True).start()
+        try:
+            while True:
+                if self.stopped():
+                    self.stop_requested = True
+                    return
+                try:
+                    item, error = inbox.get(timeout=STOP_POLL_S)
+                except queue.Empty:
+                    continue
+                if error is not None:
+                    raise error
+                if item is _DONE:
+                    return
+                yield item
+        finally:
+            abandoned.set()
+            if self.stop_requested and close is not None:
+                threading.Thread(target=_quietly, args=(close,), daemon=True).start()
 
     def emit(self, event: dict) -> None:
         if self._on_event is None:
@@ -30,6 +83,13 @@ class Stream:
 
     def stopped(self) -> bool:
         return bool(self._should_stop and self._should_stop())
+
+
+def _quietly(call: Callable[[], None]) -> None:
+    try:
+        call()
+    except Exception:  # closing an abandoned stream is best-effort
+        logger.debug("closing an abandoned provider stream failed", exc_info=True)
 
 
 def system_text(messages: list[dict]) -> str:

@@ -318,7 +318,7 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     chunks = None
     try:
         chunks = client.models.generate_content_stream(model=request.model, contents=contents, config=gen_config)
-        for chunk in chunks:
+        for chunk in stream.pump(chunks):
             received_any = True
             assembler.response_id = assembler.response_id or chunk.response_id
             if chunk.usage_metadata is not None:
@@ -350,10 +350,15 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     except Exception as exc:
         raise map_error(exc, api_key=api_key) from exc
     finally:
+        # After Stop the abandoned reader thread still owns the generator; it ends with the connection.
         close = getattr(chunks, "close", None)
-        if close is not None:
-            close()
+        if close is not None and not stream.stop_requested:
+            try:
+                close()
+            except ValueError:  # still running on the reader thread
+                pass
 
+    stopped = stopped or stream.stop_requested
     if finish is None and not stopped:
         raise TruncatedStreamError(f"{PROVIDER}: the stream ended without a finishReason", provider=PROVIDER)
     if stopped:

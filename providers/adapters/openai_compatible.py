@@ -135,7 +135,7 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     try:
         chunks = client.chat.completions.create(stream=True, **params)
         try:
-            for chunk in chunks:
+            for chunk in stream.pump(chunks, chunks.close):
                 received_any = True
                 completion_id = completion_id or chunk.id
                 if chunk.usage is not None:
@@ -190,6 +190,7 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     except Exception as exc:
         raise map_openai_error(exc, provider=PROVIDER, api_key=api_key) from exc
 
+    stopped = stopped or stream.stop_requested
     if finish is None and not stopped:
         raise TruncatedStreamError(f"{PROVIDER}: the stream ended without a finish_reason", provider=PROVIDER)
     blocks: list[dict] = []

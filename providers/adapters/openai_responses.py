@@ -230,7 +230,7 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     try:
         events = client.responses.create(stream=True, **params)
         try:
-            for event in events:
+            for event in stream.pump(events, events.close):
                 received_any = True
                 data = _item_dict(event)
                 kind = data.get("type")
@@ -282,6 +282,7 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     except Exception as exc:
         raise map_openai_error(exc, provider=PROVIDER, api_key=api_key) from exc
 
+    stopped = stopped or stream.stop_requested
     if final is None and not stopped:
         raise TruncatedStreamError(f"{PROVIDER}: the stream ended before response.completed", provider=PROVIDER)
 

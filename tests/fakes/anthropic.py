@@ -17,9 +17,9 @@ from .base import (
     Text,
     Think,
     Turn,
-    cut_index,
     json_reply,
     sse_frame,
+    stream_of,
 )
 
 ERROR_TYPES = {
@@ -273,4 +273,4 @@ class FakeAnthropic(FakeProviderServer):
             }
         )
         emit({"type": "message_stop"}, "terminal")
-        return SSE(frames, cut_index(labels, turn.cut), turn.chunk_delay_s)
+        return stream_of(frames, labels, turn)

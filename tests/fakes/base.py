@@ -55,6 +55,7 @@ class Turn:
     reasoning_tokens: int = 4
     cut: str | None = None
     chunk_delay_s: float = 0.0
+    pause_after_first_text_s: float = 0.0  # a slow provider: a long silence right after the first text delta
 
 
 @dataclass
@@ -88,6 +89,7 @@ class SSE:
     frames: list[bytes]
     cut_at: int | None = None
     delay_s: float = 0.0
+    pauses: dict[int, float] = field(default_factory=dict)  # frame index -> seconds of silence after it
 
 
 class Rejected(Exception):
@@ -242,11 +244,13 @@ class FakeProviderServer:
         handler.end_headers()
         frames = sse.frames if sse.cut_at is None else sse.frames[: sse.cut_at]
         try:
-            for frame in frames:
+            for index, frame in enumerate(frames):
                 handler.wfile.write(frame)
                 handler.wfile.flush()
                 if sse.delay_s:
                     time.sleep(sse.delay_s)
+                if index in sse.pauses:
+                    time.sleep(sse.pauses[index])
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client dropped the stream (Stop): that is allowed
         handler.close_connection = True
@@ -273,3 +277,10 @@ def cut_index(frames_meta: list[str], cut: str | None) -> int | None:
     if label not in frames_meta:
         raise AssertionError(f"cannot cut at {cut!r}: the turn has no such part")
     return frames_meta.index(label) + 1
+
+
+def stream_of(frames: list[bytes], labels: list[str], turn: Turn) -> SSE:
+    pauses = {}
+    if turn.pause_after_first_text_s and "text_delta" in labels:
+        pauses[labels.index("text_delta")] = turn.pause_after_first_text_s
+    return SSE(frames, cut_index(labels, turn.cut), turn.chunk_delay_s, pauses)

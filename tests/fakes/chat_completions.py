@@ -18,9 +18,9 @@ from .base import (
     Text,
     Think,
     Turn,
-    cut_index,
     json_reply,
     sse_frame,
+    stream_of,
 )
 
 
@@ -165,4 +165,4 @@ class FakeChatCompletions(FakeProviderServer):
         )
         frames.append(b"data: [DONE]\n\n")
         labels.append("")
-        return SSE(frames, cut_index(labels, turn.cut), turn.chunk_delay_s)
+        return stream_of(frames, labels, turn)

@@ -17,9 +17,9 @@ from .base import (
     Text,
     Think,
     Turn,
-    cut_index,
     json_reply,
     sse_frame,
+    stream_of,
 )
 
 STATUS_NAMES = {
@@ -192,4 +192,4 @@ class FakeGemini(FakeProviderServer):
             else:
                 raise AssertionError(f"gemini fake cannot render {part!r}")
         chunk(None, "terminal", finish="MAX_TOKENS" if turn.stop == "max_tokens" else "STOP", usage=True)
-        return SSE(frames, cut_index(labels, turn.cut), turn.chunk_delay_s)
+        return stream_of(frames, labels, turn)

@@ -18,9 +18,9 @@ from .base import (
     Text,
     Think,
     Turn,
-    cut_index,
     json_reply,
     sse_frame,
+    stream_of,
 )
 
 ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 429: "rate_limit_error"}
@@ -303,4 +303,4 @@ class FakeOpenAIResponses(FakeProviderServer):
         else:
             emit({"type": "response.completed", "response": final}, "terminal")
         self.outputs.append(output)
-        return SSE(frames, cut_index(labels, turn.cut), turn.chunk_delay_s)
+        return stream_of(frames, labels, turn)
