@@ -6,7 +6,7 @@ import json
 import logging
 
 import pytest
-from django.db import connection, transaction
+from django.db import transaction
 
 from conversations.models import AgentConversation, ConversationMessage
 from conversations.store import (
