@@ -7,7 +7,6 @@ single user message Anthropic requires right after the assistant message that ma
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import anthropic
@@ -326,6 +325,3 @@ def count_input_tokens(request: ChatRequest) -> int:
     except Exception as exc:
         raise map_error(exc, api_key=api_key) from exc
     return int(result.input_tokens)
-
-
-_ = json

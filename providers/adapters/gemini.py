@@ -4,7 +4,7 @@ Thought signatures ride on individual parts (a thought part, a text part or a fu
 on the very same part. Stored form:
 - blocks: thought parts -> thinking {signature: its base64 or null, provider: "gemini"}; text parts -> text (text
   streamed over several parts is merged into one block, closed by the part that carries a signature);
-  functionCall parts -> tool_call.
+  functionCall parts -> tool_call (Gemini sends arguments as an object, so arguments_raw is its JSON text).
 - provider_state["gemini"] = {"response_id", "signatures": [{"index", "type", "id"?, "signature"}] for signatures
   on text and tool_call blocks, "synthetic_call_ids": [ids we made up because the API sent none]}.
 Automatic function calling and automatic continuation are off: the runtime runs tools, one request per step.
@@ -378,7 +378,6 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
             stop_reason = "refusal"
         else:
             stop_reason = "other"
-    kept = {id(b) for b in blocks}
     signatures = [s for s in assembler.signatures if s["index"] < len(assembler.blocks)]
     if stopped:
         # Indices refer to the full list; re-point them at the kept blocks.
@@ -389,7 +388,6 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
                 remap[index] = position
                 position += 1
         signatures = [{**s, "index": remap[s["index"]]} for s in signatures if s["index"] in remap]
-    _ = kept
     state = {"response_id": assembler.response_id, "signatures": signatures}
     if assembler.synthetic:
         state["synthetic_call_ids"] = assembler.synthetic

@@ -10,7 +10,6 @@ go back byte-identical and in place), and a portable item built from the block o
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import openai
@@ -18,7 +17,7 @@ import openai
 from conversations.wire import text_block, tool_call_block
 
 from .. import config
-from ..errors import ProviderError, ServerError, TruncatedStreamError, classify_status
+from ..errors import ProviderError, TruncatedStreamError, classify_status
 from ..types import ChatRequest, ChatResult, Usage
 from .common import Stream, data_url_parts, image_placeholder, own_thinking, system_text
 from .openai_errors import CONTEXT_MARKERS, map_openai_error
@@ -334,6 +333,3 @@ def count_input_tokens(request: ChatRequest) -> int:
     except Exception as exc:
         raise map_openai_error(exc, provider=PROVIDER, api_key=api_key) from exc
     return int(result.input_tokens)
-
-
-_ = (json, ServerError)

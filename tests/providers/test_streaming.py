@@ -213,3 +213,12 @@ def test_stop_does_not_wait_for_a_slow_provider(fakes, provider):
     [text] = result.message["blocks"]
     assert text["stopped"] is True and "Saving it now, please wait.".startswith(text["text"])
     assert returned_at - pressed_at[0] < 1.0
+
+
+def test_sockets_to_anything_but_loopback_fail():
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        with pytest.raises(RuntimeError, match="127.0.0.1"):
+            sock.connect(("192.0.2.1", 443))
