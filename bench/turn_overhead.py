@@ -1,0 +1,187 @@
+#!/usr/bin/env python
+"""What a turn costs the runtime itself: broker hops, database writes, the worker's bookkeeping.
+
+With the offline provider at zero delay (so the provider call is ~free), measures
+
+  * latency from `fire_agent` to the persisted turn (Firing.created_at -> finished_at, both stamped by the
+    database), p50/p95 over N sequential turns spread over 10 conversations;
+  * throughput: turns per second with 1, 4 and 16 conversations driven concurrently (each conversation fires
+    its next turn as soon as the previous one is persisted).
+
+It runs against the embedded services (or DATABASE_URL/REDIS_URL), starts its own Celery worker process, and
+removes the rows it made. Usage:
+
+    .venv/bin/python bench/turn_overhead.py [--turns 200] [--concurrency 2] [--per-conversation 15]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "opencompany.settings.base")
+os.environ.setdefault("LOG_LEVEL", "WARNING")
+
+import django  # noqa: E402
+
+django.setup()
+
+from django.conf import settings  # noqa: E402
+from django.contrib.auth import get_user_model  # noqa: E402
+from django.db import close_old_connections  # noqa: E402
+
+from agents.models import Firing  # noqa: E402
+from agents.services.firings import fire_agent  # noqa: E402
+from workflows.services import workflow_create, workflow_start  # noqa: E402
+
+
+def percentile(values: list[float], fraction: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def make_workflow(owner, index: int):
+    graph = {
+        "nodes": [
+            {"id": "t", "type": "chatTrigger", "params": {}},
+            {
+                "id": "a",
+                "type": "agent",
+                "params": {
+                    "name": "Bench",
+                    "provider": "offline",
+                    "model": "offline-echo",
+                    "system_prompt": "Be brief.",
+                },
+            },
+            {"id": "c", "type": "context", "params": {}},
+        ],
+        "edges": [
+            {"source": "t", "sourceHandle": "output-main", "target": "a", "targetHandle": "input-main"},
+            {"source": "c", "sourceHandle": "output-context", "target": "a", "targetHandle": "input-context"},
+        ],
+    }
+    outcome = workflow_create(owner=owner, name=f"bench {index}", graph=graph)
+    generation, _ = workflow_start(workflow=outcome.workflow)
+    return outcome.workflow, generation.number, outcome.aliases["a"]
+
+
+def wait_finished(firing_id, timeout: float = 60) -> Firing:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        firing = Firing.objects.filter(pk=firing_id).only("state", "created_at", "finished_at", "error_code").first()
+        if firing.state in Firing.TERMINAL_STATES:
+            if firing.state != Firing.State.FINISHED:
+                raise RuntimeError(f"firing ended {firing.state} ({firing.error_code})")
+            return firing
+        time.sleep(0.001)
+    raise TimeoutError("a turn did not finish")
+
+
+def start_worker(concurrency: int) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "DATABASE_URL": settings.DATABASE_URL,
+        "REDIS_URL": settings.REDIS_URL,
+        "OFFLINE_PROVIDER_DELAY_MS": "0",
+        "LOG_LEVEL": "WARNING",
+    }
+    args = [sys.executable, "-m", "celery", "-A", "opencompany", "worker", "-Q", "agent", "-c", str(concurrency)]
+    args += [
+        "--loglevel",
+        os.environ.get("BENCH_WORKER_LOGLEVEL", "WARNING"),
+        "--without-mingle",
+        "--without-gossip",
+        "-n",
+        f"bench{os.getpid()}@%h",
+    ]
+    process = subprocess.Popen(
+        args,
+        cwd=ROOT,
+        env=env,
+        stdout=open(os.environ.get("BENCH_WORKER_LOG", os.devnull), "w"),  # noqa: SIM115 (lives with the worker)
+        stderr=subprocess.STDOUT,
+    )
+    return process
+
+
+def latency(conversations, turns: int) -> list[float]:
+    samples = []
+    for i in range(turns):
+        workflow, generation, agent = conversations[i % len(conversations)]
+        firing = wait_finished(fire_agent(workflow, generation, agent, f"turn {i}: how are you?"))
+        samples.append((firing.finished_at - firing.created_at).total_seconds() * 1000)
+    return samples
+
+
+def throughput(conversations, per_conversation: int) -> float:
+    errors = []
+
+    def drive(conversation):
+        workflow, generation, agent = conversation
+        try:
+            for i in range(per_conversation):
+                wait_finished(fire_agent(workflow, generation, agent, f"load turn {i}"))
+        except Exception as exc:  # reported below; a bench must not hide failures
+            errors.append(exc)
+        finally:
+            close_old_connections()
+
+    threads = [threading.Thread(target=drive, args=(c,)) for c in conversations]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.monotonic() - started
+    if errors:
+        raise RuntimeError(f"{len(errors)} conversations failed: {errors[0]}")
+    return len(conversations) * per_conversation / elapsed
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--concurrency", type=int, default=4, help="worker processes")
+    parser.add_argument("--per-conversation", type=int, default=15)
+    args = parser.parse_args()
+    settings.AGENT_EXECUTION_MODE = "celery"
+
+    owner = get_user_model().objects.create_user(username=f"bench-{os.getpid()}-{int(time.time())}")
+    worker = start_worker(args.concurrency)
+    try:
+        conversations = [make_workflow(owner, i) for i in range(16)]
+        # Warm up: worker pool processes import and connect on their first tasks.
+        for conversation in conversations[:4]:
+            wait_finished(fire_agent(*conversation, "warm up"), timeout=120)
+        samples = latency(conversations[:10], args.turns)
+        print(f"turn overhead, offline provider at zero delay, worker concurrency {args.concurrency}")
+        print(
+            f"  fire_agent -> persisted turn over {len(samples)} turns: "
+            f"p50 {statistics.median(samples):.1f} ms  p95 {percentile(samples, 0.95):.1f} ms  "
+            f"max {max(samples):.1f} ms"
+        )
+        for count in (1, 4, 16):
+            rate = throughput(conversations[:count], args.per_conversation)
+            print(f"  {count:>2} concurrent conversations: {rate:.1f} turns/s")
+    finally:
+        worker.terminate()
+        try:
+            worker.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+        owner.delete()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
