@@ -104,3 +104,29 @@ def test_summarize_failure_raises_a_provider_error(openai_fake, monkeypatch):
     openai_fake.push(ErrorReply(500, "boom"))
     with pytest.raises(ServerError):
         summarize(provider="openai", model="gpt-5", messages=[text_message("user", "x")], api_key="sk-x-123456")
+
+
+def test_openai_compatible_needs_a_base_url():
+    req = ChatRequest(provider="openai_compatible", model="qwen3", messages=[text_message("user", "hi")])
+    from providers import ChatUnifier
+
+    with pytest.raises(InvalidRequestError, match="OPENAI_COMPATIBLE_BASE_URL"):
+        ChatUnifier().chat(req)
+
+
+def test_keys_and_base_urls_come_from_the_environment(compat_fake, monkeypatch):
+    from providers import ChatUnifier
+
+    monkeypatch.setenv("OPENAI_COMPATIBLE_BASE_URL", compat_fake.base_url)
+    monkeypatch.setenv("OPENAI_COMPATIBLE_API_KEY", "sk-from-env-123")
+    compat_fake.push(Turn([Text("hi")]))
+    req = ChatRequest(provider="openai_compatible", model="qwen3", messages=[text_message("user", "hi")])
+    assert ChatUnifier().chat(req).message["blocks"] == [{"type": "text", "text": "hi"}]
+    assert compat_fake.requests[-1].headers["authorization"] == "Bearer sk-from-env-123"
+
+
+def test_unknown_provider_is_an_invalid_request():
+    from providers import ChatUnifier
+
+    with pytest.raises(InvalidRequestError, match="unknown provider"):
+        ChatUnifier().chat(ChatRequest(provider="acme", model="m", messages=[]))
