@@ -78,7 +78,7 @@ def context_panel(request, workflow_id: int):
         "target": target,
         "tab": tab,
         "header": header,
-        "messages": [_view_message(r["position"], r["message"]) for r in rows],
+        "wires": [_view_message(r["position"], r["message"]) for r in rows],
         "raw": selectors.pretty_json([r["message"] for r in rows]) if tab == "raw" else "",
         "offset": offset,
         "next_offset": offset + PAGE_MESSAGES if header and offset + PAGE_MESSAGES < header.message_count else None,

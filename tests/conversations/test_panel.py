@@ -1,0 +1,207 @@
+"""The Context panel page and its REST handlers (SPEC §2 invariant 11): live generation only, narrowed to the agent
+a Context node serves, every block type rendered, HTML escaped, Clear, owner scope."""
+
+import json
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from conversations.models import AgentConversation
+from conversations.services import usage_record_append
+from conversations.store import conversation_key, conversation_pressure_record, load_conversation, save_conversation
+from tests.conversations.factories import assistant, result, started_workflow, system, turn, user
+
+pytestmark = pytest.mark.django_db
+
+SCRIPT = "<script>alert('owned')</script>"
+
+
+def _every_block_type() -> list[dict]:
+    return [
+        system("be careful"),
+        user(f"hello {SCRIPT}"),
+        {
+            "role": "assistant",
+            "blocks": [
+                {"type": "thinking", "text": "pondering", "signature": "sig==", "provider": "anthropic"},
+                {"type": "redacted_thinking", "data": "opaque"},
+                {"type": "text", "text": f"I will look {SCRIPT}"},
+                {
+                    "type": "tool_call",
+                    "id": "c1",
+                    "name": "memory",
+                    "arguments_raw": '{"operation": "list"}',
+                    "arguments": {"operation": "list"},
+                },
+                {
+                    "type": "tool_call",
+                    "id": "c2",
+                    "name": "memory",
+                    "arguments_raw": "{not json",
+                    "arguments": None,
+                    "parse_error": "invalid JSON",
+                },
+                {"type": "image", "ref": "blob:abc"},
+                {"type": "hologram", "payload": {"x": SCRIPT}},
+            ],
+        },  # fmt: skip
+        result("c1", f"listed {SCRIPT}"),
+        result("c2", "bad arguments", is_error=True),
+        {"role": "assistant", "blocks": [{"type": "text", "text": "partial", "stopped": True}]},
+    ]
+
+
+@pytest.fixture
+def live(owner):
+    workflow = started_workflow(owner, agents=2, generation=2)
+    agent1, agent2 = f"{workflow.pk}:agent:1", f"{workflow.pk}:agent:2"
+    save_conversation(conversation_key(workflow.pk, 2, agent1), _every_block_type())
+    save_conversation(conversation_key(workflow.pk, 2, agent2), [user("agent two's question"), assistant("two")])
+    save_conversation(conversation_key(workflow.pk, 1, agent1), [user("an old generation's words")])
+    return workflow
+
+
+@pytest.fixture
+def browser(owner):
+    client = Client()
+    client.force_login(owner)
+    return client
+
+
+def _panel(workflow, **params):
+    return reverse("conversations:context-panel", args=[workflow.pk]), params
+
+
+def test_the_panel_renders_every_block_type_and_escapes_html(live, browser):
+    url, _ = _panel(live)
+    page = browser.get(url, {"node": f"{live.pk}:context:1"})
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert SCRIPT not in html
+    assert "&lt;script&gt;alert(&#x27;owned&#x27;)&lt;/script&gt;" in html
+    for marker in ("role-system", "role-user", "role-assistant", "role-tool"):
+        assert marker in html
+    assert "<details><summary>Thinking" in html and "pondering" in html
+    assert "[redacted thinking]" in html
+    assert "Tool call <code>memory</code>" in html and "malformed arguments" in html and "{not json" in html
+    assert "Result of <code>memory</code>" in html and "(error)" in html
+    assert "[image blob:abc]" in html
+    assert "Block <code>hologram</code>" in html
+    assert "(stopped)" in html
+    # narrowed to the agent this Context serves, live generation only
+    assert "agent two&#x27;s question" not in html and "agent two's question" not in html
+    assert "an old generation" not in html
+
+
+def test_the_raw_tab_shows_the_stored_wires_escaped(live, browser):
+    url, _ = _panel(live)
+    html = browser.get(url, {"node": f"{live.pk}:context:1", "tab": "raw"}).content.decode()
+    assert SCRIPT not in html
+    assert "&quot;tool_call_id&quot;: &quot;c1&quot;" in html and "&quot;ts&quot;" in html
+
+
+def test_the_panel_picks_the_node_and_shows_usage_and_pressure(live, browser):
+    key = conversation_key(live.pk, 2, f"{live.pk}:agent:2")
+    conversation_pressure_record(key, input_tokens=6000, output_headroom_tokens=2000, context_window_tokens=10_000)
+    usage_record_append(idempotency_key="u1", kind="llm", provider="offline", model="m", outcome="ok",
+                        workflow_id=live.pk, generation=2, agent_node_id=key.agent_node_id, input_tokens=123,
+                        output_tokens=45)  # fmt: skip
+    url, _ = _panel(live)
+    html = browser.get(url, {"node": f"{live.pk}:context:2"}).content.decode()
+    assert "agent two&#x27;s question" in html
+    assert 'value="80"' in html and "80%" in html
+    assert "123 in" in html and "45 out" in html
+
+
+def test_clear_empties_that_agents_conversation_only(live, browser):
+    url = reverse("conversations:context-panel-clear", args=[live.pk])
+    response = browser.post(url, {"node": f"{live.pk}:context:1"})
+    assert response.status_code == 302
+    assert load_conversation(conversation_key(live.pk, 2, f"{live.pk}:agent:1")) == []
+    assert len(load_conversation(conversation_key(live.pk, 2, f"{live.pk}:agent:2"))) == 2
+    assert len(load_conversation(conversation_key(live.pk, 1, f"{live.pk}:agent:1"))) == 1
+    page = browser.get(response["Location"]).content.decode()
+    assert "No stored conversation yet." in page and "Context cleared." in page
+
+
+def test_clear_needs_post_and_csrf(live, owner):
+    url = reverse("conversations:context-panel-clear", args=[live.pk])
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(owner)
+    assert client.get(url).status_code == 405
+    assert client.post(url, {"node": f"{live.pk}:context:1"}).status_code == 403
+    assert AgentConversation.objects.filter(workflow=live, generation=2).count() == 2
+    page = client.get(reverse("conversations:context-panel", args=[live.pk])).content.decode()
+    assert "csrfmiddlewaretoken" in page and "confirm(" in page
+
+
+def test_another_owner_gets_404_everywhere(live, other_owner):
+    client = Client()
+    client.force_login(other_owner)
+    assert client.get(reverse("conversations:context-panel", args=[live.pk])).status_code == 404
+    assert client.post(reverse("conversations:context-panel-clear", args=[live.pk]), {"node": "x"}).status_code == 404
+    assert AgentConversation.objects.filter(workflow=live).count() == 3
+
+
+def test_an_unstarted_workflow_and_an_unknown_node(owner, browser):
+    workflow = started_workflow(owner, generation=0)
+    html = browser.get(reverse("conversations:context-panel", args=[workflow.pk])).content.decode()
+    assert "has not been started" in html
+    live = started_workflow(owner)
+    assert browser.get(reverse("conversations:context-panel", args=[live.pk]), {"node": "nope"}).status_code == 404
+
+
+# --- REST ------------------------------------------------------------------------------------------------------
+
+
+def test_rest_list_is_metadata_only(live, owner_client):
+    response = owner_client.get(f"/api/workflows/{live.pk}/conversations/")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["count"] == 3
+    rows = {(r["generation"], r["agent_node_id"]): r for r in body["results"]}
+    assert rows[(2, f"{live.pk}:agent:1")]["message_count"] == 6 and rows[(2, f"{live.pk}:agent:1")]["live"]
+    assert not rows[(1, f"{live.pk}:agent:1")]["live"]
+    assert "hello" not in json.dumps(body)
+
+
+def test_rest_detail_is_the_live_generation_paginated(live, owner_client):
+    agent = f"{live.pk}:agent:1"
+    first = owner_client.get(f"/api/workflows/{live.pk}/conversations/{agent}/", {"limit": 4}).json()
+    assert (first["generation"], first["message_count"], first["next_offset"]) == (2, 6, 4)
+    assert [m["role"] for m in first["messages"]] == ["system", "user", "assistant", "tool"]
+    rest = owner_client.get(f"/api/workflows/{live.pk}/conversations/{agent}/", {"offset": 4, "limit": 4}).json()
+    assert len(rest["messages"]) == 2 and rest["next_offset"] is None
+    assert owner_client.get(f"/api/workflows/{live.pk}/conversations/{agent}/", {"limit": 0}).status_code == 400
+
+
+def test_rest_delete_clears_the_live_row(live, owner_client):
+    agent = f"{live.pk}:agent:1"
+    assert owner_client.delete(f"/api/workflows/{live.pk}/conversations/{agent}/").json() == {"deleted": 1}
+    assert owner_client.get(f"/api/workflows/{live.pk}/conversations/{agent}/").json()["messages"] == []
+    assert owner_client.delete(f"/api/workflows/{live.pk}/conversations/{agent}/").json() == {"deleted": 0}
+
+
+def test_rest_is_owner_scoped(live, other_client, api_client):
+    agent = f"{live.pk}:agent:1"
+    for path in (f"/api/workflows/{live.pk}/conversations/", f"/api/workflows/{live.pk}/conversations/{agent}/"):
+        assert other_client.get(path).status_code == 404
+        assert api_client.get(path).status_code in (401, 403)
+    assert other_client.delete(f"/api/workflows/{live.pk}/conversations/{agent}/").status_code == 404
+    assert AgentConversation.objects.filter(workflow=live).count() == 3
+
+
+def test_the_schema_documents_the_handlers(owner_client):
+    schema = owner_client.get("/api/schema/", {"format": "json"}).json()
+    assert "/api/workflows/{workflow_id}/conversations/" in schema["paths"]
+    detail = schema["paths"]["/api/workflows/{workflow_id}/conversations/{agent_node_id}/"]
+    assert {"get", "delete"} <= set(detail)
+
+
+def test_the_list_page_has_no_n_plus_one(live, browser, django_assert_max_num_queries):
+    for n in range(3, 30):
+        save_conversation(conversation_key(live.pk, 2, f"{live.pk}:agent:1"), [*_every_block_type(), *turn(n)])
+    url, _ = _panel(live)
+    with django_assert_max_num_queries(12):
+        assert browser.get(url, {"node": f"{live.pk}:context:1"}).status_code == 200
