@@ -25,13 +25,14 @@ from conversations.store import (
     replace_conversation_locked,
     save_conversation,
     save_conversation_safely,
+    seed_request,
     starts_with,
     stored_cursor,
     stored_starts_with,
     unregister_conversation_listener,
 )
 from conversations.wire import validate_messages
-from tests.conversations.factories import assistant, system, turn, user
+from tests.conversations.factories import assistant, result, system, turn, user
 
 pytestmark = pytest.mark.django_db
 
@@ -311,3 +312,21 @@ def test_snapshot_is_unrepaired_and_load_is_repaired(key):
     save_conversation(key, [user("hi"), open_call])
     assert len(load_conversation_snapshot(key).messages) == 2
     assert len(load_conversation(key)) == 3
+
+
+def test_the_exact_sent_list_is_saved_after_the_call_then_its_tool_results(key):
+    # Invariant 3: [...sent, assistant] after the provider call, then the tool results; the store keeps exactly it.
+    sent = seed_request("You are the agent.", load_conversation(key), "look it up")
+    assert not AgentConversation.objects.exists()  # nothing is written before a request exists
+    answer = assistant(calls=[("k1", "memory", {"operation": "recall", "query": "x"})])
+    save_conversation(key, [*sent, answer])
+    save_conversation(key, [*sent, answer, result("k1", "found")])
+    assert _without_ts(load_conversation(key)) == [*sent, answer, result("k1", "found")]
+
+
+def test_loading_and_repairing_never_rewrite_the_row(key):
+    # Invariant 9: only save (and the locked replace) rewrite; a load, even a repaired one, writes nothing.
+    save_conversation(key, [user("q"), assistant(calls=[("k1", "memory", {})])])
+    before = AgentConversation.objects.values("version", "message_count", "updated_at").get()
+    assert len(load_conversation(key)) == 3
+    assert AgentConversation.objects.values("version", "message_count", "updated_at").get() == before
