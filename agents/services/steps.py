@@ -103,14 +103,32 @@ def prepare_payload(firing_id: str) -> None:
         user_prompt = contribution.user_prefix + firing.prompt
         firing.working_messages = store.seed_request(system_prompt, stored, user_prompt)
         firing.agent_config = config
-        firing.tool_bindings = [binding.to_dict() for binding in wiring.tools]
+        graph_nodes = {n["id"]: n for n in graph.get("nodes", [])}
+        firing.tool_bindings = [_binding_with_definition(binding.to_dict(), graph_nodes) for binding in wiring.tools]
         firing.uses_conversation = uses_conversation
         firing.state = Firing.State.RUNNING
         firing.started_at = timezone.now()
         firing.deadline_at = firing_deadline(config["max_wall_seconds"])
-        firing.save()
+        firing.save(
+            update_fields=[
+                "working_messages",
+                "agent_config",
+                "tool_bindings",
+                "uses_conversation",
+                "lease_token",
+                "state",
+                "started_at",
+                "deadline_at",
+                "updated_at",
+            ]
+        )
         enqueue_step("agent.execute_llm_step", str(firing.pk), 1)
     logger.info("firing prepared", extra={"firing_id": firing_id, "stored_messages": len(stored)})
+
+
+def _binding_with_definition(binding: dict, graph_nodes: dict) -> dict:
+    definition = tool_definition(binding, graph_nodes)
+    return {**binding, "description": definition.description, "parameters": definition.parameters}
 
 
 # --- execute ------------------------------------------------------------------------------
@@ -143,7 +161,7 @@ class _StepHeartbeat:
 
 
 def _stop_checker(firing_id) -> callable:
-    last_check = [0.0]
+    last_check = [time.monotonic()]  # the claim just read stop_requested
     stopped = [False]
 
     def should_stop() -> bool:
@@ -168,15 +186,14 @@ def _limit_reached(firing: Firing) -> str | None:
 
 
 def _build_request(firing: Firing):
-    from providers.types import ChatRequest, ChatSettings
+    from providers.types import ChatRequest, ChatSettings, ToolDefinition
 
     config = firing.agent_config
-    graph_nodes = {n["id"]: n for n in _generation_graph(firing).get("nodes", [])}
     return ChatRequest(
         provider=config["provider"],
         model=config["model"],
         messages=firing.working_messages,
-        tools=[tool_definition(binding, graph_nodes) for binding in firing.tool_bindings],
+        tools=[ToolDefinition(b["name"], b["description"], b["parameters"]) for b in firing.tool_bindings],
         settings=ChatSettings(
             temperature=config.get("temperature"),
             max_output_tokens=config.get("max_output_tokens"),
@@ -310,9 +327,10 @@ def _save_assistant_turn(firing: Firing, step: LlmStep) -> None:
     if firing.uses_conversation:
         # Invariant 3: the exact sent list plus the answer, after the provider call.
         store.save_conversation_safely(firing_key(firing), firing.working_messages)
-        store.renew_firing_lease(
-            firing_key(firing), owner_token=firing.lease_token, ttl_seconds=settings.FIRING_LEASE_TTL_SECONDS
-        )
+        if _tool_calls(assistant):  # more steps follow: keep the conversation ours
+            store.renew_firing_lease(
+                firing_key(firing), owner_token=firing.lease_token, ttl_seconds=settings.FIRING_LEASE_TTL_SECONDS
+            )
 
 
 def _tool_calls(message: dict) -> list[dict]:
@@ -379,10 +397,10 @@ def _advance_tools(firing: Firing, step: LlmStep) -> None:
     ]
     if results:
         firing.working_messages = [*firing.working_messages, *results]
-    firing.state = Firing.State.RUNNING
-    firing.save(update_fields=["working_messages", "state", "updated_at"])
-    if results and firing.uses_conversation:
-        store.save_conversation_safely(firing_key(firing), firing.working_messages)
+        firing.state = Firing.State.RUNNING
+        firing.save(update_fields=["working_messages", "state", "updated_at"])
+        if firing.uses_conversation:
+            store.save_conversation_safely(firing_key(firing), firing.working_messages)
     _after_turn(firing, step, had_tool_calls=bool(calls), stopped=stopped)
 
 

@@ -70,3 +70,17 @@ def test_a_command_for_a_tool_the_agent_lacks_is_answered_in_words(owner):
     firing = Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "todo: buy milk"))
     assert firing.state == Firing.State.FINISHED
     assert "no todo" in firing.final_text.lower() or "no todos" in firing.final_text.lower()
+
+
+def test_step_logs_carry_ids_and_counts_but_no_content(owner, caplog):
+    import logging
+
+    from opencompany.logfmt import KeyValueFormatter
+
+    workflow, generation, ids = assistant_with(owner)
+    with caplog.at_level(logging.INFO, logger="agents"):
+        fire_agent(workflow, generation, ids["lead"], "secret-prompt-text")
+    lines = [KeyValueFormatter("%(message)s").format(record) for record in caplog.records]
+    done = next(line for line in lines if line.startswith("llm step done"))
+    assert "firing_id=" in done and "duration_ms=" in done and "output_tokens=" in done
+    assert not any("secret-prompt-text" in line for line in lines)

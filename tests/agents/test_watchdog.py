@@ -1,0 +1,64 @@
+"""The watchdog ends what nothing will finish, each exactly once."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from agents.models import Firing, LlmStep
+from agents.services.firings import fire_agent
+from agents.services.watchdog import watchdog_sweep
+from conversations.models import UsageRecord
+from tests.agents.factories import assistant_with
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _queued_firing(owner, settings):
+    settings.AGENT_EXECUTION_MODE = "celery"  # sent to a broker nobody listens to in this test
+    workflow, generation, ids = assistant_with(owner)
+    return Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "hello"))
+
+
+def test_a_firing_no_worker_picked_up_ends_not_delivered(owner, settings):
+    firing = _queued_firing(owner, settings)
+    assert watchdog_sweep()["not_delivered"] == 0  # still young
+    Firing.objects.filter(pk=firing.pk).update(created_at=timezone.now() - timedelta(hours=1))
+    assert watchdog_sweep()["not_delivered"] == 1
+    firing.refresh_from_db()
+    assert firing.state == Firing.State.FAILED and firing.error_code == "not_delivered"
+    assert watchdog_sweep()["not_delivered"] == 0  # once
+
+
+def test_a_firing_past_its_deadline_ends_timed_out(owner, settings):
+    firing = _queued_firing(owner, settings)
+    Firing.objects.filter(pk=firing.pk).update(
+        state=Firing.State.RUNNING, deadline_at=timezone.now() - timedelta(hours=1)
+    )
+    assert watchdog_sweep()["timed_out"] == 1
+    firing.refresh_from_db()
+    assert firing.error_code == "timed_out"
+
+
+def test_a_silent_step_becomes_ambiguous_and_is_billed_once(owner, settings):
+    firing = _queued_firing(owner, settings)
+    Firing.objects.filter(pk=firing.pk).update(
+        state=Firing.State.RUNNING, agent_config={"provider": "offline", "model": "offline-echo"}
+    )
+    step = LlmStep.objects.create(firing=firing, iteration=1)
+    LlmStep.objects.filter(pk=step.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
+    assert watchdog_sweep()["ambiguous"] == 1
+    assert watchdog_sweep()["ambiguous"] == 0
+    step.refresh_from_db()
+    firing.refresh_from_db()
+    assert step.state == LlmStep.State.AMBIGUOUS and firing.error_code == "interrupted"
+    assert UsageRecord.objects.filter(idempotency_key=f"llm-step:{step.pk}", outcome="ambiguous").count() == 1
+
+
+def test_a_beating_step_is_left_alone(owner, settings):
+    firing = _queued_firing(owner, settings)
+    Firing.objects.filter(pk=firing.pk).update(state=Firing.State.RUNNING)
+    LlmStep.objects.create(firing=firing, iteration=1)
+    assert watchdog_sweep()["ambiguous"] == 0
+    firing.refresh_from_db()
+    assert firing.state == Firing.State.RUNNING
