@@ -17,6 +17,7 @@ import openai
 from conversations.wire import text_block, tool_call_block
 
 from .. import config
+from ..catalogue import capabilities
 from ..errors import ProviderError, TruncatedStreamError, classify_status
 from ..types import ChatRequest, ChatResult, Usage
 from .common import Stream, data_url_parts, image_placeholder, own_thinking, system_text
@@ -145,12 +146,12 @@ def build_input(messages: list[dict]) -> list[dict]:
 
 
 def build_params(request: ChatRequest) -> dict:
-    params: dict[str, Any] = {
-        "model": request.model,
-        "input": build_input(request.messages),
-        "store": False,
-        "include": ["reasoning.encrypted_content"],
-    }
+    params: dict[str, Any] = {"model": request.model, "input": build_input(request.messages), "store": False}
+    thinking = request.settings.thinking
+    # Only reasoning models take this include; the others refuse the whole request ("Encrypted content is not
+    # supported with this model"). Without it a stateless (store=false) reasoning model could not continue.
+    if (thinking and thinking != "off") or capabilities(PROVIDER, request.model).reasoning:
+        params["include"] = ["reasoning.encrypted_content"]
     instructions = system_text(request.messages)
     if instructions:
         params["instructions"] = instructions

@@ -60,6 +60,8 @@ class FakeOpenAIResponses(FakeProviderServer):
         body = request.body or {}
         if not request.headers.get("authorization", "").startswith("Bearer "):
             raise Rejected(ErrorReply(401, "You didn't provide an API key."))
+        if "reasoning.encrypted_content" in (body.get("include") or []) and str(body.get("model")).startswith("gpt-4"):
+            raise Rejected(ErrorReply(400, "Encrypted content is not supported with this model."))
         items = body.get("input") or []
         if isinstance(items, str):
             return

@@ -312,3 +312,23 @@ def test_openai_compatible_reasoning_replays_when_the_capability_check_passes(co
     compat_fake.reasoning_replay = True
     _, first, _ = run_loop("openai_compatible", compat_fake, Turn([Think("Hmm."), Call("memory", REMEMBER)]))
     assert compat_fake.requests[1].body["messages"][2]["reasoning_content"] == "Hmm."
+
+
+def test_openai_asks_for_encrypted_reasoning_only_from_reasoning_models(openai_fake):
+    from providers import ChatRequest, ChatUnifier
+
+    from .loop import API_KEYS
+
+    openai_fake.push(Turn([Text("Hi.")]), Turn([Text("Hi again.")]))
+    for model in ("gpt-4.1-mini", "o3"):
+        request = ChatRequest(
+            provider="openai",
+            model=model,
+            messages=opening(),
+            api_key=API_KEYS["openai"],
+            base_url=openai_fake.base_url,
+        )
+        ChatUnifier().chat(request)
+    assert "include" not in openai_fake.requests[0].body
+    assert openai_fake.requests[1].body["include"] == ["reasoning.encrypted_content"]
+    assert not openai_fake.rejections
