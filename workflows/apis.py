@@ -259,7 +259,9 @@ class WorkflowValidateApi(APIView):
             data = {"valid": False, "graph": None, "aliases": {}, "warnings": [], "issues": [i.as_dict() for i in size]}
             return Response(self.OutputSerializer(data).data)
         try:
-            result = normalize_workflow_graph(graph, workflow_id=workflow.pk)
+            result = normalize_workflow_graph(
+                graph, workflow_id=workflow.pk, used_numbers=services.used_numbers(workflow)
+            )
         except GraphShapeError as exc:
             raise ServiceError("invalid_graph", str(exc)) from None
         issues = validate_workflow_graph(result.graph)

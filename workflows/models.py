@@ -11,6 +11,8 @@ class Workflow(models.Model):
     revision = models.PositiveIntegerField(default=1)
     # 0 means never started: manual test runs use generation 0 and store nothing.
     live_generation = models.PositiveIntegerField(default=0)
+    # {node type: highest canonical n ever given}: a deleted node's id is never handed to a new node.
+    node_numbers = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

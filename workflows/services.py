@@ -26,6 +26,7 @@ from .graph import (
     agent_nodes,
     errors_of,
     graph_size_issues,
+    highest_numbers,
     normalize_workflow_graph,
     validate_workflow_graph,
     warnings_of,
@@ -70,7 +71,23 @@ def _check_name(name) -> str:
     return name
 
 
-def prepare_graph(*, graph, workflow_id: int) -> tuple[NormalizationResult, list]:
+def used_numbers(workflow: Workflow) -> dict[str, int]:
+    """What `normalize_workflow_graph(used_numbers=...)` must not hand out again for this workflow."""
+    merged = dict(workflow.node_numbers or {}) if isinstance(workflow.node_numbers, dict) else {}
+    stored = workflow.graph if isinstance(workflow.graph, dict) else EMPTY_GRAPH
+    for node_type, number in highest_numbers(stored, workflow_id=workflow.pk).items():
+        merged[node_type] = max(int(merged.get(node_type, 0) or 0), number)
+    return merged
+
+
+def _remember_numbers(workflow: Workflow, graph: dict) -> None:
+    merged = used_numbers(workflow)
+    for node_type, number in highest_numbers(graph, workflow_id=workflow.pk).items():
+        merged[node_type] = max(merged.get(node_type, 0), number)
+    workflow.node_numbers = merged
+
+
+def prepare_graph(*, graph, workflow_id: int, used: dict | None = None) -> tuple[NormalizationResult, list]:
     """Size-check, normalize and validate a graph from outside; raise with the issues when it has errors."""
     size_issues = graph_size_issues(graph)
     if size_issues:
@@ -78,7 +95,7 @@ def prepare_graph(*, graph, workflow_id: int) -> tuple[NormalizationResult, list
             "graph_too_large", size_issues[0].message, extra={"issues": [i.as_dict() for i in size_issues]}
         )
     try:
-        result = normalize_workflow_graph(graph, workflow_id=workflow_id)
+        result = normalize_workflow_graph(graph, workflow_id=workflow_id, used_numbers=used)
     except GraphShapeError as exc:
         raise ServiceError("invalid_graph", str(exc)) from None
     issues = validate_workflow_graph(result.graph)
@@ -160,14 +177,15 @@ def workflow_create(*, owner, name: str, graph: dict | None = None) -> GraphOutc
     workflow = Workflow.objects.create(owner=owner, name=name, graph=EMPTY_GRAPH)
     result, warnings = prepare_graph(graph=graph, workflow_id=workflow.pk)
     legacy = _persist_legacy_imports(workflow, result)
+    _remember_numbers(workflow, result.graph)
     workflow.graph = result.graph
     workflow.graph_version = result.graph_version
-    workflow.save(update_fields=["graph", "graph_version", "updated_at"])
+    workflow.save(update_fields=["graph", "graph_version", "node_numbers", "updated_at"])
     return _outcome(workflow, result, warnings, legacy)
 
 
 def _save_locked(locked: Workflow, *, graph: dict, name: str | None) -> GraphOutcome:
-    result, warnings = prepare_graph(graph=graph, workflow_id=locked.pk)
+    result, warnings = prepare_graph(graph=graph, workflow_id=locked.pk, used=used_numbers(locked))
     legacy = _persist_legacy_imports(locked, result)
     old_graph = locked.graph if isinstance(locked.graph, dict) else EMPTY_GRAPH
     # Save never restores a deleted Context; removing one archives the conversations it kept.
@@ -180,10 +198,11 @@ def _save_locked(locked: Workflow, *, graph: dict, name: str | None) -> GraphOut
             context_node_ids=removed,
             agent_node_ids=served,
         )
+    _remember_numbers(locked, result.graph)
     locked.graph = result.graph
     locked.graph_version = result.graph_version
     locked.revision += 1
-    fields = ["graph", "graph_version", "revision", "updated_at"]
+    fields = ["graph", "graph_version", "revision", "node_numbers", "updated_at"]
     if name is not None:
         locked.name = _check_name(name)
         fields.append("name")
@@ -211,7 +230,9 @@ def workflow_load(*, workflow: Workflow) -> GraphOutcome:
     """The stored graph through the pipeline. A stored graph that normalizes differently (a legacy row) is
     upgraded once, under the lock, with its legacy import records, so every reader sees the same ids."""
     result = normalize_workflow_graph(
-        workflow.graph if isinstance(workflow.graph, dict) else EMPTY_GRAPH, workflow_id=workflow.pk
+        workflow.graph if isinstance(workflow.graph, dict) else EMPTY_GRAPH,
+        workflow_id=workflow.pk,
+        used_numbers=used_numbers(workflow),
     )
     issues = validate_workflow_graph(result.graph)
     if result.graph == workflow.graph and not result.legacy_imports:
@@ -219,14 +240,17 @@ def workflow_load(*, workflow: Workflow) -> GraphOutcome:
     with transaction.atomic():
         locked = _lock(workflow)
         result = normalize_workflow_graph(
-            locked.graph if isinstance(locked.graph, dict) else EMPTY_GRAPH, workflow_id=locked.pk
+            locked.graph if isinstance(locked.graph, dict) else EMPTY_GRAPH,
+            workflow_id=locked.pk,
+            used_numbers=used_numbers(locked),
         )
         legacy = _persist_legacy_imports(locked, result)
         if result.graph != locked.graph:
+            _remember_numbers(locked, result.graph)
             locked.graph = result.graph
             locked.graph_version = result.graph_version
             locked.revision += 1
-            locked.save(update_fields=["graph", "graph_version", "revision", "updated_at"])
+            locked.save(update_fields=["graph", "graph_version", "revision", "node_numbers", "updated_at"])
             _publish_updated(locked)
     issues = validate_workflow_graph(result.graph)
     return _outcome(locked, result, result.warnings + issues, legacy)

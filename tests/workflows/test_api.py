@@ -118,7 +118,7 @@ def test_validate_reports_without_saving(owner_client):
     assert data["valid"] is False
     assert "INVALID_CONTEXT_EDGE" in [i["code"] for i in data["issues"]]
     assert "LEGACY_MEMORY_EDGE" in [w["code"] for w in data["warnings"]]
-    assert data["aliases"]["a"] == f"{wid}:agent:1"
+    assert data["aliases"]["a"] == f"{wid}:agent:2"  # agent:1 is the stored one; ids are never reused
     assert Workflow.objects.get(pk=wid).revision == 1
     ok = owner_client.post(f"/api/workflows/{wid}/validate/", {"graph": basic_graph()}, format="json").json()
     assert ok["valid"] is True and ok["issues"] == []

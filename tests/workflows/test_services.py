@@ -255,8 +255,8 @@ def test_saving_a_legacy_graph_keeps_the_transcript_as_one_immutable_record(crea
     )
     assert record.transcript.startswith("## User")
     assert outcome.legacy_imports[0]["transcript_chars"] == len(record.transcript)
-    # A retried save of the same legacy draft keeps one record
-    services.workflow_save(workflow=workflow, graph=LEGACY, revision=2)
+    # Saving the normalized graph again imports nothing more: the legacy topology is retired
+    services.workflow_save(workflow=workflow, graph=outcome.workflow.graph, revision=2)
     assert LegacyImportRecord.objects.count() == 1
     # The transcript never became Memory params
     assert outcome.workflow.graph["nodes"][2]["params"] == {"reset_policy": "keep"}
@@ -322,3 +322,31 @@ def test_outbox_claims_are_conditional_and_a_dead_workers_claim_expires(create_w
     assert drain_archive_outbox(row_ids=[row.pk]) == 1
     row.refresh_from_db()
     assert row.state == "done" and row.attempts == 2 and len(archive_calls) == 1
+
+
+def test_a_new_node_never_takes_the_id_of_a_deleted_one(create_workflow, archive_calls):
+    # Given the Memory node and the Context were deleted
+    workflow = create_workflow(basic_graph())
+    pk = workflow.pk
+    graph = _without(_without(workflow.graph, "simpleMemory"), "context")
+    services.workflow_save(workflow=workflow, graph=graph, revision=1)
+    workflow.refresh_from_db()
+    # When the owner adds a new Memory and a new Context to a different agent in a later save
+    graph = workflow.graph
+    graph["nodes"] += [node("m", "simpleMemory"), node("c", "context"), agent("b", "B")]
+    graph["edges"] += [tool_edge("m", f"{pk}:agent:1"), context_edge("c", "b")]
+    outcome = services.workflow_save(workflow=workflow, graph=graph, revision=2)
+    # Then they get fresh numbers: the new Memory cannot see the deleted node's namespace
+    assert outcome.aliases == {"m": f"{pk}:simpleMemory:2", "c": f"{pk}:context:2", "b": f"{pk}:agent:2"}
+    assert outcome.workflow.node_numbers["simpleMemory"] == 2
+
+
+def test_persisting_the_same_legacy_import_twice_keeps_one_record(create_workflow):
+    from workflows.graph import normalize_workflow_graph
+    from workflows.services import _persist_legacy_imports
+
+    workflow = create_workflow({"nodes": [], "edges": []})
+    result = normalize_workflow_graph(LEGACY, workflow_id=workflow.pk)
+    _persist_legacy_imports(workflow, result)
+    _persist_legacy_imports(workflow, result)  # a retried job
+    assert LegacyImportRecord.objects.filter(workflow=workflow).count() == 1

@@ -9,6 +9,7 @@ from .normalize import (
     LegacyImport,
     NormalizationResult,
     edge_id,
+    highest_numbers,
     is_canonical_id,
     normalize_workflow_graph,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "edge_id",
     "errors_of",
     "graph_size_issues",
+    "highest_numbers",
     "has_errors",
     "is_canonical_id",
     "node_by_id",

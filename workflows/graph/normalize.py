@@ -117,6 +117,17 @@ def is_canonical_id(node_id: str | None, *, workflow_id: int | str, node_type: s
     return number.isascii() and number.isdigit() and str(int(number)) == number and int(number) > 0
 
 
+def highest_numbers(graph: dict, *, workflow_id: int | str) -> dict[str, int]:
+    """{type: highest canonical n} of a normalized graph (what `used_numbers` must remember)."""
+    highest: dict[str, int] = {}
+    for node in graph.get("nodes", []):
+        node_type = node.get("type") or "node"
+        if is_canonical_id(node.get("id"), workflow_id=workflow_id, node_type=node.get("type") or ""):
+            number = int(node["id"][len(id_prefix(workflow_id, node.get("type") or "")) :])
+            highest[node_type] = max(highest.get(node_type, 0), number)
+    return highest
+
+
 def edge_id(source: str | None, source_handle: str | None, target: str | None, target_handle: str | None) -> str:
     return f"{source or ''}:{source_handle or ''}->{target or ''}:{target_handle or ''}"
 
@@ -125,7 +136,11 @@ def _first_handle(handles, kind: str) -> str | None:
     return next((h.id for h in handles if h.kind == kind), None)
 
 
-def normalize_workflow_graph(graph: Any, *, workflow_id: int | str) -> NormalizationResult:
+def normalize_workflow_graph(
+    graph: Any, *, workflow_id: int | str, used_numbers: dict[str, int] | None = None
+) -> NormalizationResult:
+    """`used_numbers` ({type: highest n ever given}) keeps a new node from taking the id of a deleted one: a new
+    Memory node must never inherit a deleted node's namespace, nor a new Context a removed one's identity."""
     if not isinstance(graph, dict):
         raise GraphShapeError("A graph is a JSON object with `nodes` and `edges` lists.")
     warnings: list[GraphIssue] = []
@@ -141,7 +156,7 @@ def normalize_workflow_graph(graph: Any, *, workflow_id: int | str) -> Normaliza
     nodes, index_by_old_id = _read_nodes(raw_nodes, warnings)
     edges = _read_edges(raw_edges, index_by_old_id, warnings)
     legacy = _legacy_rewrite(nodes, edges, warnings)
-    aliases = _canonicalize(nodes, edges, workflow_id=workflow_id, warnings=warnings)
+    aliases = _canonicalize(nodes, edges, workflow_id=workflow_id, used_numbers=used_numbers or {})
     _normalize_params(nodes)
 
     out_nodes = []
@@ -310,7 +325,7 @@ def _legacy_rewrite(nodes: list[_Node], edges: list[_Edge], warnings: list) -> l
     return imports
 
 
-def _canonicalize(nodes: list[_Node], edges: list[_Edge], *, workflow_id, warnings: list) -> dict[str, str]:
+def _canonicalize(nodes: list[_Node], edges: list[_Edge], *, workflow_id, used_numbers: dict) -> dict[str, str]:
     taken: set[str] = set()
     # A dangling edge names an id no node has; never hand that id out, or the edge would silently connect.
     for edge in edges:
@@ -328,7 +343,8 @@ def _canonicalize(nodes: list[_Node], edges: list[_Edge], *, workflow_id, warnin
         if node.new_id is not None:
             continue
         prefix = id_prefix(workflow_id, node.type)
-        number = next_number.get(prefix, 1)
+        floor = used_numbers.get(node.type or "node", 0)
+        number = next_number.get(prefix, (floor + 1) if isinstance(floor, int) and floor >= 0 else 1)
         while f"{prefix}{number}" in taken:
             number += 1
         node.new_id = f"{prefix}{number}"
