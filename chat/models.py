@@ -46,7 +46,8 @@ class ChatMessage(models.Model):
     text = models.TextField(blank=True, default="")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.COMPLETE)
     generation = models.PositiveIntegerField()
-    client_message_id = models.CharField(max_length=100, null=True, blank=True)
+    # NULL (not "") for "none given", so the partial unique constraint below ignores messages without one.
+    client_message_id = models.CharField(max_length=100, null=True, blank=True)  # noqa: DJ001
     meta = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -1,0 +1,280 @@
+"""REST for API clients, mirroring the chat page. Thin: parse, check ownership, call a service or selector."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from chat import selectors, services
+from workflows.selectors import access_workflow
+
+ERROR_RESPONSE = inline_serializer(
+    "ChatError",
+    fields={
+        "code": serializers.ChoiceField(
+            choices=[
+                "run_in_progress",
+                "revision_conflict",
+                "cannot_rewind",
+                "branch_unavailable",
+                "older_generation",
+                "not_editable",
+                "not_found",
+                "invalid_request",
+                "no_answering_agent",
+                "workflow_stopped",
+            ]
+        ),
+        "message": serializers.CharField(help_text="Plain words for the owner."),
+        "run_id": serializers.IntegerField(required=False, help_text="With run_in_progress: the run in the lane."),
+        "revision": serializers.IntegerField(required=False, help_text="With revision_conflict: the current one."),
+    },
+)
+REFUSALS = {400: ERROR_RESPONSE, 404: ERROR_RESPONSE, 409: ERROR_RESPONSE}
+
+
+class StepOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    state = serializers.ChoiceField(choices=["started", "finished"])
+    is_error = serializers.BooleanField()
+    agent_node_id = serializers.CharField()
+
+
+class RunOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    kind = serializers.ChoiceField(choices=["message", "edit", "regenerate"])
+    state = serializers.ChoiceField(
+        choices=["queued", "pending", "running", "stopping", "finished", "error", "stopped"]
+    )
+    user_message_id = serializers.IntegerField()
+    reply_message_id = serializers.IntegerField(allow_null=True)
+    generation = serializers.IntegerField()
+    agent_node_id = serializers.CharField()
+    outcome = serializers.CharField(allow_blank=True)
+    error_code = serializers.CharField(allow_blank=True)
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    duration_ms = serializers.IntegerField(allow_null=True)
+    steps = StepOutputSerializer(many=True)
+    seq = serializers.IntegerField(help_text="The last event seq of this run; apply only later events.")
+    partial_text = serializers.CharField(allow_blank=True, help_text="Text streamed so far (active runs only).")
+
+
+class SiblingsOutputSerializer(serializers.Serializer):
+    index = serializers.IntegerField()
+    count = serializers.IntegerField()
+    previous_id = serializers.IntegerField(allow_null=True)
+    next_id = serializers.IntegerField(allow_null=True)
+
+
+class MessageOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    parent_id = serializers.IntegerField(allow_null=True)
+    role = serializers.ChoiceField(choices=["user", "assistant"])
+    kind = serializers.ChoiceField(choices=["message", "edit", "answer", "retry"])
+    text = serializers.CharField(allow_blank=True)
+    html = serializers.CharField(allow_blank=True, help_text="Markdown rendered and sanitized server-side.")
+    status = serializers.ChoiceField(choices=["complete", "stopped", "error"])
+    generation = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    edit_of = serializers.IntegerField(allow_null=True)
+    error_code = serializers.CharField(allow_blank=True)
+    siblings = SiblingsOutputSerializer()
+    rating = serializers.ChoiceField(choices=["good", "bad"], allow_null=True)
+    run = RunOutputSerializer(allow_null=True)
+    can_edit = serializers.BooleanField()
+    can_regenerate = serializers.BooleanField()
+
+
+class ThreadOutputSerializer(serializers.Serializer):
+    workflow_id = serializers.IntegerField()
+    live_generation = serializers.IntegerField()
+    revision = serializers.IntegerField(help_text="Send it back as expected_revision with a move.")
+    hub_epoch = serializers.CharField()
+    messages = MessageOutputSerializer(many=True, help_text="The active path, oldest first.")
+    active_run = RunOutputSerializer(allow_null=True)
+
+
+def _thread(workflow) -> dict:
+    workflow.refresh_from_db()
+    return ThreadOutputSerializer(selectors.chat_thread(workflow=workflow)).data
+
+
+class ChatThreadApi(APIView):
+    @extend_schema(
+        operation_id="chat_thread",
+        summary="The chat: active path, versions and runs",
+        responses={200: ThreadOutputSerializer, 404: ERROR_RESPONSE},
+    )
+    def get(self, request, workflow_id: int):
+        workflow = access_workflow(user=request.user, workflow_id=workflow_id)
+        return Response(_thread(workflow))
+
+
+class ChatMessageSendApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        text = serializers.CharField(trim_whitespace=False, allow_blank=True)
+        client_message_id = serializers.CharField(required=False, allow_blank=True, max_length=100)
+        expected_revision = serializers.IntegerField(required=False, allow_null=True)
+
+    class OutputSerializer(serializers.Serializer):
+        message_id = serializers.IntegerField()
+        run = RunOutputSerializer()
+        created = serializers.BooleanField(help_text="False when client_message_id was seen before (nothing started).")
+        revision = serializers.IntegerField()
+
+    @extend_schema(
+        operation_id="chat_message_send",
+        summary="Send a message and start its answer",
+        request=InputSerializer,
+        responses={201: OutputSerializer, 200: OutputSerializer, **REFUSALS},
+    )
+    def post(self, request, workflow_id: int):
+        workflow = access_workflow(user=request.user, workflow_id=workflow_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        message, run, created = services.chat_message_send(workflow=workflow, **data.validated_data)
+        return Response(
+            self.OutputSerializer(
+                {
+                    "message_id": message.pk,
+                    "run": selectors.run_data(run),
+                    "created": created,
+                    "revision": message.session.revision,
+                }
+            ).data,
+            status=status.HTTP_201_CREATED if created else status.HTTP_200_OK,
+        )
+
+
+class ChatMessageEditApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        text = serializers.CharField(trim_whitespace=False, allow_blank=True)
+        expected_revision = serializers.IntegerField(required=False, allow_null=True)
+        client_message_id = serializers.CharField(required=False, allow_blank=True, max_length=100)
+
+    class OutputSerializer(serializers.Serializer):
+        message_id = serializers.IntegerField()
+        run = RunOutputSerializer()
+
+    @extend_schema(
+        operation_id="chat_message_edit",
+        summary="Edit one of your messages: the new version is answered, the agents forget the old branch",
+        request=InputSerializer,
+        responses={201: OutputSerializer, **REFUSALS},
+    )
+    def post(self, request, workflow_id: int, message_id: int):
+        workflow = access_workflow(user=request.user, workflow_id=workflow_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        message, run = services.chat_message_edit(workflow=workflow, message_id=message_id, **data.validated_data)
+        return Response(
+            self.OutputSerializer({"message_id": message.pk, "run": selectors.run_data(run)}).data,
+            status=status.HTTP_201_CREATED,
+        )
+
+
+class MoveInputSerializer(serializers.Serializer):
+    expected_revision = serializers.IntegerField(required=False, allow_null=True)
+
+
+class ChatMessageRegenerateApi(APIView):
+    @extend_schema(
+        operation_id="chat_message_regenerate",
+        summary="Try again: answer the latest message again, beside the latest answer",
+        request=MoveInputSerializer,
+        responses={201: RunOutputSerializer, **REFUSALS},
+    )
+    def post(self, request, workflow_id: int, message_id: int):
+        workflow = access_workflow(user=request.user, workflow_id=workflow_id)
+        data = MoveInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        run = services.chat_message_regenerate(workflow=workflow, message_id=message_id, **data.validated_data)
+        return Response(RunOutputSerializer(selectors.run_data(run)).data, status=status.HTTP_201_CREATED)
+
+
+class ChatMessageSwitchApi(APIView):
+    @extend_schema(
+        operation_id="chat_message_switch",
+        summary="Show another version of a message (‹ ›); the agents' conversations follow",
+        request=MoveInputSerializer,
+        responses={200: ThreadOutputSerializer, **REFUSALS},
+    )
+    def post(self, request, workflow_id: int, message_id: int):
+        workflow = access_workflow(user=request.user, workflow_id=workflow_id)
+        data = MoveInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        services.chat_message_switch(workflow=workflow, message_id=message_id, **data.validated_data)
+        return Response(_thread(workflow))
+
+
+class ChatMessageFeedbackApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        rating = serializers.ChoiceField(choices=["good", "bad"], allow_null=True, allow_blank=True)
+
+    class OutputSerializer(serializers.Serializer):
+        message_id = serializers.IntegerField()
+        rating = serializers.ChoiceField(choices=["good", "bad"], allow_null=True)
+
+    @extend_schema(
+        operation_id="chat_message_feedback",
+        summary="Rate an answer good or bad (null takes it back); the agent hears of it with the next message",
+        request=InputSerializer,
+        responses={200: OutputSerializer, **REFUSALS},
+    )
+    def post(self, request, workflow_id: int, message_id: int):
+        workflow = access_workflow(user=request.user, workflow_id=workflow_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        feedback = services.chat_feedback_set(
+            workflow=workflow, message_id=message_id, rating=data.validated_data.get("rating") or None
+        )
+        return Response({"message_id": int(message_id), "rating": feedback.rating if feedback else None})
+
+
+class ChatRunApi(APIView):
+    @extend_schema(
+        operation_id="chat_run_get",
+        summary="One run (answer being worked on)",
+        responses={200: RunOutputSerializer, 404: ERROR_RESPONSE},
+    )
+    def get(self, request, workflow_id: int, run_id: int):
+        workflow = access_workflow(user=request.user, workflow_id=workflow_id)
+        return Response(RunOutputSerializer(selectors.chat_run_get(workflow=workflow, run_id=run_id)).data)
+
+
+class ChatRunStopApi(APIView):
+    @extend_schema(
+        operation_id="chat_run_stop",
+        summary="Stop an answer: pending stops at once, running keeps what arrived (status stopped)",
+        request=None,
+        responses={200: RunOutputSerializer, 404: ERROR_RESPONSE},
+    )
+    def post(self, request, workflow_id: int, run_id: int):
+        workflow = access_workflow(user=request.user, workflow_id=workflow_id)
+        run = services.chat_run_stop(workflow=workflow, run_id=run_id)
+        return Response(RunOutputSerializer(selectors.chat_run_get(workflow=workflow, run_id=run.pk)).data)
+
+
+class ChatClearApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        messages = serializers.IntegerField()
+        runs = serializers.IntegerField()
+        snapshots = serializers.IntegerField()
+        notes = serializers.IntegerField()
+        feedback = serializers.IntegerField()
+        conversations = serializers.IntegerField()
+
+    @extend_schema(
+        operation_id="chat_clear",
+        summary="Clear chat: messages, runs, snapshots, notes, feedback; the agents forget the conversation",
+        request=None,
+        responses={200: OutputSerializer, **REFUSALS},
+    )
+    def post(self, request, workflow_id: int):
+        workflow = access_workflow(user=request.user, workflow_id=workflow_id)
+        return Response(self.OutputSerializer(services.chat_clear(workflow=workflow)).data)

@@ -1,0 +1,34 @@
+"""The chat page: server-rendered shell plus the thread snapshot; static/js/chat.js renders and streams."""
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404
+from django.shortcuts import render
+from django.views.decorators.csrf import ensure_csrf_cookie
+
+from chat.apis import ThreadOutputSerializer
+from chat.errors import PLAIN_WORDS
+from chat.selectors import chat_panel_links, chat_thread
+from opencompany.errors import NotFoundError
+from workflows.selectors import access_workflow
+
+
+@login_required
+@ensure_csrf_cookie
+def chat_page(request, workflow_id: int):
+    try:
+        workflow = access_workflow(user=request.user, workflow_id=workflow_id)
+    except NotFoundError:
+        raise Http404("Workflow not found.") from None
+    thread = ThreadOutputSerializer(chat_thread(workflow=workflow)).data
+    context = {
+        "workflow": workflow,
+        "thread": thread,
+        "links": chat_panel_links(workflow=workflow),
+        "config": {
+            "workflow_id": workflow.pk,
+            "api": f"/api/workflows/{workflow.pk}/chat/",
+            "socket": f"/ws/workflows/{workflow.pk}/",
+            "plain_words": PLAIN_WORDS,
+        },
+    }
+    return render(request, "chat/page.html", context)
