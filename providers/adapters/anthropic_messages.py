@@ -7,6 +7,7 @@ single user message Anthropic requires right after the assistant message that ma
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import anthropic
@@ -80,6 +81,12 @@ def map_error(exc: Exception, *, api_key: str | None) -> ProviderError:
 # --- request ---------------------------------------------------------------------------------------------------
 
 
+def _tool_id(call_id: str) -> str:
+    """Anthropic accepts tool ids matching ^[a-zA-Z0-9_-]+$; ids made by other providers may not. The same
+    mapping is applied to the call and its result, so pairs stay paired."""
+    return re.sub(r"[^a-zA-Z0-9_-]", "_", call_id) or "tool_call"
+
+
 def _image(block: dict) -> dict:
     ref = block.get("ref", "")
     parsed = data_url_parts(ref)
@@ -107,7 +114,7 @@ def _assistant_content(message: dict) -> list[dict]:
             arguments, note = object_arguments(block)
             if note:
                 content.append({"type": "text", "text": note})
-            content.append({"type": "tool_use", "id": block["id"], "name": block["name"], "input": arguments})
+            content.append({"type": "tool_use", "id": _tool_id(block["id"]), "name": block["name"], "input": arguments})
         elif kind == "image":
             content.append({"type": "text", "text": image_placeholder(block, PROVIDER)})
     return content
@@ -145,7 +152,7 @@ def build_messages(messages: list[dict]) -> list[dict]:
             results = [
                 {
                     "type": "tool_result",
-                    "tool_use_id": block["tool_call_id"],
+                    "tool_use_id": _tool_id(block["tool_call_id"]),
                     "content": block["content"] or "(empty)",
                     "is_error": bool(block.get("is_error")),
                 }

@@ -162,3 +162,15 @@ def test_unknown_block_types_are_not_sent_but_kept():
     assert "hologram" not in repr(openai_responses.build_input(messages))
     assert "hologram" not in repr(anthropic_messages.build_messages(messages))
     assert messages == before
+
+
+def test_anthropic_tool_ids_from_other_providers_are_made_acceptable_and_stay_paired(anthropic_fake):
+    messages = [
+        text_message("user", "hi"),
+        {"role": "assistant", "blocks": [tool_call_block(id="fc:1/a", name="memory", arguments_raw="{}")]},
+        tool_result_message(tool_call_id="fc:1/a", name="memory", content="ok"),
+    ]
+    anthropic_fake.push(Turn([Text("ok")]))
+    step("anthropic", anthropic_fake, messages)
+    sent = anthropic_fake.last_body["messages"]
+    assert sent[1]["content"][0]["id"] == "fc_1_a" == sent[2]["content"][0]["tool_use_id"]
