@@ -56,6 +56,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "opencompany.middleware.RequestSizeLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -136,9 +137,14 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "opencompany.schema.AutoSchema",
     "EXCEPTION_HANDLER": "opencompany.errors.api_exception_handler",
     "DEFAULT_PAGINATION_CLASS": None,
+    "DEFAULT_PARSER_CLASSES": [
+        "opencompany.parsers.BoundedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 SPECTACULAR_SETTINGS = {
@@ -151,6 +157,9 @@ SPECTACULAR_SETTINGS = {
 
 # --- Limits -----------------------------------------------------------------------------
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 2 * 1024 * 1024, minimum=1024)
+# Any request body past this answers 413 `request_too_large` before it is read.
+REQUEST_MAX_BYTES = env_int("REQUEST_MAX_BYTES", 2 * 1024 * 1024, minimum=1024)
+REQUEST_MAX_JSON_DEPTH = env_int("REQUEST_MAX_JSON_DEPTH", 32, minimum=4, maximum=200)
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

@@ -1,0 +1,36 @@
+"""OpenAPI component names that stay unique with the nested Input/Output serializer style.
+
+Every thin API nests its own `InputSerializer` / `OutputSerializer`; by default they would
+all be called "Input"/"Output" in the schema and overwrite each other. A nested serializer
+is named after the view that holds it instead: `ChatMessageSendApi.InputSerializer` ->
+`ChatMessageSendInput`.
+"""
+
+from drf_spectacular.openapi import AutoSchema as SpectacularAutoSchema
+
+
+class AutoSchema(SpectacularAutoSchema):
+    def get_serializer_name(self, serializer, direction):
+        cls = serializer if isinstance(serializer, type) else type(serializer)
+        parts = cls.__qualname__.split(".")
+        if len(parts) >= 2 and "<locals>" not in parts:
+            outer = parts[-2]
+            for suffix in ("Api", "View", "ViewSet"):
+                if outer.endswith(suffix):
+                    outer = outer[: -len(suffix)]
+                    break
+            return outer + parts[-1]
+        return super().get_serializer_name(serializer, direction)
+
+    def get_operation_id(self):
+        """`<view>_<method>` (e.g. `conversation_list_get`): unique as long as view class names are, which
+        path-derived ids are not (`/conversations/` and `/conversations/{id}/` both read as "retrieve")."""
+        if getattr(self.view, "action", None) is not None:  # viewsets keep spectacular's naming
+            return super().get_operation_id()
+        name = type(self.view).__name__
+        for suffix in ("Api", "View"):
+            if name.endswith(suffix):
+                name = name[: -len(suffix)]
+                break
+        snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
+        return f"{snake}_{self.method.lower()}"
