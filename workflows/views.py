@@ -1,6 +1,8 @@
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import render
+from django.urls import NoReverseMatch, reverse
+from django.utils.http import urlencode
 
 from opencompany.errors import NotFoundError
 
@@ -8,6 +10,18 @@ from .graph import agent_for_context, nodes_by_id
 from .nodes import IS_AGENT, IS_CONTEXT_PANEL, get_node_spec
 from .selectors import access_workflow, workflow_generations
 from .services import workflow_load
+
+
+def _panel_url(workflow, node: dict, spec) -> str | None:
+    # Panels belong to other apps; a missing one just means no link, never a broken page.
+    try:
+        if spec.has(IS_CONTEXT_PANEL):
+            return reverse("conversations:context-panel", args=[workflow.pk]) + "?" + urlencode({"node": node["id"]})
+        if spec.clear_memory is not None:
+            return reverse("memory-panel", args=[workflow.pk, node["id"]])
+    except NoReverseMatch:
+        return None
+    return None
 
 
 @login_required
@@ -34,6 +48,7 @@ def workflow_detail(request, workflow_id: int):
                 "tool_name": spec.tool_name_for(node) if spec else None,
                 "serves": (by_id.get(serves) or {}).get("params", {}).get("name", serves) if serves else None,
                 "is_context": bool(spec and spec.has(IS_CONTEXT_PANEL)),
+                "panel_url": _panel_url(workflow, node, spec) if spec else None,
             }
         )
     context = {

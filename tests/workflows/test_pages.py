@@ -15,6 +15,8 @@ def test_detail_page_shows_nodes_for_the_owner_only(create_workflow, owner, othe
     text = page.content.decode()
     assert "Page target" in text and f"{workflow.pk}:context:1" in text and "Context of Lead" in text
     assert f"/workflows/{workflow.pk}/chat/" in text
+    assert f"/workflows/{workflow.pk}/context/?node={workflow.pk}%3Acontext%3A1" in text
+    assert f"/workflows/{workflow.pk}/memory/{workflow.pk}:simpleMemory:1/" in text
     intruder = Client()
     intruder.force_login(other_owner)
     assert intruder.get(f"/workflows/{workflow.pk}/").status_code == 404
