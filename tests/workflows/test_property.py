@@ -88,10 +88,14 @@ graphs = st.fixed_dictionaries(
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(graph=graphs, workflow_id=st.sampled_from([42, 7, 1]))
-def test_normalization_is_total_and_idempotent_and_validation_returns_codes(graph, workflow_id):
-    first = normalize_workflow_graph(graph, workflow_id=workflow_id)
-    second = normalize_workflow_graph(first.graph, workflow_id=workflow_id)
+@given(
+    graph=graphs,
+    workflow_id=st.sampled_from([42, 7, 1]),
+    used=st.none() | st.dictionaries(st.sampled_from(TYPES + ["node"]), st.integers(-2, 5) | junk, max_size=3),
+)
+def test_normalization_is_total_and_idempotent_and_validation_returns_codes(graph, workflow_id, used):
+    first = normalize_workflow_graph(graph, workflow_id=workflow_id, used_numbers=used)
+    second = normalize_workflow_graph(first.graph, workflow_id=workflow_id, used_numbers=used)
     assert second.graph == first.graph
     assert second.aliases == {}
     assert second.legacy_imports == []

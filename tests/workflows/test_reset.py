@@ -155,3 +155,37 @@ def test_reset_of_a_never_started_workflow_admits_generation_one(create_workflow
     workflow = create_workflow(reset_graph())
     outcome = services.workflow_reset(workflow=workflow, actor=owner)
     assert (outcome.previous_generation, outcome.generation.number) == (0, 1)
+
+
+def test_a_new_node_type_resets_through_its_own_hook_without_touching_the_reset_service(create_workflow, owner):
+    from pydantic import BaseModel, ConfigDict
+
+    from workflows.nodes import KIND_TOOL, Handle, NodeSpec, register_node_spec, unregister_node_spec
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+
+    calls = []
+
+    def hook(workflow, node, *, policy_context):
+        calls.append((workflow.pk, node["id"], policy_context.previous_generation, policy_context.new_generation))
+        return 7
+
+    register_node_spec(
+        NodeSpec(
+            type="scratchpad",
+            label="Scratchpad",
+            params_model=Params,
+            outputs=(Handle("output-tool", KIND_TOOL),),
+            tool_name="scratchpad",
+            reset_execution_state=hook,
+        )
+    )
+    try:
+        graph = {"nodes": [agent("a"), node("s", "scratchpad")], "edges": [tool_edge("s", "a")]}
+        workflow = create_workflow(graph)
+        outcome = services.workflow_reset(workflow=workflow, actor=owner)
+    finally:
+        unregister_node_spec("scratchpad")
+    assert calls == [(workflow.pk, f"{workflow.pk}:scratchpad:1", 0, 1)]
+    assert outcome.report["nodes"][f"{workflow.pk}:scratchpad:1"] == 7
