@@ -43,9 +43,11 @@ def _text_key(run_id: int) -> str:
     return f"opencompany:chat:run:{int(run_id)}:text"
 
 
-def _next_seq(run_id: int, append_text: str | None = None) -> int:
+def _next_seq(run_id: int, append_text: str | None = None, *, first: bool = False) -> int:
     ttl = settings.CHAT_RUN_STREAM_TTL_SECONDS
     pipe = _redis().pipeline(transaction=True)
+    if first:  # a run's first event starts its counter (ids of a recreated test database repeat)
+        pipe.delete(_seq_key(run_id), _text_key(run_id))
     pipe.incr(_seq_key(run_id))
     pipe.expire(_seq_key(run_id), ttl)
     if append_text:
@@ -66,11 +68,13 @@ def run_stream_state(run_id: int) -> tuple[int, str]:
     return int(seq or 0), (text or b"").decode(errors="replace")
 
 
-def send_run_event_now(*, workflow_id: int, run_id: int, event: dict, append_text: str | None = None) -> int | None:
+def send_run_event_now(
+    *, workflow_id: int, run_id: int, event: dict, append_text: str | None = None, first: bool = False
+) -> int | None:
     """Take the run's next seq and send. Returns the seq, or None when Redis refused (the event is dropped; the
     client sees the next event's gap and refetches)."""
     try:
-        seq = _next_seq(run_id, append_text)
+        seq = _next_seq(run_id, append_text, first=first)
     except redis.RedisError:
         logger.warning("run event seq failed", extra={"run_id": run_id, "event_type": event.get("type")})
         return None
@@ -81,9 +85,9 @@ def send_run_event_now(*, workflow_id: int, run_id: int, event: dict, append_tex
     return seq
 
 
-def publish_run_event(*, workflow_id: int, run_id: int, event: dict) -> None:
+def publish_run_event(*, workflow_id: int, run_id: int, event: dict, first: bool = False) -> None:
     """Send a run event once the current transaction commits (a rolled-back change never announces itself)."""
-    transaction.on_commit(lambda: send_run_event_now(workflow_id=workflow_id, run_id=run_id, event=event))
+    transaction.on_commit(lambda: send_run_event_now(workflow_id=workflow_id, run_id=run_id, event=event, first=first))
 
 
 def publish_chat_updated(*, workflow_id: int, revision: int, reason: str) -> None:

@@ -125,11 +125,7 @@ def admit_run(
         # The partial unique index: another admission got in first (it cannot under the session lock, but the
         # index is the rule, the lock is how we usually avoid hitting it).
         raise refuse("run_in_progress") from None
-    try:
-        run.firing_id = fire_agent(workflow, generation, agent_node_id, user_message.text, chat_run=run)
-    except FiringRefused as exc:
-        raise refuse("invalid_request", exc.message) from None
-    run.save(update_fields=["firing_id", "updated_at"])
+    # Registered before the firing's first task, so `run.started` (which starts the run's seq) goes out first.
     publish_run_event(
         workflow_id=workflow.pk,
         run_id=run.pk,
@@ -140,7 +136,13 @@ def admit_run(
             "state": run.state,
             "user_message_id": user_message.pk,
         },
+        first=True,
     )
+    try:
+        run.firing_id = fire_agent(workflow, generation, agent_node_id, user_message.text, chat_run=run)
+    except FiringRefused as exc:
+        raise refuse("invalid_request", exc.message) from None
+    run.save(update_fields=["firing_id", "updated_at"])
     return run
 
 
