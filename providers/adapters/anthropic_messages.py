@@ -8,6 +8,7 @@ single user message Anthropic requires right after the assistant message that ma
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 import anthropic
@@ -45,13 +46,19 @@ STREAM_ERROR_STATUS = {
 def make_client(request: ChatRequest) -> tuple[anthropic.Anthropic, str | None]:
     api_key = config.api_key_for(PROVIDER, request.api_key)
     connect, read = config.timeouts()
-    client = anthropic.Anthropic(
-        api_key=api_key or "missing-api-key",
-        base_url=config.base_url_for(PROVIDER, request.base_url),
+    client = _client(api_key or "missing-api-key", config.base_url_for(PROVIDER, request.base_url), connect, read)
+    return client, api_key
+
+
+@lru_cache(maxsize=32)
+def _client(api_key: str, base_url: str | None, connect: float, read: float) -> anthropic.Anthropic:
+    # Cached: building a client loads the CA bundle, and a shared client reuses its connections.
+    return anthropic.Anthropic(
+        api_key=api_key,
+        base_url=base_url,
         max_retries=0,  # one attempt: a retried LLM step could be billed twice
         timeout=anthropic.Timeout(read, connect=connect),
     )
-    return client, api_key
 
 
 def map_error(exc: Exception, *, api_key: str | None) -> ProviderError:

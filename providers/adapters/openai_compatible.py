@@ -19,6 +19,7 @@ from ..errors import InvalidRequestError, ProviderError, TruncatedStreamError
 from ..types import ChatRequest, ChatResult, Usage
 from .common import Stream, data_url_parts, image_placeholder, own_thinking, system_text
 from .openai_errors import map_openai_error
+from .openai_responses import _client
 
 PROVIDER = "openai_compatible"
 
@@ -32,13 +33,8 @@ def make_client(request: ChatRequest) -> tuple[openai.OpenAI, str | None]:
         )
     api_key = config.api_key_for(PROVIDER, request.api_key)
     connect, read = config.timeouts()
-    client = openai.OpenAI(
-        api_key=api_key or "not-needed",  # local servers usually take any key
-        base_url=base_url,
-        max_retries=0,
-        timeout=openai.Timeout(read, connect=connect),
-    )
-    return client, api_key
+    # Local servers usually take any key; the client is cached like the Responses one.
+    return _client(api_key or "not-needed", base_url, connect, read), api_key
 
 
 def build_messages(messages: list[dict], *, replay_reasoning: bool) -> list[dict]:

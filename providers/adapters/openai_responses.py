@@ -10,6 +10,7 @@ go back byte-identical and in place), and a portable item built from the block o
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import openai
@@ -30,13 +31,19 @@ REASONING_EFFORT = {"low": "low", "medium": "medium", "high": "high", "minimal":
 def make_client(request: ChatRequest) -> tuple[openai.OpenAI, str | None]:
     api_key = config.api_key_for(PROVIDER, request.api_key)
     connect, read = config.timeouts()
-    client = openai.OpenAI(
-        api_key=api_key or "missing-api-key",
-        base_url=config.base_url_for(PROVIDER, request.base_url),
+    client = _client(api_key or "missing-api-key", config.base_url_for(PROVIDER, request.base_url), connect, read)
+    return client, api_key
+
+
+@lru_cache(maxsize=32)
+def _client(api_key: str, base_url: str | None, connect: float, read: float) -> openai.OpenAI:
+    # Cached: building a client loads the CA bundle (~0.1 s), and a shared client reuses its connections.
+    return openai.OpenAI(
+        api_key=api_key,
+        base_url=base_url,
         max_retries=0,  # one attempt: a retried LLM step could be billed twice
         timeout=openai.Timeout(read, connect=connect),
     )
-    return client, api_key
 
 
 def _item_dict(item: Any) -> dict:
