@@ -112,63 +112,63 @@ def main() -> int:
             f"{'messages':>8} | {'save p50':>8} {'p95':>6} | {'+event p50':>10} {'p95':>6} | "
             f"{'cold p50':>8} {'p95':>6} | {'load p50':>8} {'p95':>6} | bytes stored / own size"
         )
-        results = {}
-        for size in (10, 100, 1000):
+        # Every round measures every size in turn, so a noisy moment on the machine hits all sizes alike.
+        sizes = (10, 100, 1000)
+        state = {}
+        for size in sizes:
             key = conversation_key(workflow.pk, 1, f"{workflow.pk}:agent:{size}")
             # `size` messages once the measured turn (4 messages) is appended.
-            base = [system]
-            turn_index = 0
+            base, turn_index = [system], 0
             while len(base) < size - 4:
                 base += make_turn(rng, turn_index)
                 turn_index += 1
-            base = base[: size - 4]
-            save_conversation(key, base)
-            messages = load_conversation(key)
+            save_conversation(key, base[: size - 4])
+            state[size] = {"key": key, "messages": load_conversation(key), "turn": turn_index}
+        timings = {size: {"warm": [], "event": [], "cold": [], "load": []} for size in sizes}
 
-            warm, broadcast, cold, loads = [], [], [], []
-            for _ in range(args.rounds):
-                turn = make_turn(rng, turn_index)
-                turn_index += 1
-                candidate = messages + turn
+        def timed(fn) -> float:
+            started = time.perf_counter()
+            fn()
+            return (time.perf_counter() - started) * 1000
+
+        for _ in range(args.rounds):
+            for size in sizes:
+                key, messages, t = state[size]["key"], state[size]["messages"], timings[size]
+                state[size]["turn"] += 1
+                candidate = messages + make_turn(rng, state[size]["turn"])
                 events.publish_workflow_event = quiet
-                started = time.perf_counter()
-                save_conversation(key, candidate)
-                warm.append((time.perf_counter() - started) * 1000)
-                # Keep the length steady: drop the turn again (a rewrite, not measured).
-                save_conversation(key, messages)
+                t["warm"].append(timed(lambda k=key, c=candidate: save_conversation(k, c)))
+                save_conversation(key, messages)  # back to the same length (a rewrite, not measured)
                 events.publish_workflow_event = loud
-                started = time.perf_counter()
-                save_conversation(key, candidate)
-                broadcast.append((time.perf_counter() - started) * 1000)
+                t["event"].append(timed(lambda k=key, c=candidate: save_conversation(k, c)))
                 save_conversation(key, messages)
-
+                events.publish_workflow_event = quiet
                 forget_process_copies()
-                started = time.perf_counter()
-                save_conversation(key, candidate)
-                cold.append((time.perf_counter() - started) * 1000)
+                t["cold"].append(timed(lambda k=key, c=candidate: save_conversation(k, c)))
                 save_conversation(key, messages)
+                t["load"].append(timed(lambda k=key, s=state[size]: s.__setitem__("messages", load_conversation(k))))
+        events.publish_workflow_event = loud
 
-                started = time.perf_counter()
-                messages = load_conversation(key)
-                loads.append((time.perf_counter() - started) * 1000)
-
+        results = {}
+        for size in sizes:
+            key, t = state[size]["key"], timings[size]
             stored_messages = load_conversation(key)
             own = sum(len(json.dumps(m, separators=(",", ":"), ensure_ascii=False).encode()) for m in stored_messages)
             with connection.cursor() as cursor:
                 cursor.execute(
-                    f"SELECT coalesce(sum(pg_column_size(data)), 0), coalesce(sum(pg_column_size(hash)), 0) "
+                    f"SELECT coalesce(sum(pg_column_size(data) + pg_column_size(hash) + pg_column_size(chain)), 0) "
                     f"FROM {ConversationMessage._meta.db_table} m JOIN conversations_agentconversation c "
                     "ON c.id = m.conversation_id WHERE c.agent_node_id = %s",
                     [key.agent_node_id],
                 )
-                data_bytes, hash_bytes = cursor.fetchone()
-            count = size
-            results[size] = statistics.median(warm)
+                stored_bytes = cursor.fetchone()[0]
+            results[size] = statistics.median(t["warm"])
             print(
-                f"{count:>8} | {pct(warm, 0.5):>8.2f} {pct(warm, 0.95):>6.2f} | {pct(broadcast, 0.5):>10.2f} "
-                f"{pct(broadcast, 0.95):>6.2f} | {pct(cold, 0.5):>8.2f} {pct(cold, 0.95):>6.2f} "
-                f"| {pct(loads, 0.5):>8.2f} {pct(loads, 0.95):>6.2f} | {data_bytes + hash_bytes:,} / {own:,} "
-                f"({(data_bytes + hash_bytes) / max(own, 1):.2f}x)"
+                f"{size:>8} | {pct(t['warm'], 0.5):>8.2f} {pct(t['warm'], 0.95):>6.2f} | "
+                f"{pct(t['event'], 0.5):>10.2f} {pct(t['event'], 0.95):>6.2f} | "
+                f"{pct(t['cold'], 0.5):>8.2f} {pct(t['cold'], 0.95):>6.2f} | "
+                f"{pct(t['load'], 0.5):>8.2f} {pct(t['load'], 0.95):>6.2f} | "
+                f"{stored_bytes:,} / {own:,} ({stored_bytes / max(own, 1):.2f}x)"
             )
         ratio = results[1000] / results[100]
         print(

@@ -369,7 +369,17 @@ def _write_locked(key: ConversationKey, header: tuple, messages: list[dict], *, 
         hashes = [message_hash(m) for m in suffix]
         chains = chain_of(hashes, previous)
         sizes = [len(text.encode()) for text in texts]
-        for start in range(0, len(suffix), _INSERT_CHUNK):
+        count = kept + len(suffix)
+        digest = (chains[-1] if chains else previous).hex()
+        header_update = (
+            f"UPDATE {_HEADER} SET message_count = %s, size_bytes = %s, version = version + 1, digest = %s, "
+            "updated_at = now() WHERE id = %s"
+        )
+        header_params = [count, stored_size - removed_size + sum(sizes), digest, conversation_id]
+        starts = list(range(0, len(suffix), _INSERT_CHUNK))
+        if not starts:
+            cursor.execute(header_update, header_params)
+        for start in starts:
             chunk = range(start, min(start + _INSERT_CHUNK, len(suffix)))
             values = ", ".join(["(%s, %s, %s, %s::json, %s, %s, %s)"] * len(chunk))
             params: list = []
@@ -383,17 +393,14 @@ def _write_locked(key: ConversationKey, header: tuple, messages: list[dict], *, 
                     chains[i],
                     sizes[i],
                 ]
-            cursor.execute(
-                f"INSERT INTO {_ROWS} (conversation_id, position, role, data, hash, chain, size_bytes) VALUES {values}",
-                params,
+            insert = (
+                f"INSERT INTO {_ROWS} (conversation_id, position, role, data, hash, chain, size_bytes) VALUES {values}"
             )
-        count = kept + len(suffix)
-        digest = (chains[-1] if chains else previous).hex()
-        cursor.execute(
-            f"UPDATE {_HEADER} SET message_count = %s, size_bytes = %s, version = version + 1, digest = %s, "
-            "updated_at = now() WHERE id = %s",
-            [count, stored_size - removed_size + sum(sizes), digest, conversation_id],
-        )
+            if start == starts[-1]:
+                # The last insert and the header update travel as one statement: one round trip fewer per turn.
+                cursor.execute(f"WITH inserted AS ({insert}) {header_update}", params + header_params)
+            else:
+                cursor.execute(insert, params)
     new_version = version + 1
 
     if copy is not None:

@@ -330,3 +330,10 @@ def test_loading_and_repairing_never_rewrite_the_row(key):
     before = AgentConversation.objects.values("version", "message_count", "updated_at").get()
     assert len(load_conversation(key)) == 3
     assert AgentConversation.objects.values("version", "message_count", "updated_at").get() == before
+
+
+def test_a_long_rewrite_is_inserted_in_chunks(key):
+    messages = [user(f"m{n}") if n % 2 == 0 else assistant(f"a{n}") for n in range(2500)]
+    assert save_conversation(key, messages).written == 2500
+    assert _without_ts(load_conversation(key)) == messages
+    assert stored_cursor(key) == conversation_cursor(messages)
