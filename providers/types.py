@@ -44,14 +44,19 @@ class Usage:
     cached_tokens: int = 0
     output_tokens: int = 0
     reasoning_tokens: int = 0
+    # True when the provider never reported usage (a stopped stream): the numbers are local estimates.
+    estimated: bool = False
 
     def to_dict(self) -> dict:
-        return {
+        data = {
             "input_tokens": self.input_tokens,
             "cached_tokens": self.cached_tokens,
             "output_tokens": self.output_tokens,
             "reasoning_tokens": self.reasoning_tokens,
         }
+        if self.estimated:
+            data["estimated"] = True
+        return data
 
 
 @dataclass

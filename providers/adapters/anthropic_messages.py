@@ -27,7 +27,15 @@ from ..errors import (
     scrub,
 )
 from ..types import ChatRequest, ChatResult, Usage
-from .common import Stream, data_url_parts, image_placeholder, object_arguments, own_thinking, system_text
+from .common import (
+    Stream,
+    data_url_parts,
+    estimated_usage,
+    image_placeholder,
+    object_arguments,
+    own_thinking,
+    system_text,
+)
 
 PROVIDER = "anthropic"
 THINKING_BUDGET = {"low": 2048, "medium": 8192, "high": 24576}
@@ -289,11 +297,20 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     wire_blocks = [blocks[i] for i in sorted(blocks)]
     if stopped:
         # Keep partial text, marked; drop a half-received tool call and a thinking block without its signature.
+        wire_blocks = [b for b in wire_blocks if not (b["type"] == "thinking" and not b.get("signature"))]
         for index in sorted(open_blocks):
             entry = open_blocks[index]
             if entry["kind"] == "text" and entry["text"]:
                 wire_blocks.append(text_block(entry["text"], stopped=True))
         result_stop = "stopped"
+        # message_start reported the real input; the output so far is estimated.
+        estimate = estimated_usage(request, wire_blocks)
+        usage = Usage(
+            input_tokens=usage.input_tokens or estimate.input_tokens,
+            cached_tokens=usage.cached_tokens,
+            output_tokens=estimate.output_tokens,
+            estimated=True,
+        )
     else:
         result_stop = {
             "end_turn": "end_turn",

@@ -11,7 +11,7 @@ from typing import Any
 
 from conversations.wire import text_of
 
-from ..types import ChatRequest, EventCallback, StopCheck
+from ..types import ChatRequest, EventCallback, StopCheck, Usage
 
 logger = logging.getLogger("providers")
 
@@ -137,6 +137,18 @@ def own_thinking(block: dict, provider: str) -> bool:
     reasoning (and its signature) means nothing elsewhere, and turning it into text would put words in the
     assistant's mouth, so it is left out of that request (it stays in the stored conversation)."""
     return block.get("provider") == provider
+
+
+def estimated_usage(request: ChatRequest, blocks: list[dict]) -> Usage:
+    """For a stopped stream, which never gets the provider's usage: the input estimate plus what arrived."""
+    from ..context import CHARS_PER_TOKEN, estimate_tokens
+
+    received = sum(len(b.get("text", "")) + len(b.get("arguments_raw", "")) for b in blocks)
+    return Usage(
+        input_tokens=estimate_tokens(request),
+        output_tokens=(received + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN,
+        estimated=True,
+    )
 
 
 def max_output_tokens(request: ChatRequest, default: int) -> int:

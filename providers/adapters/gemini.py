@@ -36,7 +36,15 @@ from ..errors import (
     scrub,
 )
 from ..types import ChatRequest, ChatResult, Usage
-from .common import Stream, data_url_parts, image_placeholder, object_arguments, own_thinking, system_text
+from .common import (
+    Stream,
+    data_url_parts,
+    estimated_usage,
+    image_placeholder,
+    object_arguments,
+    own_thinking,
+    system_text,
+)
 
 PROVIDER = "gemini"
 # Documented escape hatch for function calls the model did not sign itself (e.g. made by another provider): it
@@ -372,7 +380,7 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     if stopped:
         blocks = assembler.stopped_blocks()
         stop_reason = "stopped"
-        usage = Usage()
+        usage = estimated_usage(request, blocks)
     else:
         assembler._close_thinking()
         blocks = assembler.blocks

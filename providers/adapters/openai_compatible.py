@@ -17,7 +17,7 @@ from .. import config
 from ..catalogue import capabilities
 from ..errors import InvalidRequestError, ProviderError, TruncatedStreamError
 from ..types import ChatRequest, ChatResult, Usage
-from .common import Stream, data_url_parts, image_placeholder, own_thinking, system_text
+from .common import Stream, data_url_parts, estimated_usage, image_placeholder, own_thinking, system_text
 from .openai_errors import map_openai_error
 from .openai_responses import _client
 
@@ -196,7 +196,7 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
         if text:
             blocks.append(text_block(text, stopped=True))
         stop_reason = "stopped"
-        usage = Usage()
+        usage = estimated_usage(request, blocks)
     else:
         if reasoning:
             blocks.append({"type": "thinking", "text": reasoning, "signature": None, "provider": PROVIDER})

@@ -21,7 +21,7 @@ from .. import config
 from ..catalogue import capabilities
 from ..errors import ProviderError, TruncatedStreamError, classify_status
 from ..types import ChatRequest, ChatResult, Usage
-from .common import Stream, data_url_parts, image_placeholder, own_thinking, system_text
+from .common import Stream, data_url_parts, estimated_usage, image_placeholder, own_thinking, system_text
 from .openai_errors import CONTEXT_MARKERS, map_openai_error
 
 PROVIDER = "openai"
@@ -304,7 +304,7 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
         for entry in open_items.values():
             if entry["type"] == "message" and entry["text"]:
                 blocks.append(text_block(entry["text"], stopped=True))
-        usage = Usage()
+        usage = estimated_usage(request, blocks)
         stop_reason = "stopped"
     else:
         items = list(final.get("output") or []) or [closed[i] for i in sorted(closed)]

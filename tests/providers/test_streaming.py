@@ -68,6 +68,9 @@ def test_stop_keeps_partial_text_marked_and_drops_the_unfinished_rest(fakes, pro
     [text] = [b for b in blocks if b["type"] == "text"]
     assert text["stopped"] is True
     assert text["text"] and "Saving it now, please wait.".startswith(text["text"])
+    # The provider never reported usage for the interrupted call: estimated, and said so.
+    assert result.usage.estimated and result.usage.input_tokens > 0 and result.usage.output_tokens > 0
+    assert result.message["usage"]["estimated"] is True
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
