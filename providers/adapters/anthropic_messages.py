@@ -178,6 +178,16 @@ def build_messages(messages: list[dict]) -> list[dict]:
     return out
 
 
+def _current_turn_can_think(messages: list[dict]) -> bool:
+    if len(messages) < 2 or messages[-1]["role"] != "user":
+        return True
+    if not any(b.get("type") == "tool_result" for b in messages[-1]["content"]):
+        return True
+    previous = messages[-2]
+    first = previous["content"][0] if previous["role"] == "assistant" and previous["content"] else {}
+    return first.get("type") in ("thinking", "redacted_thinking")
+
+
 def build_params(request: ChatRequest, *, for_counting: bool = False) -> dict:
     params: dict[str, Any] = {"model": request.model, "messages": build_messages(request.messages)}
     system = system_text(request.messages)
@@ -190,6 +200,11 @@ def build_params(request: ChatRequest, *, for_counting: bool = False) -> dict:
         ]
     settings = request.settings
     budget = THINKING_BUDGET.get(settings.thinking or "")
+    if budget and not _current_turn_can_think(params["messages"]):
+        # Anthropic refuses thinking when the assistant step being continued does not start with a thinking
+        # block (it was made by another provider, or without thinking); its documented way out is to send this
+        # request without thinking. The next user turn thinks again.
+        budget = None
     if budget:
         params["thinking"] = {"type": "enabled", "budget_tokens": budget}
     if not for_counting:

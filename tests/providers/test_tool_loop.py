@@ -171,15 +171,27 @@ def test_anthropic_rejects_a_modified_thinking_block(anthropic_fake):
         step("anthropic", anthropic_fake, tampered, thinking="low")
 
 
-def test_anthropic_with_thinking_rejects_a_turn_whose_thinking_was_dropped(anthropic_fake):
+def test_anthropic_continues_a_foreign_tool_step_without_thinking(anthropic_fake):
+    """Given a tool step whose thinking came from another provider (so it is not sent), when the loop continues
+    with thinking on, then the request goes without thinking, the one form Anthropic accepts; sent with thinking
+    it is refused with Anthropic's error."""
     loaded, _, _ = run_loop(
         "anthropic", anthropic_fake, Turn([Think("Plan."), Call("memory", REMEMBER)]), thinking="low"
     )
-    # Another provider's thinking is left out of the request: here that removes the block Anthropic requires.
     foreign = copy.deepcopy(loaded)
     foreign[2]["blocks"][0]["provider"] = "gemini"
-    with pytest.raises(InvalidRequestError, match="must start with a thinking block"):
-        step("anthropic", anthropic_fake, foreign, thinking="low")
+    anthropic_fake.push(Turn([Text("Done.")]))
+    result = step("anthropic", anthropic_fake, foreign, thinking="low")
+    assert result.message["blocks"] == [{"type": "text", "text": "Done."}]
+    body = anthropic_fake.last_body
+    assert "thinking" not in body and body["messages"][1]["content"][0]["type"] == "tool_use"
+
+    import anthropic
+
+    client = anthropic.Anthropic(api_key="sk-ant-test", base_url=anthropic_fake.base_url, max_retries=0)
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        client.messages.create(**{**body, "thinking": {"type": "enabled", "budget_tokens": 2048}, "stream": False})
+    assert "a final `assistant` message must start with a thinking block" in str(caught.value)
 
 
 # --- Gemini ----------------------------------------------------------------------------------------------------
