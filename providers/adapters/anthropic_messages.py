@@ -327,6 +327,10 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
             estimated=True,
         )
     else:
+        if stop_reason == "max_tokens":
+            # The block the limit cut off still gets its content_block_stop; a tool call whose JSON was cut short
+            # is half-received and is not kept.
+            wire_blocks = [b for b in wire_blocks if not (b["type"] == "tool_call" and b.get("parse_error"))]
         result_stop = {
             "end_turn": "end_turn",
             "tool_use": "tool_use",

@@ -204,7 +204,10 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
             blocks.append(text_block(text))
         for index in sorted(calls):
             call = calls[index]
-            blocks.append(tool_call_block(id=call["id"], name=call["name"], arguments_raw=call["arguments"]))
+            block = tool_call_block(id=call["id"], name=call["name"], arguments_raw=call["arguments"])
+            if finish == "length" and block.get("parse_error"):
+                continue  # cut off by the token limit: half-received, not kept
+            blocks.append(block)
         stop_reason = {
             "stop": "end_turn",
             "tool_calls": "tool_use",

@@ -308,6 +308,8 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
         stop_reason = "stopped"
     else:
         items = list(final.get("output") or []) or [closed[i] for i in sorted(closed)]
+        # A call cut off by max_output_tokens is half-received: it is not kept.
+        items = [i for i in items if not (i.get("type") == "function_call" and i.get("status") == "incomplete")]
         blocks = blocks_from_items(items)
         usage = _usage(final.get("usage"))
         response_id = final.get("id") or response_id

@@ -287,6 +287,11 @@ class FakeOpenAIResponses(FakeProviderServer):
                     "encrypted_content": item["encrypted_content"],
                     "following": following,
                 }
+        if turn.stop == "max_tokens" and output and output[-1]["type"] == "function_call":
+            try:
+                json.loads(output[-1]["arguments"])
+            except ValueError:
+                output[-1] = {**output[-1], "status": "incomplete"}  # the limit cut the call off
         final = {
             **response,
             "status": "incomplete" if turn.stop == "max_tokens" else "completed",

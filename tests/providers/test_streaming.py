@@ -82,6 +82,15 @@ def test_max_tokens_is_reported(fakes, provider):
     assert result.message["blocks"][0]["text"] == "A long answer that"
 
 
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "openai_compatible"])
+def test_a_tool_call_cut_off_by_the_token_limit_is_not_kept(fakes, provider):
+    fake = fakes[provider]
+    fake.push(Turn([Text("Saving."), Call("memory", '{"operation": "remember", "content": "te')], stop="max_tokens"))
+    result = step(provider, fake, opening())
+    assert result.stop_reason == "max_tokens"
+    assert result.message["blocks"] == [{"type": "text", "text": "Saving."}]
+
+
 @pytest.mark.parametrize("provider", PROVIDERS)
 @pytest.mark.parametrize(
     ("reply", "error", "attrs"),
