@@ -344,3 +344,32 @@ def test_openai_asks_for_encrypted_reasoning_only_from_reasoning_models(openai_f
     assert "include" not in openai_fake.requests[0].body
     assert openai_fake.requests[1].body["include"] == ["reasoning.encrypted_content"]
     assert not openai_fake.rejections
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic", "gemini", "openai_compatible"])
+def test_two_stored_tool_loops_replay_together(provider, request):
+    """Given a conversation with two finished tool loops (each stored and reloaded), when a third user turn is
+    sent, then the fake accepts every replayed item, signature and call/result pair from both loops."""
+    from conversations.wire import text_message
+
+    fake = request.getfixturevalue(
+        {"openai": "openai_fake", "anthropic": "anthropic_fake", "gemini": "gemini_fake"}.get(provider, "compat_fake")
+    )
+    messages = opening()
+    for word in ("tea", "coffee"):
+        fake.push(
+            Turn([Think(f"Plan for {word}."), Text(f"Saving {word}."), Call("memory", REMEMBER)]),
+            Turn([Text(f"Saved {word}.")]),
+        )
+        first = step(provider, fake, messages, thinking="low")
+        messages = store_and_load([*messages, first.message, *answer_calls(first.message)])
+        final = step(provider, fake, messages, thinking="low")
+        messages = store_and_load([*messages, final.message, text_message("user", "And another.")])
+    fake.push(Turn([Text("All saved.")]))
+    result = step(provider, fake, messages, thinking="low")
+    assert result.message["blocks"] == [{"type": "text", "text": "All saved."}]
+    assert not fake.rejections
+    sent = repr(fake.last_body)
+    signatures = [b["signature"] for m in messages for b in m["blocks"] if b["type"] == "thinking" and b["signature"]]
+    if provider in ("openai", "anthropic"):
+        assert len(signatures) == 2 and all(s in sent for s in signatures)
