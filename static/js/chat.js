@@ -88,11 +88,17 @@
 
   function stepsDisclosure(run) {
     if (!run || !run.steps.length && run.duration_ms == null) return null;
+    const n = run.steps.length;
+    const worked = run.duration_ms != null ? "Worked for " + seconds(run.duration_ms) : "Working";
+    if (!n) {
+      const flat = document.createElement("span");
+      flat.className = "steps flat";
+      flat.textContent = worked;
+      return flat;
+    }
     const details = document.createElement("details");
     details.className = "steps";
     const summary = document.createElement("summary");
-    const n = run.steps.length;
-    const worked = run.duration_ms != null ? "Worked for " + seconds(run.duration_ms) : "Working";
     summary.textContent = worked + " · " + n + (n === 1 ? " step" : " steps");
     details.appendChild(summary);
     if (n) {

@@ -1,0 +1,179 @@
+"""The chat page in Debian's Chromium (Playwright) against the real web server, worker, broker and the offline
+provider: send and stream, a refusal during a run, Stop (Esc) and reload, Edit and the Context panel, ‹ › switch
+back, Try again. Screenshots of each step land in test-artifacts/chat/."""
+
+from __future__ import annotations
+
+import mimetypes
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.chat.conftest import chat_workflow
+from tests.processes import REPO_ROOT, start_celery_worker, start_web_server
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = REPO_ROOT / "test-artifacts" / "chat"
+PASSWORD = "pw-for-browser-1"
+LONG = " ".join(f"word{i}" for i in range(150))
+
+
+@pytest.fixture
+def stack(tmp_path):
+    worker = start_celery_worker(tmp_path, OFFLINE_PROVIDER_DELAY_MS="40", AGENT_STOP_POLL_SECONDS="0.05")
+    web, base_url = start_web_server(tmp_path)
+    yield base_url
+    web.stop()
+    worker.stop()
+
+
+@pytest.fixture
+def setup(make_user):
+    # Before the browser starts: Playwright's sync API runs an event loop, and the ORM refuses to run inside one.
+    from tests.realtime import session_cookie_for
+
+    owner = make_user("browser-owner", password=PASSWORD)
+    workflow, _, ids = chat_workflow(owner, memory=True)
+    name, value = session_cookie_for(owner).split("=", 1)
+    return owner, workflow, ids, {"name": name, "value": value}
+
+
+@pytest.fixture
+def browser_page(tmp_path):
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's Chromium is not installed at /usr/bin/chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(tmp_path / "profile"),
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=[
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+            viewport={"width": 1100, "height": 900},
+        )
+
+        # daphne serves no static files (collectstatic + a front server do in production): serve the repo's.
+        def static(route):
+            path = REPO_ROOT / "static" / route.request.url.split("/static/", 1)[1].split("?")[0]
+            if not path.is_file():
+                return route.fulfill(status=404, body="")
+            return route.fulfill(
+                status=200, body=path.read_bytes(), content_type=mimetypes.guess_type(str(path))[0] or "text/plain"
+            )
+
+        context.route(re.compile(r".*/static/.*"), static)
+        page = context.pages[0] if context.pages else context.new_page()
+        errors = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        yield page
+        context.close()
+        assert not errors, errors
+
+
+def shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def answers(page):
+    return page.locator("#thread > li.msg.assistant:not(.streaming)")
+
+
+def test_the_chat_page_end_to_end(setup, stack, browser_page):
+    from playwright.sync_api import expect
+
+    page = browser_page
+    owner, workflow, ids, cookie = setup
+    # Logged in as the owner (a session made by Django's test client, stored in the shared database).
+    page.context.add_cookies([{**cookie, "url": stack}])
+    page.goto(f"{stack}/workflows/{workflow.pk}/chat/")
+    expect(page.get_by_label("Message", exact=True)).to_be_visible()
+    expect(page.locator("#context-link")).to_have_attribute("href", f"/workflows/{workflow.pk}/context/")
+    expect(page.locator(".memory-link")).to_have_attribute("href", f"/workflows/{workflow.pk}/memory/{ids['mem']}/")
+    page.wait_for_function("window.chatSocket && window.chatSocket.readyState === 1")
+    shot(page, "01-empty")
+
+    # Send and see the streamed answer.
+    page.get_by_label("Message", exact=True).fill("hello there")
+    page.keyboard.press("Enter")
+    expect(answers(page)).to_have_count(1, timeout=20_000)
+    expect(answers(page).first).to_contain_text("I see 0 earlier messages. You said: hello there")
+    shot(page, "02-answered")
+
+    # A long answer streams with a caret; sending during it is refused in plain words; Esc stops it.
+    page.get_by_label("Message", exact=True).fill(LONG)
+    page.keyboard.press("Enter")
+    streaming = page.locator("li.streaming")
+    expect(streaming.locator(".caret")).to_be_visible(timeout=20_000)
+    expect(streaming).to_contain_text("word3", timeout=20_000)
+    expect(page.locator("#stop")).to_be_visible()
+    shot(page, "03-streaming")
+    page.get_by_label("Message", exact=True).fill("are you there?")
+    page.get_by_label("Message", exact=True).press("Enter")
+    expect(page.locator("#notice")).to_contain_text("An answer is still being worked on", timeout=10_000)
+    shot(page, "04-refused-during-run")
+    page.keyboard.press("Escape")
+    expect(answers(page)).to_have_count(2, timeout=20_000)
+    stopped = answers(page).nth(1)
+    expect(stopped.locator(".badge.stopped")).to_have_text("Stopped")
+    partial = stopped.locator(".body").inner_text()
+    assert partial.startswith("I see 2 earlier messages. You said: word0") and "word149" not in partial
+    page.reload()
+    expect(answers(page).nth(1).locator(".badge.stopped")).to_have_text("Stopped")
+    assert answers(page).nth(1).locator(".body").inner_text() == partial
+    shot(page, "05-stopped-after-reload")
+
+    # Edit the long message: the agent forgets the abandoned branch (the Context panel shows the rewound list).
+    page.get_by_label("Message", exact=True).fill("")
+    users = page.locator("#thread > li.msg.user")
+    users.nth(1).get_by_role("button", name="Edit this message").click()
+    edit_box = page.get_by_label("Edit your message")
+    expect(edit_box).to_be_focused()
+    edit_box.fill("a short question")
+    edit_box.press("Enter")
+    expect(answers(page).nth(1)).to_contain_text("I see 2 earlier messages. You said: a short question",
+                                                 timeout=20_000)  # fmt: skip
+    expect(users.nth(1).locator(".switch-label")).to_have_text("2 / 2")
+    shot(page, "06-edited")
+    page.goto(f"{stack}/workflows/{workflow.pk}/context/")
+    context_text = page.locator("main").inner_text()
+    assert "a short question" in context_text and "word10" not in context_text
+    shot(page, "07-context-rewound")
+
+    # Switch back with ‹: the old conversation comes back, for the page and for the agent.
+    page.goto(f"{stack}/workflows/{workflow.pk}/chat/")
+    users = page.locator("#thread > li.msg.user")
+    users.nth(1).get_by_role("button", name="Previous version of your message").click()
+    expect(users.nth(1).locator(".switch-label")).to_have_text("1 / 2")
+    expect(answers(page).nth(1).locator(".badge.stopped")).to_have_text("Stopped")
+    shot(page, "08-switched-back")
+    page.goto(f"{stack}/workflows/{workflow.pk}/context/")
+    context_text = page.locator("main").inner_text()
+    assert "word10" in context_text and "a short question" not in context_text
+    shot(page, "09-context-restored")
+
+    # Try again on the latest answer.
+    page.goto(f"{stack}/workflows/{workflow.pk}/chat/")
+    page.get_by_role("button", name="Try again").click()
+    latest = answers(page).nth(1)
+    expect(latest.locator(".switch-label")).to_have_text("2 / 2", timeout=30_000)
+    expect(latest).to_contain_text("You said: word0")
+    expect(latest.locator(".badge")).to_have_count(0, timeout=30_000)
+    shot(page, "10-tried-again")
+    # Good/bad and copy are there for answers, with their state announced.
+    latest.get_by_role("button", name="Good answer").click()
+    expect(answers(page).nth(1).get_by_role("button", name="Good answer")).to_have_attribute("aria-pressed", "true")
+    shot(page, "11-rated")
