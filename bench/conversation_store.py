@@ -77,6 +77,12 @@ def pct(values: list[float], q: float) -> float:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=60)
+    parser.add_argument(
+        "--async-commit",
+        action="store_true",
+        help="SET synchronous_commit = off for the session: measures the store without the WAL flush of each commit "
+        "(on a busy shared disk the flush alone can take longer than everything else)",
+    )
     args = parser.parse_args()
 
     import django
@@ -107,7 +113,15 @@ def main() -> int:
 
         system = {"role": "system", "blocks": [{"type": "text", "text": "You are a careful assistant. " * 20}]}
 
-        print(f"PostgreSQL {connection.pg_version}, {args.rounds} rounds per measurement, times in ms")
+        with connection.cursor() as cursor:
+            if args.async_commit:
+                cursor.execute("SET synchronous_commit = off")
+            cursor.execute("SHOW synchronous_commit")
+            commit_mode = cursor.fetchone()[0]
+        print(
+            f"PostgreSQL {connection.pg_version}, synchronous_commit={commit_mode}, {args.rounds} rounds per "
+            f"measurement, load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs, times in ms"
+        )
         print(
             f"{'messages':>8} | {'save p50':>8} {'p95':>6} | {'+event p50':>10} {'p95':>6} | "
             f"{'cold p50':>8} {'p95':>6} | {'load p50':>8} {'p95':>6} | bytes stored / own size"
@@ -143,7 +157,7 @@ def main() -> int:
                 t["event"].append(timed(lambda k=key, c=candidate: save_conversation(k, c)))
                 save_conversation(key, messages)
                 events.publish_workflow_event = quiet
-                forget_process_copies()
+                forget_process_copies(key)
                 t["cold"].append(timed(lambda k=key, c=candidate: save_conversation(k, c)))
                 save_conversation(key, messages)
                 t["load"].append(timed(lambda k=key, s=state[size]: s.__setitem__("messages", load_conversation(k))))

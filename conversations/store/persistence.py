@@ -134,9 +134,13 @@ class _Copies:
 _copies = _Copies()
 
 
-def forget_process_copies() -> None:
-    """Drop every per-process copy (tests and benchmarks use it to measure the cold path)."""
-    _copies.clear()
+def forget_process_copies(key: ConversationKey | None = None) -> None:
+    """Drop this process's copy of `key` (or of every key), as if another process had written last. Tests and the
+    benchmark use it to exercise the cold path."""
+    if key is None:
+        _copies.clear()
+    else:
+        _copies.drop(key)
 
 
 @contextmanager
