@@ -29,7 +29,7 @@ from conversations.events import ConversationChange, announce_change_on_commit
 from conversations.models import EMPTY_DIGEST, AgentConversation, ConversationMessage
 from conversations.wire import ROLES, WireError, validate_messages
 
-from .errors import ConversationInvalid, ConversationLoadFailed, ConversationTooLarge
+from .errors import ConversationConflict, ConversationInvalid, ConversationLoadFailed, ConversationTooLarge
 from .keys import ConversationKey
 from .transcript import EMPTY_CHAIN, chain_of, close_unanswered_tool_calls, message_hash, stored_json, without_ts
 
@@ -419,26 +419,32 @@ def _write_locked(key: ConversationKey, header: tuple, messages: list[dict], *, 
     return SaveResult(key, True, count, kept, len(suffix), removed, new_version, digest)
 
 
-def save_conversation(key: ConversationKey, messages: list[dict]) -> SaveResult:
+def save_conversation(key: ConversationKey, messages: list[dict], *, expected_version: int | None = None) -> SaveResult:
     """Make the stored list `messages` (the whole list), writing only what changed past the stored prefix.
 
     Stamps `ts` on written messages that lack one (the unchanged prefix keeps its stored `ts`); the caller's
-    dicts are not modified. Listeners and `context.updated` run after commit. Raises on failure; after a billed
-    provider call use `save_conversation_safely`.
+    dicts are not modified. Listeners and `context.updated` run after commit. With `expected_version` (from
+    `load_conversation_snapshot(key).version`), a row another writer changed since raises ConversationConflict
+    instead of being overwritten. Raises on failure; after a billed provider call use `save_conversation_safely`.
     """
     _check_list(messages)
     if key.generation == 0:
         return SaveResult(key, False, len(messages), 0, 0, 0, 0, EMPTY_DIGEST, stored=False)
     with transaction.atomic():
         header = _lock_header(key, create=True)
+        if expected_version is not None and header[1] != expected_version:
+            raise ConversationConflict(
+                message="The stored conversation changed since it was loaded.",
+                extra={**key.as_log(), "version": header[1]},
+            )
         return _write_locked(key, header, messages, reason="save")
 
 
-def save_conversation_safely(key: ConversationKey, messages: list[dict]) -> SaveResult | None:
+def save_conversation_safely(key: ConversationKey, messages: list[dict], **options) -> SaveResult | None:
     """`save_conversation` that never raises: a failed save after a billed call is logged with the key, and the
     turn goes on (SPEC §2 invariant 4). Returns None when the save failed."""
     try:
-        return save_conversation(key, messages)
+        return save_conversation(key, messages, **options)
     except Exception as exc:
         logger.exception(
             "conversation save failed; the turn continues without it",

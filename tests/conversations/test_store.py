@@ -10,6 +10,7 @@ from django.db import transaction
 
 from conversations.models import AgentConversation, ConversationMessage
 from conversations.store import (
+    ConversationConflict,
     ConversationInvalid,
     ConversationLoadFailed,
     ConversationTooLarge,
@@ -337,3 +338,14 @@ def test_a_long_rewrite_is_inserted_in_chunks(key):
     assert save_conversation(key, messages).written == 2500
     assert _without_ts(load_conversation(key)) == messages
     assert stored_cursor(key) == conversation_cursor(messages)
+
+
+def test_a_stale_writer_with_expected_version_is_refused_not_applied(key):
+    save_conversation(key, [user("q1"), assistant("a1")])
+    snapshot = load_conversation_snapshot(key)
+    save_conversation(key, [*snapshot.messages, user("q2"), assistant("a2")])  # another firing's turn
+    with pytest.raises(ConversationConflict):
+        save_conversation(key, [*snapshot.messages, user("stale")], expected_version=snapshot.version)
+    assert len(load_conversation(key)) == 4
+    fresh = load_conversation_snapshot(key)
+    assert save_conversation(key, [*fresh.messages, user("q3")], expected_version=fresh.version).changed
