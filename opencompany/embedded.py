@@ -221,8 +221,11 @@ def stop_postgres() -> bool:
     with _file_lock(root / "postgres.lock"):
         if not (pgdata / "postmaster.pid").exists():
             return False
-        with contextlib.suppress(subprocess.CalledProcessError):
-            _run_as_pg_user([_pg_bin("pg_ctl"), "-D", str(pgdata), "-m", "fast", "-w", "stop"], timeout=60)
+        try:
+            _run_as_pg_user([_pg_bin("pg_ctl"), "-D", str(pgdata), "-m", "fast", "-w", "-t", "60", "stop"], timeout=90)
+        except subprocess.CalledProcessError as exc:
+            _say(f"pg_ctl stop failed: {(exc.stderr or exc.stdout or '').strip()}")
+            raise
         return True
 
 

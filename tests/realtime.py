@@ -19,16 +19,26 @@ def session_cookie_for(user) -> str:
 class SocketClient:
     """A synchronous wrapper so plain pytest tests can drive a socket.
 
-    The communicator's application task is bound to one event loop, so every call runs on
-    one loop kept in a background thread for the life of the socket.
+    The communicator's application task is bound to one event loop, and the Redis channel
+    layer refuses to receive from two loops at once, so every socket of the test process runs
+    on one shared loop kept in a background thread.
     """
+
+    _loop: asyncio.AbstractEventLoop | None = None
+    _loop_lock = threading.Lock()
+
+    @classmethod
+    def _shared_loop(cls) -> asyncio.AbstractEventLoop:
+        with cls._loop_lock:
+            if cls._loop is None:
+                cls._loop = asyncio.new_event_loop()
+                threading.Thread(target=cls._loop.run_forever, daemon=True, name="test-sockets").start()
+            return cls._loop
 
     def __init__(self, path: str, *, user=None, origin: str = "http://localhost"):
         from opencompany.asgi import application
 
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._thread.start()
+        self._loop = self._shared_loop()
 
         headers = [(b"origin", origin.encode()), (b"host", b"localhost")]
         if user is not None:
@@ -64,9 +74,6 @@ class SocketClient:
         return self._run(self.communicator.receive_nothing(timeout=timeout))
 
     def close(self) -> None:
-        try:
-            if self.connected:
-                self._run(self.communicator.disconnect())
-        finally:
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout=5)
+        if self.connected:
+            self._run(self.communicator.disconnect())
+            self.connected = False
