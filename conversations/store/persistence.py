@@ -90,6 +90,7 @@ class _Copy:
     conversation_id: int
     version: int
     messages: list[dict] = field(repr=False)  # parsed from the stored JSON; never handed to a caller
+    size_bytes: int = 0
 
 
 class _Copies:
@@ -105,8 +106,9 @@ class _Copies:
             return entry
 
     def put(self, key: ConversationKey, entry: _Copy) -> None:
-        limit = settings.CONVERSATION_CACHE_ENTRIES
-        if limit <= 0:
+        limit, max_bytes = settings.CONVERSATION_CACHE_ENTRIES, settings.CONVERSATION_CACHE_MAX_BYTES
+        if limit <= 0 or entry.size_bytes > max_bytes:
+            self.drop(key)
             return
         with self._lock:
             current = self._entries.get(key)
@@ -119,8 +121,10 @@ class _Copies:
                 return
             self._entries[key] = entry
             self._entries.move_to_end(key)
-            while len(self._entries) > limit:
-                self._entries.popitem(last=False)
+            total = sum(e.size_bytes for e in self._entries.values())
+            while len(self._entries) > limit or total > max_bytes:
+                _, evicted = self._entries.popitem(last=False)
+                total -= evicted.size_bytes
 
     def drop(self, key: ConversationKey) -> None:
         with self._lock:
@@ -217,7 +221,7 @@ def load_conversation_snapshot(key: ConversationKey) -> LoadedConversation:
         raise ConversationLoadFailed(
             message=f"The stored conversation is unreadable ({exc}).", extra=key.as_log()
         ) from exc
-    _copies.put(key, _Copy(conversation_id=conversation_id, version=version, messages=copies))
+    _copies.put(key, _Copy(conversation_id, version, copies, size_bytes))
     return LoadedConversation(key, messages, version, digest, size_bytes, True)
 
 
@@ -408,7 +412,12 @@ def _write_locked(key: ConversationKey, header: tuple, messages: list[dict], *, 
     new_version = version + 1
 
     if copy is not None:
-        entry = _Copy(conversation_id, new_version, copy.messages[:kept] + [json.loads(t) for t in texts])
+        entry = _Copy(
+            conversation_id,
+            new_version,
+            copy.messages[:kept] + [json.loads(t) for t in texts],
+            stored_size - removed_size + sum(sizes),
+        )
         # Only a committed state may be trusted as "what is stored".
         transaction.on_commit(lambda: _copies.put(key, entry))
     else:

@@ -250,6 +250,8 @@ TOOL_RESULT_MAX_CHARS = env_int("TOOL_RESULT_MAX_CHARS", 100_000, minimum=100)
 CONVERSATION_TOOL_RESULT_BUDGET_BYTES = env_int("CONVERSATION_TOOL_RESULT_BUDGET_BYTES", 400_000, minimum=1024)
 # How many conversations each process keeps a verified copy of, so an appended turn's save does not re-hash the list.
 CONVERSATION_CACHE_ENTRIES = env_int("CONVERSATION_CACHE_ENTRIES", 64, minimum=0)
+# ...and at most this many serialized bytes of them in all (the parsed copies take a few times that in memory).
+CONVERSATION_CACHE_MAX_BYTES = env_int("CONVERSATION_CACHE_MAX_BYTES", 16 * 1024 * 1024, minimum=0)
 # A firing holds its conversation's lease this long unless it renews; a dead worker's lease expires after it.
 FIRING_LEASE_TTL_SECONDS = env_int("FIRING_LEASE_TTL_SECONDS", 600, minimum=5)
 CONVERSATION_API_PAGE_SIZE = env_int("CONVERSATION_API_PAGE_SIZE", 100, minimum=1, maximum=1000)
@@ -307,8 +309,6 @@ CELERY_BEAT_SCHEDULE["agent-watchdog"] = {
 CHAT_MESSAGE_MAX_CHARS = env_int("CHAT_MESSAGE_MAX_CHARS", 20_000, minimum=1)
 CHAT_MAX_SNAPSHOTS_PER_SESSION = env_int("CHAT_MAX_SNAPSHOTS_PER_SESSION", 200, minimum=1)
 CHAT_MAX_SNAPSHOT_BYTES = env_int("CHAT_MAX_SNAPSHOT_BYTES", 2_000_000, minimum=1024)
-# Text deltas after the first are sent at most this often (the first goes out at once).
-CHAT_DELTA_BATCH_MS = env_int("CHAT_DELTA_BATCH_MS", 50, minimum=1)
 CHAT_RUN_STREAM_TTL_SECONDS = env_int("CHAT_RUN_STREAM_TTL_SECONDS", 86_400, minimum=60)
 # The chat watchdog: a run whose firing no worker started, or that outlived every limit, is ended.
 CHAT_RUN_DELIVERY_TIMEOUT_SECONDS = env_int("CHAT_RUN_DELIVERY_TIMEOUT_SECONDS", 330, minimum=5)

@@ -349,3 +349,19 @@ def test_a_stale_writer_with_expected_version_is_refused_not_applied(key):
     assert len(load_conversation(key)) == 4
     fresh = load_conversation_snapshot(key)
     assert save_conversation(key, [*fresh.messages, user("q3")], expected_version=fresh.version).changed
+
+
+def test_process_copies_are_bounded_and_the_store_stays_correct_without_them(workflow, settings):
+    from conversations.store import persistence
+
+    settings.CONVERSATION_CACHE_MAX_BYTES = 3000
+    small, large = conversation_key(workflow.pk, 1, "small"), conversation_key(workflow.pk, 1, "large")
+    save_conversation(small, [user("s")])
+    save_conversation(large, [user("l" * 5000)])
+    load_conversation(small)
+    load_conversation(large)
+    assert persistence._copies.get(small) is not None
+    assert persistence._copies.get(large) is None  # over the byte bound: never kept
+    result = save_conversation(large, [*load_conversation(large), assistant("ok")])
+    assert (result.kept, result.written) == (1, 1)
+    assert _without_ts(load_conversation(large)) == [user("l" * 5000), assistant("ok")]
