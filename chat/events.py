@@ -9,16 +9,18 @@ event is metadata (ids, states, counts, tool names).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import threading
+import time
 
 import redis
 from django.conf import settings
 from django.db import transaction
 
 from opencompany.hub import hub_epoch
-from opencompany.realtime import send_workflow_event_now
+from opencompany.realtime import send_workflow_event_now, workflow_group_name
 
 logger = logging.getLogger("chat.events")
 
@@ -43,11 +45,18 @@ def _text_key(run_id: int) -> str:
     return f"opencompany:chat:run:{int(run_id)}:text"
 
 
-def _next_seq(run_id: int, append_text: str | None = None, *, first: bool = False) -> int:
+def reset_run_stream(run_id: int) -> None:
+    """A new run starts its counter at zero (ids of a recreated test database repeat). Called before the run's
+    admission commits, so no event of the run can have been counted yet; harmless if the admission rolls back."""
+    try:
+        _redis().delete(_seq_key(run_id), _text_key(run_id))
+    except redis.RedisError:
+        logger.warning("run stream reset failed", extra={"run_id": run_id})
+
+
+def _next_seq(run_id: int, append_text: str | None = None) -> int:
     ttl = settings.CHAT_RUN_STREAM_TTL_SECONDS
     pipe = _redis().pipeline(transaction=True)
-    if first:  # a run's first event starts its counter (ids of a recreated test database repeat)
-        pipe.delete(_seq_key(run_id), _text_key(run_id))
     pipe.incr(_seq_key(run_id))
     pipe.expire(_seq_key(run_id), ttl)
     if append_text:
@@ -68,26 +77,90 @@ def run_stream_state(run_id: int) -> tuple[int, str]:
     return int(seq or 0), (text or b"").decode(errors="replace")
 
 
-def send_run_event_now(
-    *, workflow_id: int, run_id: int, event: dict, append_text: str | None = None, first: bool = False
-) -> int | None:
-    """Take the run's next seq and send. Returns the seq, or None when Redis refused (the event is dropped; the
-    client sees the next event's gap and refetches)."""
-    try:
-        seq = _next_seq(run_id, append_text, first=first)
-    except redis.RedisError:
-        logger.warning("run event seq failed", extra={"run_id": run_id, "event_type": event.get("type")})
-        return None
-    send_workflow_event_now(
-        workflow_id=workflow_id,
-        event={**event, "run_id": run_id, "seq": seq, "hub_epoch": hub_epoch()},
-    )
-    return seq
+_epoch_cache: tuple[float, str] | None = None
 
 
-def publish_run_event(*, workflow_id: int, run_id: int, event: dict, first: bool = False) -> None:
+def _epoch() -> str:
+    """The hub epoch, re-read at most every 2 s (it changes only when Redis lost its memory)."""
+    global _epoch_cache
+    now = time.monotonic()
+    if _epoch_cache is None or now - _epoch_cache[0] > 2.0:
+        _epoch_cache = (now, hub_epoch())
+    return _epoch_cache[1]
+
+
+class _Sender:
+    """One event loop thread per process that sends run events in the order they were handed over.
+
+    `async_to_sync(group_send)` from plain threads (a worker's stream callback) builds a new loop and a new Redis
+    connection per call (5-10 ms each); here the channel layer's connection lives with one loop for the life of
+    the process. Items are callables run at the head of the queue, so a seq is taken in send order and a delta
+    batch takes whatever text arrived while the previous event was on its way.
+    """
+
+    def __init__(self) -> None:
+        self._pid: int | None = None
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._queue: asyncio.Queue | None = None
+
+    def _ensure(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._pid != os.getpid():  # a forked worker starts its own
+                ready = threading.Event()
+                self._loop = asyncio.new_event_loop()
+
+                def run(loop=self._loop):
+                    asyncio.set_event_loop(loop)
+                    self._queue = asyncio.Queue()
+                    loop.create_task(self._consume(self._queue))
+                    ready.set()
+                    loop.run_forever()
+
+                threading.Thread(target=run, daemon=True, name="chat-events").start()
+                ready.wait(5)
+                self._pid = os.getpid()
+            return self._loop
+
+    async def _consume(self, queue: asyncio.Queue) -> None:
+        from channels.layers import get_channel_layer
+
+        layer = get_channel_layer()
+        while True:
+            build = await queue.get()
+            try:
+                built = build()
+                if built is not None:
+                    workflow_id, event = built
+                    await layer.group_send(workflow_group_name(workflow_id), {"type": "workflow.event", "event": event})
+            except Exception:  # a broadcast never fails the caller; the client's gap check recovers
+                logger.warning("run event not sent", exc_info=True)
+
+    def submit(self, build) -> None:
+        loop = self._ensure()
+        loop.call_soon_threadsafe(lambda: self._queue.put_nowait(build))
+
+
+_sender = _Sender()
+
+
+def send_run_event_now(*, workflow_id: int, run_id: int, event: dict, append_text: str | None = None) -> None:
+    """Send now (in order, from the sender thread), taking the run's next seq when the event goes out."""
+
+    def build():
+        try:
+            seq = _next_seq(run_id, append_text)
+        except redis.RedisError:
+            logger.warning("run event seq failed", extra={"run_id": run_id, "event_type": event.get("type")})
+            return None
+        return workflow_id, {**event, "run_id": run_id, "seq": seq, "hub_epoch": _epoch()}
+
+    _sender.submit(build)
+
+
+def publish_run_event(*, workflow_id: int, run_id: int, event: dict) -> None:
     """Send a run event once the current transaction commits (a rolled-back change never announces itself)."""
-    transaction.on_commit(lambda: send_run_event_now(workflow_id=workflow_id, run_id=run_id, event=event, first=first))
+    transaction.on_commit(lambda: send_run_event_now(workflow_id=workflow_id, run_id=run_id, event=event))
 
 
 def publish_chat_updated(*, workflow_id: int, revision: int, reason: str) -> None:
@@ -115,46 +188,47 @@ def forget_run_stream(run_id: int) -> None:
 
 
 class DeltaBatcher:
-    """Batches an answer's text deltas: the first goes out at once (time to first text matters most), the rest
-    at most every CHAT_DELTA_BATCH_MS, with a timer flushing whatever is left when the stream goes quiet."""
+    """Batches an answer's text deltas: a delta goes out at once when nothing of this answer is on its way;
+    deltas arriving meanwhile ride the next event together. So the first text is never held back, and a fast
+    stream costs a few events, not one per token."""
 
     def __init__(self, *, workflow_id: int, run_id: int):
         self.workflow_id = workflow_id
         self.run_id = run_id
         self._buffer: list[str] = []
         self._lock = threading.Lock()
-        self._timer: threading.Timer | None = None
-        self._sent_any = False
+        self._scheduled = False
 
     def add(self, text: str) -> None:
         if not text:
             return
         with self._lock:
             self._buffer.append(text)
-            if not self._sent_any:
-                self._sent_any = True
-                self._flush_locked()
+            if self._scheduled:
                 return
-            if self._timer is None:
-                self._timer = threading.Timer(settings.CHAT_DELTA_BATCH_MS / 1000.0, self.flush)
-                self._timer.daemon = True
-                self._timer.start()
+            self._scheduled = True
+        _sender.submit(self._build)
+
+    def _build(self):
+        with self._lock:
+            text = "".join(self._buffer)
+            self._buffer.clear()
+            self._scheduled = False
+        if not text:
+            return None
+        try:
+            seq = _next_seq(self.run_id, text)
+        except redis.RedisError:
+            logger.warning("delta seq failed", extra={"run_id": self.run_id})
+            return None
+        return self.workflow_id, {
+            "type": "run.delta",
+            "workflow_id": self.workflow_id,
+            "text": text,
+            "run_id": self.run_id,
+            "seq": seq,
+            "hub_epoch": _epoch(),
+        }
 
     def flush(self) -> None:
-        with self._lock:
-            self._flush_locked()
-
-    def _flush_locked(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if not self._buffer:
-            return
-        text = "".join(self._buffer)
-        self._buffer.clear()
-        send_run_event_now(
-            workflow_id=self.workflow_id,
-            run_id=self.run_id,
-            event={"type": "run.delta", "workflow_id": self.workflow_id, "text": text},
-            append_text=text,
-        )
+        """Nothing to wait for: a batch is always already queued behind whatever is on its way."""

@@ -16,7 +16,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from chat.errors import refuse
-from chat.events import forget_run_stream, publish_run_event
+from chat.events import forget_run_stream, publish_run_event, reset_run_stream
 from chat.models import ChatMessage, ChatRun, ChatSession
 from chat.services.notes import settle_notes
 
@@ -125,7 +125,9 @@ def admit_run(
         # The partial unique index: another admission got in first (it cannot under the session lock, but the
         # index is the rule, the lock is how we usually avoid hitting it).
         raise refuse("run_in_progress") from None
-    # Registered before the firing's first task, so `run.started` (which starts the run's seq) goes out first.
+    reset_run_stream(run.pk)
+    # Queued before the firing's first task (which, run inline, streams the whole answer on this commit); handing
+    # an event to the sender costs nothing, so this delays no worker.
     publish_run_event(
         workflow_id=workflow.pk,
         run_id=run.pk,
@@ -136,7 +138,6 @@ def admit_run(
             "state": run.state,
             "user_message_id": user_message.pk,
         },
-        first=True,
     )
     try:
         run.firing_id = fire_agent(workflow, generation, agent_node_id, user_message.text, chat_run=run)

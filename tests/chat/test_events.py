@@ -37,8 +37,7 @@ def run_events(events, run_id):
     return [e for e in events if e.get("run_id") == run_id]
 
 
-def test_run_events_have_a_gapless_seq_and_only_deltas_carry_text(owner, inline, settings):
-    settings.CHAT_DELTA_BATCH_MS = 1
+def test_run_events_have_a_gapless_seq_and_only_deltas_carry_text(owner, inline):
     workflow, _, _ = chat_workflow(owner, memory=True)
     socket = SocketClient(f"/ws/workflows/{workflow.pk}/", user=owner)
     try:
