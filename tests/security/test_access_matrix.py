@@ -184,7 +184,11 @@ MATRIX: dict[str, Entry] = {
         order={"post": DESTROY},
     ),
     "workflows/<int:workflow_id>/memory/<str:node_id>/clear/": Entry(
-        PAGE, lambda w: mem_page(w) + "clear/", ("get", "post"), bodies={"post": {"confirm": "yes"}}, order={"post": LAST}
+        PAGE,
+        lambda w: mem_page(w) + "clear/",
+        ("get", "post"),
+        bodies={"post": {"confirm": "yes"}},
+        order={"post": LAST},
     ),
     "workflows/<int:workflow_id>/chat/": Entry(PAGE, lambda w: page(w) + "chat/", ("get",)),
 }
@@ -377,4 +381,25 @@ def test_admin_is_for_staff_only(world):
         allowed = {200, 403} if url.endswith(("/add/", "/delete/")) else {200}
         if response.status_code not in allowed:
             problems.append(f"staff GET {url}: {response.status_code}")
+    assert not problems, "\n".join(problems)
+
+
+OBJECT_IDS = ("<int:item_id>", "<int:message_id>", "<int:run_id>")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_objects_id_under_another_workflow_is_a_404(world):
+    """Objects below a workflow are looked up through it: the intruder's own workflow id with the owner's item,
+    message or run id finds nothing (and shows nothing), for every method."""
+    problems = []
+    intruder = {API: api_client(world.intruder_token), PAGE: page_client(world.intruder)}
+    theirs, mine = f"/workflows/{world.intruder_workflow.pk}/", f"/workflows/{world.workflow.pk}/"
+    for route, entry in MATRIX.items():
+        if not any(part in route for part in OBJECT_IDS):
+            continue
+        url = entry.url(world).replace(mine, theirs)
+        for method in entry.methods:
+            response = call(intruder[entry.kind], method, url, entry.body(method, world), kind=entry.kind)
+            if response.status_code != 404 or shows_owner_data(response):
+                problems.append(f"{method.upper()} {route} with the owner's id: {response.status_code}")
     assert not problems, "\n".join(problems)
