@@ -148,6 +148,23 @@ class SocketListener:
         self.ws.close()
 
 
+def breakdown(workflow) -> None:
+    """Where the time goes, from database timestamps (one clock): admission -> prepared -> call -> persisted."""
+    from agents.models import Firing, LlmStep
+    from chat.models import ChatRun
+
+    rows = {"admit->prepared": [], "prepared->llm call": [], "llm call": [], "call done->run ended": []}
+    for run in ChatRun.objects.filter(session__workflow=workflow).order_by("-id")[:100]:
+        firing = Firing.objects.get(pk=run.firing_id)
+        step = LlmStep.objects.filter(firing=firing).order_by("iteration").first()
+        rows["admit->prepared"].append((firing.started_at - run.created_at).total_seconds() * 1000)
+        rows["prepared->llm call"].append((step.started_at - firing.started_at).total_seconds() * 1000)
+        rows["llm call"].append((step.finished_at - step.started_at).total_seconds() * 1000)
+        rows["call done->run ended"].append((run.finished_at - step.finished_at).total_seconds() * 1000)
+    for name, values in rows.items():
+        print(f"    {name:<24} p50 {statistics.median(values):6.1f} ms  p95 {percentile(values, 0.95):6.1f} ms")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sends", type=int, default=100)
@@ -209,6 +226,8 @@ def main() -> int:
         print(line("send -> first text delta", to_delta))
         print(line("send -> finished event", to_finished))
         print(f"  seq gaps seen on the socket: {listener.gaps}")
+        if os.environ.get("BENCH_BREAKDOWN"):
+            breakdown(workflow)
     finally:
         if listener is not None:
             listener.close()

@@ -410,3 +410,28 @@ def test_workflow_reset_ends_live_runs_with_code_reset_and_clears_the_thread(own
     assert outcome.report["listeners"]["chat"]["runs_ended"] == 1
     assert not ChatRun.objects.exists() and not ChatMessage.objects.exists()
     assert Firing.objects.get(pk=run.firing_id).state == "stopped"
+
+
+def test_tool_steps_are_recorded_under_the_answer_by_name_only(owner, inline):
+    workflow, _, _ = chat_workflow(owner, memory=True)
+    _, run = send(workflow, "remember: the launch is on Friday")
+    (step,) = run.steps.all()
+    assert (step.name, step.state, step.is_error) == ("memory", "finished", False)
+    answer = chat_thread(workflow=workflow)["messages"][-1]
+    assert answer["run"]["steps"] == [
+        {"id": step.pk, "name": "memory", "state": "finished", "is_error": False, "agent_node_id": step.agent_node_id}
+    ]
+    assert answer["run"]["duration_ms"] is not None
+
+
+def test_a_teammates_cursor_is_recorded_and_rewound_too(owner, inline):
+    workflow, generation, ids = chat_workflow(owner, teammate=True)
+    send(workflow, "hello")
+    second, run = send(workflow, "ask Helper: say hi")
+    assert set(run.context_cursors) == {ids["lead"], ids["helper"]}
+    assert len(stored(workflow, generation, ids["helper"])) == 3
+    chat_message_edit(workflow=workflow, message_id=second.pk, text="no delegation this time")
+    # The teammate first worked in the abandoned run: it forgets that work (back to empty).
+    assert stored(workflow, generation, ids["helper"]) == []
+    chat_message_switch(workflow=workflow, message_id=second.pk)
+    assert len(stored(workflow, generation, ids["helper"])) == 3
