@@ -18,7 +18,7 @@ import operator
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -91,6 +91,7 @@ class _Copy:
     version: int
     messages: list[dict] = field(repr=False)  # parsed from the stored JSON; never handed to a caller
     size_bytes: int = 0
+    digest: str = EMPTY_DIGEST
 
 
 class _Copies:
@@ -221,7 +222,7 @@ def load_conversation_snapshot(key: ConversationKey) -> LoadedConversation:
         raise ConversationLoadFailed(
             message=f"The stored conversation is unreadable ({exc}).", extra=key.as_log()
         ) from exc
-    _copies.put(key, _Copy(conversation_id, version, copies, size_bytes))
+    _copies.put(key, _Copy(conversation_id, version, copies, size_bytes, digest))
     return LoadedConversation(key, messages, version, digest, size_bytes, True)
 
 
@@ -417,6 +418,7 @@ def _write_locked(key: ConversationKey, header: tuple, messages: list[dict], *, 
             new_version,
             copy.messages[:kept] + [json.loads(t) for t in texts],
             stored_size - removed_size + sum(sizes),
+            digest,
         )
         # Only a committed state may be trusted as "what is stored".
         transaction.on_commit(lambda: _copies.put(key, entry))
@@ -426,6 +428,67 @@ def _write_locked(key: ConversationKey, header: tuple, messages: list[dict], *, 
         ConversationChange(key.workflow_id, key.generation, key.agent_node_id, count, new_version, reason)
     )
     return SaveResult(key, True, count, kept, len(suffix), removed, new_version, digest)
+
+
+def _append_in_one_statement(
+    key: ConversationKey, messages: list[dict], expected_version: int | None
+) -> SaveResult | None:
+    """The common case — this process holds the verified copy and the caller appended a turn — as one statement.
+
+    The header update is conditional on the copy's version and takes the header's row lock, and the rows are
+    inserted only when it matched, so the statement is exactly the locked save, without the round trips of a
+    transaction. Returns None when the case does not apply or the header moved on; the caller then takes the lock.
+    """
+    copy = _copies.get(key)
+    if copy is None or (expected_version is not None and expected_version != copy.version):
+        return None
+    stored_count = len(copy.messages)
+    added = len(messages) - stored_count
+    if added <= 0 or added > _INSERT_CHUNK or _common_prefix(messages, copy.messages, stored_count) != stored_count:
+        return None
+    _validate_suffix(messages, stored_count)
+    now = timezone.now().isoformat()
+    suffix = [m if m.get("ts") else {**m, "ts": now} for m in messages[stored_count:]]
+    try:
+        texts = [stored_json(m) for m in suffix]
+    except (TypeError, ValueError) as exc:
+        raise ConversationInvalid(message=f"A message is not JSON-serializable: {exc}") from exc
+    hashes = [message_hash(m) for m in suffix]
+    chains = chain_of(hashes, bytes.fromhex(copy.digest))
+    sizes = [len(text.encode()) for text in texts]
+    count, digest, size = len(messages), chains[-1].hex(), copy.size_bytes + sum(sizes)
+    row = "(%s::bigint, %s::integer, %s::varchar, %s::json, %s::bytea, %s::bytea, %s::integer)"
+    params: list = [count, size, digest, copy.conversation_id, copy.version]
+    for i, message in enumerate(suffix):
+        params += [
+            copy.conversation_id,
+            stored_count + i,
+            message.get("role", ""),
+            texts[i],
+            hashes[i],
+            chains[i],
+            sizes[i],
+        ]
+    sql = (
+        f"WITH claimed AS (UPDATE {_HEADER} SET message_count = %s, size_bytes = %s, version = version + 1, "
+        "digest = %s, updated_at = now() WHERE id = %s AND version = %s RETURNING id) "
+        f"INSERT INTO {_ROWS} (conversation_id, position, role, data, hash, chain, size_bytes) "
+        f"SELECT * FROM (VALUES {', '.join([row] * len(suffix))}) AS v WHERE EXISTS (SELECT 1 FROM claimed)"
+    )
+    # Inside a caller's transaction a savepoint keeps it usable if the statement fails; in autocommit the
+    # statement is its own transaction.
+    with transaction.atomic() if connection.in_atomic_block else nullcontext(), connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        inserted = cursor.rowcount
+    if inserted != len(suffix):
+        return None
+    new_version = copy.version + 1
+    entry = _Copy(copy.conversation_id, new_version, copy.messages + [json.loads(t) for t in texts], size, digest)
+    transaction.on_commit(lambda: _copies.put(key, entry))
+    announce_change_on_commit(
+        ConversationChange(key.workflow_id, key.generation, key.agent_node_id, count, new_version, "save")
+    )
+    return SaveResult(key, True, count, stored_count, len(suffix), 0, new_version, digest)
 
 
 def save_conversation(key: ConversationKey, messages: list[dict], *, expected_version: int | None = None) -> SaveResult:
@@ -439,6 +502,9 @@ def save_conversation(key: ConversationKey, messages: list[dict], *, expected_ve
     _check_list(messages)
     if key.generation == 0:
         return SaveResult(key, False, len(messages), 0, 0, 0, 0, EMPTY_DIGEST, stored=False)
+    appended = _append_in_one_statement(key, messages, expected_version)
+    if appended is not None:
+        return appended
     with transaction.atomic():
         header = _lock_header(key, create=True)
         if expected_version is not None and header[1] != expected_version:

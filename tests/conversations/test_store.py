@@ -6,7 +6,7 @@ import json
 import logging
 
 import pytest
-from django.db import transaction
+from django.db import connection, transaction
 
 from conversations.models import AgentConversation, ConversationMessage
 from conversations.store import (
@@ -365,3 +365,29 @@ def test_process_copies_are_bounded_and_the_store_stays_correct_without_them(wor
     result = save_conversation(large, [*load_conversation(large), assistant("ok")])
     assert (result.kept, result.written) == (1, 1)
     assert _without_ts(load_conversation(large)) == [user("l" * 5000), assistant("ok")]
+
+
+def test_an_append_after_another_process_wrote_falls_back_to_the_locked_path(key):
+    from conversations.store import persistence
+
+    save_conversation(key, [user("q1"), assistant("a1")])
+    mine = load_conversation(key)
+    stale = persistence._copies.get(key)  # this process's copy, at the current version
+    # another process rewrites the row; this process's copy does not hear of it
+    save_conversation(key, [user("q1"), assistant("theirs")])
+    persistence._copies._entries[key] = stale
+    result = save_conversation(key, [*mine, user("q2")])
+    # the one-statement append did not apply; the locked path compared the stored hashes and rewrote from 1
+    assert result.kept == 1 and result.written == 2
+    assert _without_ts(load_conversation(key)) == [user("q1"), assistant("a1"), user("q2")]
+
+
+def test_an_append_inside_the_callers_transaction_commits_with_it(key):
+    save_conversation(key, [user("q1"), assistant("a1")])
+    loaded = load_conversation(key)
+    with transaction.atomic():
+        result = save_conversation(key, [*loaded, user("q2")])
+        assert result.written == 1
+        with connection.cursor() as cursor:  # the caller's transaction is still usable
+            cursor.execute("SELECT 1")
+    assert len(load_conversation(key)) == 3
