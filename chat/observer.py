@@ -76,8 +76,8 @@ class ChatObserver(FiringObserver):
 
     def tool_step(self, *, firing, tool_call: dict, phase: str, result: dict | None = None) -> None:
         run_id = int(firing.chat_run_id)
-        if firing.parent_id is None:
-            self._drop_batcher(firing)  # the text before a tool call goes out before the step
+        if not ChatRun.objects.filter(pk=run_id).exists():
+            return  # a firing that names a run the chat does not have (cleared meanwhile): nothing to show
         step, _ = ChatRunStep.objects.get_or_create(
             run_id=run_id,
             firing_id=firing.pk,

@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "chat"
 PASSWORD = "pw-for-browser-1"
-LONG = " ".join(f"word{i}" for i in range(150))
+LONG = " ".join(f"word{i}" for i in range(300))
 
 
 @pytest.fixture
@@ -125,12 +125,25 @@ def test_the_chat_page_end_to_end(setup, stack, browser_page):
     page.get_by_label("Message", exact=True).press("Enter")
     expect(page.locator("#notice")).to_contain_text("An answer is still being worked on", timeout=10_000)
     shot(page, "04-refused-during-run")
+    # A reload mid-run reads well: the text so far, the caret, and the stream goes on.
+    page.reload()
+    streaming = page.locator("li.streaming")
+    expect(streaming.locator(".caret")).to_be_visible(timeout=10_000)
+    expect(streaming).to_contain_text("You said: word0")
+    page.wait_for_function("window.chatSocket && window.chatSocket.readyState === 1")
+    before = len(streaming.locator(".body").inner_text())
+    page.wait_for_function(
+        f"document.querySelector('li.streaming .body') && "
+        f"document.querySelector('li.streaming .body').innerText.length > {before + 20}",
+        timeout=10_000,
+    )
+    shot(page, "04b-reloaded-mid-run")
     page.keyboard.press("Escape")
     expect(answers(page)).to_have_count(2, timeout=20_000)
     stopped = answers(page).nth(1)
     expect(stopped.locator(".badge.stopped")).to_have_text("Stopped")
     partial = stopped.locator(".body").inner_text()
-    assert partial.startswith("I see 2 earlier messages. You said: word0") and "word149" not in partial
+    assert partial.startswith("I see 2 earlier messages. You said: word0") and "word299" not in partial
     page.reload()
     expect(answers(page).nth(1).locator(".badge.stopped")).to_have_text("Stopped")
     assert answers(page).nth(1).locator(".body").inner_text() == partial
