@@ -291,18 +291,19 @@ def _lock_header(key: ConversationKey, *, create: bool) -> tuple | None:
 
 def _common_prefix(messages: list[dict], stored: list[dict], stored_count: int) -> int:
     limit = min(len(messages), stored_count)
-    # Element-wise equality runs in C (map + operator.eq); only the few messages that differ are looked at here.
-    equal = list(map(operator.eq, messages[:limit], stored[:limit]))
     index = 0
-    while True:
-        try:
-            index = equal.index(False, index)
-        except ValueError:
-            return limit
+    while index < limit:
+        if messages[index] == stored[index]:
+            # Most likely the rest is equal too: one C-level comparison of the remaining slices settles it; only
+            # when it is not are the elements compared one by one (still in C) to find where.
+            if messages[index:limit] == stored[index:limit]:
+                return limit
+            index += list(map(operator.eq, messages[index:limit], stored[index:limit])).index(False)
         # `ts` is view-only: a message that differs only by it is the same message (the stored ts stays).
         if without_ts(messages[index]) != without_ts(stored[index]):
             return index
         index += 1
+    return limit
 
 
 def _common_prefix_by_hash(messages: list[dict], hashes: list[bytes]) -> int:
