@@ -58,6 +58,10 @@ class ChatObserver(FiringObserver):
                 batcher = self._batchers[key] = DeltaBatcher(
                     workflow_id=firing.workflow_id, run_id=int(firing.chat_run_id)
                 )
+                # A firing usually ends in another worker process, so this one never hears of it: keep the
+                # newest few (dicts keep insertion order) instead of one entry per answer ever streamed.
+                while len(self._batchers) > 256:
+                    self._batchers.pop(next(iter(self._batchers)))
             return batcher
 
     def _drop_batcher(self, firing) -> None:
