@@ -97,16 +97,18 @@ def test_the_partial_unique_index_allows_one_active_run_per_session(owner, monke
 
 
 def test_two_sends_at_the_same_moment_make_exactly_one_run(owner, monkeypatch, settings):
-    """Given two requests racing into one session, exactly one is admitted and the other is refused."""
+    """Given two requests queued on the same session lock at once, when the lock opens, exactly one is admitted."""
+    import time
+
+    from django.db import transaction
+
     HeldDispatch(monkeypatch, settings)
     workflow, _, _ = chat_workflow(owner)
-    ChatSession.objects.create(workflow=workflow)
-    barrier = threading.Barrier(2)
+    session = ChatSession.objects.create(workflow=workflow)
     outcomes = []
 
     def racer(text):
         try:
-            barrier.wait(timeout=10)
             chat_message_send(workflow=workflow, text=text)
             outcomes.append("ok")
         except ServiceError as exc:
@@ -115,8 +117,11 @@ def test_two_sends_at_the_same_moment_make_exactly_one_run(owner, monkeypatch, s
             connection.close()
 
     threads = [threading.Thread(target=racer, args=(f"message {i}",)) for i in range(2)]
-    for thread in threads:
-        thread.start()
+    with transaction.atomic():
+        ChatSession.objects.select_for_update().get(pk=session.pk)  # both sends will wait here together
+        for thread in threads:
+            thread.start()
+        time.sleep(0.5)
     for thread in threads:
         thread.join(timeout=30)
     assert sorted(outcomes) == ["ok", "run_in_progress"]
