@@ -371,6 +371,14 @@
     }
   }
 
+  // Metadata only: the panels refetch through their own handlers when the owner opens them.
+  function markPanelUpdated(type) {
+    const links = type === "context.updated" ? [document.getElementById("context-link")] : document.querySelectorAll(".memory-link");
+    for (const link of links) {
+      if (link && !link.dataset.updated) { link.dataset.updated = "1"; link.textContent += " (updated)"; }
+    }
+  }
+
   function connect(attempt) {
     const scheme = location.protocol === "https:" ? "wss://" : "ws://";
     const socket = new WebSocket(scheme + location.host + config.socket);
@@ -386,6 +394,7 @@
       if (event.type === "hello") { refetch(); return; } // events may have been missed while connecting
       if (event.type && event.type.startsWith("run.")) onRunEvent(event);
       else if (event.type === "chat.updated" && event.revision !== thread.revision) refetchSoon(50);
+      else if (event.type === "context.updated" || event.type === "memory.updated") markPanelUpdated(event.type);
     });
     socket.addEventListener("close", () => {
       setTimeout(() => connect(attempt + 1), Math.min(5000, 300 * 2 ** Math.min(attempt, 4)));

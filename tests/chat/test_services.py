@@ -440,3 +440,19 @@ def test_a_teammates_cursor_is_recorded_and_rewound_too(owner, inline):
     assert stored(workflow, generation, ids["helper"]) == []
     chat_message_switch(workflow=workflow, message_id=second.pk)
     assert len(stored(workflow, generation, ids["helper"])) == 3
+
+
+def test_a_workflow_without_an_answering_agent_or_stopped_is_refused_in_plain_words(owner, inline):
+    from workflows.services import workflow_create, workflow_start, workflow_stop
+
+    lonely = workflow_create(owner=owner, name="no trigger", graph={"nodes": [], "edges": []}).workflow
+    workflow_start(workflow=lonely)
+    with pytest.raises(ServiceError) as excinfo:
+        chat_message_send(workflow=lonely, text="hello?")
+    assert refusal(excinfo) == "no_answering_agent" and "chat trigger" in excinfo.value.message
+    workflow, _, _ = chat_workflow(owner)
+    workflow_stop(workflow=workflow)
+    with pytest.raises(ServiceError) as excinfo:
+        chat_message_send(workflow=workflow, text="hello?")
+    assert refusal(excinfo) == "workflow_stopped"
+    assert not ChatMessage.objects.exists()
