@@ -107,3 +107,15 @@ def open_socket(path: str, *, user=None):
     finally:
         socket.close()
         channel_layers.backends.clear()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Known bugs found by schemathesis are strict xfails per API operation (one generated item per operation),
+    listed in test_schemathesis.KNOWN_BUGS as "METHOD /path" -> the bug."""
+    for item in items:
+        known = getattr(item.module, "KNOWN_BUGS", None) if hasattr(item, "module") else None
+        if not known:
+            continue
+        for label, reason in known.items():
+            if item.name.endswith(f"[{label}]"):
+                item.add_marker(pytest.mark.xfail(strict=True, reason=reason))

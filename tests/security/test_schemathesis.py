@@ -1,0 +1,74 @@
+"""Every API operation in the live /api/schema/, fuzzed with schemathesis against the Django app (WSGI, in process,
+on the test database): no 5xx, and every response matches what the schema documents for it.
+
+The caller is an owner with a token; path ids point at that owner's populated world, so the fuzzed bodies and
+query strings reach the handlers' validation and services rather than stopping at a 404.
+"""
+
+from __future__ import annotations
+
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, settings
+from schemathesis.checks import not_a_server_error
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+EXAMPLES_PER_OPERATION = 5
+
+UNDOCUMENTED_400 = "answers 400 invalid_request, but the operation's schema documents no 400 response"
+# "METHOD /path" -> the bug; each is a strict xfail (conftest.py), so a fix makes the suite say to drop it.
+KNOWN_BUGS = {
+    "GET /api/workflows/{workflow_id}/conversations/": f"bad offset/limit {UNDOCUMENTED_400}",
+    "GET /api/workflows/{workflow_id}/conversations/{agent_node_id}/": f"bad offset/limit {UNDOCUMENTED_400}",
+    "POST /api/workflows/{workflow_id}/reset/": f"expected_generation < 0 {UNDOCUMENTED_400}",
+    "POST /api/workflows/{workflow_id}/validate/": f"a missing graph {UNDOCUMENTED_400}",
+}
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+
+
+def live_schema():
+    """The schema as /api/schema/ serves it (through Django's test client: collection runs before any database
+    is allowed), bound to the WSGI app so cases are sent to the real handlers."""
+    from django.core.wsgi import get_wsgi_application
+    from django.test import Client
+
+    response = Client().get("/api/schema/?format=json", HTTP_ACCEPT="application/json", HTTP_HOST="localhost")
+    assert response.status_code == 200, response.status_code
+    loaded = schemathesis.openapi.from_dict(response.json())
+    loaded.app = get_wsgi_application()
+    return loaded
+
+
+schema = live_schema()
+
+
+def point_at_world(case, world) -> None:
+    ids = {
+        "workflow_id": world.workflow.pk,
+        "node_id": world.memory_node_id,
+        "agent_node_id": world.agent_node_id,
+        "item_id": world.items["read"],
+        "message_id": world.user_message_id,
+        "run_id": world.run_id,
+    }
+    for name in list(case.path_parameters or {}):
+        if name in ids:
+            case.path_parameters[name] = ids[name]
+
+
+@schema.parametrize()
+@settings(
+    max_examples=EXAMPLES_PER_OPERATION,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+@pytest.mark.django_db(transaction=True)
+def test_the_api_never_fails_and_answers_as_documented(case, world):
+    point_at_world(case, world)
+    case.call_and_validate(headers={"Authorization": f"Token {world.owner_token}"}, checks=CHECKS)
