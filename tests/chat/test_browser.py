@@ -152,6 +152,11 @@ def test_the_chat_page_end_to_end(setup, stack, browser_page):
     # Edit the long message: the agent forgets the abandoned branch (the Context panel shows the rewound list).
     page.get_by_label("Message", exact=True).fill("")
     users = page.locator("#thread > li.msg.user")
+    # Esc cancels an edit and sends nothing.
+    users.nth(1).get_by_role("button", name="Edit this message").click()
+    page.get_by_label("Edit your message").press("Escape")
+    expect(page.get_by_label("Edit your message")).to_have_count(0)
+    expect(users.nth(1).get_by_role("button", name="Edit this message")).to_be_focused()
     users.nth(1).get_by_role("button", name="Edit this message").click()
     edit_box = page.get_by_label("Edit your message")
     expect(edit_box).to_be_focused()
