@@ -1,5 +1,7 @@
 """The one WebSocket per open workflow page: authenticate, check ownership, join, relay."""
 
+import logging
+
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
@@ -7,6 +9,8 @@ from opencompany.errors import NotFoundError
 from opencompany.hub import hub_epoch
 from opencompany.realtime import workflow_group_name
 from workflows.selectors import access_workflow
+
+logger = logging.getLogger(__name__)
 
 
 class WorkflowConsumer(AsyncJsonWebsocketConsumer):
@@ -23,8 +27,14 @@ class WorkflowConsumer(AsyncJsonWebsocketConsumer):
         except NotFoundError:
             await self.close(code=4404)
             return
+        try:
+            await self.channel_layer.group_add(workflow_group_name(workflow_id), self.channel_name)
+        except Exception:
+            # Redis is unreachable: refuse cleanly (1011) so the page retries, instead of a handshake 500.
+            logger.warning("socket refused: channel layer unavailable", extra={"workflow_id": workflow_id})
+            await self.close(code=1011)
+            return
         self.group_name = workflow_group_name(workflow_id)
-        await self.channel_layer.group_add(self.group_name, self.channel_name)
         await self.accept()
         epoch = await database_sync_to_async(hub_epoch)()
         await self.send_json({"type": "hello", "workflow_id": workflow_id, "hub_epoch": epoch})

@@ -221,12 +221,17 @@ def stop_postgres() -> bool:
     with _file_lock(root / "postgres.lock"):
         if not (pgdata / "postmaster.pid").exists():
             return False
-        try:
-            _run_as_pg_user([_pg_bin("pg_ctl"), "-D", str(pgdata), "-m", "fast", "-w", "-t", "60", "stop"], timeout=90)
-        except subprocess.CalledProcessError as exc:
-            _say(f"pg_ctl stop failed: {(exc.stderr or exc.stdout or '').strip()}")
-            raise
-        return True
+        for mode in ("fast", "immediate"):
+            try:
+                _run_as_pg_user(
+                    [_pg_bin("pg_ctl"), "-D", str(pgdata), "-m", mode, "-w", "-t", "60", "stop"], timeout=90
+                )
+                return True
+            except subprocess.CalledProcessError as exc:
+                if not (pgdata / "postmaster.pid").exists():
+                    return True  # it stopped while pg_ctl was looking
+                _say(f"pg_ctl stop ({mode}) failed: {(exc.stderr or exc.stdout or '').strip()}")
+        raise EmbeddedServiceError(f"embedded PostgreSQL in {pgdata} did not stop; see {pgdata / 'server.log'}")
 
 
 # --- Redis ------------------------------------------------------------------------------

@@ -90,10 +90,28 @@ DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 REDIS_URL = env_str("REDIS_URL") or embedded.ensure_redis()
 USING_EMBEDDED_SERVICES = not env_str("DATABASE_URL") or not env_str("REDIS_URL")
 
+
+def _channel_layer_host(url: str) -> dict:
+    # A Redis restart leaves dead sockets in the layer's pools: check idle connections before use and retry a
+    # command on a fresh connection, so the first socket after a restart does not fail.
+    from redis.asyncio.retry import Retry
+    from redis.backoff import ExponentialBackoff
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    return {
+        "address": url,
+        "health_check_interval": 5,
+        "socket_keepalive": True,
+        "retry": Retry(ExponentialBackoff(cap=1.0, base=0.05), 4),
+        "retry_on_error": [RedisConnectionError, RedisTimeoutError],
+    }
+
+
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30},
+        "CONFIG": {"hosts": [_channel_layer_host(REDIS_URL)], "capacity": 1000, "expiry": 30},
     }
 }
 

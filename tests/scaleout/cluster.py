@@ -62,15 +62,11 @@ class Cluster:
     def _services(self, action: str) -> tuple[str, str]:
         code = SERVICES_CODE if action == "start" else "from opencompany import embedded as e; e.stop_all()"
         env = {**self._base_env, "OPENCOMPANY_DATA_DIR": str(self.services_dir), "OPENCOMPANY_QUIET_EMBEDDED": "1"}
-        out = subprocess.run(
-            [sys.executable, "-c", code],
-            cwd=REPO_ROOT,
-            env=env,
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        ).stdout.split()
+        done = subprocess.run(
+            [sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=180
+        )
+        assert done.returncode == 0, f"embedded services {action} failed:\n{done.stderr[-3000:]}"
+        out = done.stdout.split()
         return (out[-2], out[-1]) if action == "start" else ("", "")
 
     def restart_redis(self, *, down_seconds: float = 1.0) -> None:
