@@ -30,7 +30,10 @@ class ChatObserver(FiringObserver):
         cursors = dict(run.context_cursors or {})
         changed = []
         if firing.agent_node_id not in cursors:  # the first preparation in a run wins
-            cursors[firing.agent_node_id] = {"generation": firing.generation, **conversation_cursor(stored_messages)}
+            # The cursor is of the list as stored: results the load added for calls left open are not stored, and
+            # a rewind compares against the stored rows.
+            as_stored = [m for m in stored_messages if not (m.get("meta") or {}).get("closed_on_load")]
+            cursors[firing.agent_node_id] = {"generation": firing.generation, **conversation_cursor(as_stored)}
             run.context_cursors = cursors
             changed.append("context_cursors")
         if firing.parent_id is not None:

@@ -456,3 +456,22 @@ def test_a_workflow_without_an_answering_agent_or_stopped_is_refused_in_plain_wo
         chat_message_send(workflow=workflow, text="hello?")
     assert refusal(excinfo) == "workflow_stopped"
     assert not ChatMessage.objects.exists()
+
+
+def test_a_conversation_repaired_on_load_can_still_be_rewound(owner, inline):
+    """Given a stored turn whose tool call was left open (a crash), the next run's cursor is of the stored rows, so
+    editing that run's message rewinds cleanly."""
+    workflow, generation, agent, _, _, _ = two_turns(owner)
+    key = conversation_key(workflow.pk, generation, agent)
+    current = stored(workflow, generation, agent)
+    open_call = {
+        "role": "assistant",
+        "blocks": [{"type": "tool_call", "id": "c1", "name": "memory", "arguments_raw": "{}", "arguments": {}}],
+    }
+    with lock_conversations([key]):
+        replace_conversation_locked(key, [*current, open_call], reason="crash")
+    third, run = send(workflow, "three")
+    assert run.state == "finished"
+    assert run.context_cursors[agent]["length"] == len(current) + 1
+    chat_message_edit(workflow=workflow, message_id=third.pk, text="THREE")
+    assert texts(stored(workflow, generation, agent))[-2] == "THREE"
