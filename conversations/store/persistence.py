@@ -300,7 +300,7 @@ def _common_prefix(messages: list[dict], stored: list[dict], stored_count: int) 
                 return limit
             index += list(map(operator.eq, messages[index:limit], stored[index:limit])).index(False)
         # `ts` is view-only: a message that differs only by it is the same message (the stored ts stays).
-        if without_ts(messages[index]) != without_ts(stored[index]):
+        if not isinstance(messages[index], dict) or without_ts(messages[index]) != without_ts(stored[index]):
             return index
         index += 1
     return limit
@@ -500,12 +500,15 @@ def save_conversation(key: ConversationKey, messages: list[dict], *, expected_ve
     `load_conversation_snapshot(key).version`), a row another writer changed since raises ConversationConflict
     instead of being overwritten. Raises on failure; after a billed provider call use `save_conversation_safely`.
     """
-    _check_list(messages)
+    if not isinstance(messages, list):
+        raise ConversationInvalid(message="messages must be a list of MessageWire dicts")
     if key.generation == 0:
         return SaveResult(key, False, len(messages), 0, 0, 0, 0, EMPTY_DIGEST, stored=False)
+    # The one-statement append checks what it writes itself: its prefix equals the store's own copy.
     appended = _append_in_one_statement(key, messages, expected_version)
     if appended is not None:
         return appended
+    _check_list(messages)
     with transaction.atomic():
         header = _lock_header(key, create=True)
         if expected_version is not None and header[1] != expected_version:

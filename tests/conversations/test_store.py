@@ -391,3 +391,12 @@ def test_an_append_inside_the_callers_transaction_commits_with_it(key):
         with connection.cursor() as cursor:  # the caller's transaction is still usable
             cursor.execute("SELECT 1")
     assert len(load_conversation(key)) == 3
+
+
+def test_a_non_message_anywhere_in_the_list_is_refused(key):
+    save_conversation(key, [user("q1"), assistant("a1")])
+    loaded = load_conversation(key)
+    for broken in (["not a message", *loaded[1:], user("q2")], [*loaded, 42], ("a", "tuple")):
+        with pytest.raises(ConversationInvalid):
+            save_conversation(key, broken)
+    assert _without_ts(load_conversation(key)) == [user("q1"), assistant("a1")]
