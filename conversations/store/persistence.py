@@ -319,7 +319,7 @@ def _validate_suffix(messages: list[dict], start: int) -> None:
     if start >= len(messages):
         return
     context = start
-    while context > 0 and messages[context].get("role") == "tool":
+    while context > 0 and isinstance(messages[context], dict) and messages[context].get("role") == "tool":
         context -= 1
     try:
         validate_messages(messages[context:])
