@@ -1,0 +1,118 @@
+"""Secrets and contents stay where they belong (SPEC §8, docs/security.md "Secrets and redaction").
+
+Canaries are planted as a provider API key, a memory item's content, a tool result and a thinking signature; then
+a chat turn with tool calls runs inline (the offline provider's `remember:` / `recall:` commands). None of the
+canaries may appear in the log output, the workflow export, /healthz, error pages and API error bodies, or the
+metadata-only socket events (`context.updated`, `memory.updated`).
+
+The broker side (task payloads carry ids only) is
+tests/agents/test_worker_firings.py::test_task_payloads_carry_ids_only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+import opencompany.asgi  # noqa: F401 - its django.setup() reconfigures logging; done at collection, not under caplog
+from conversations.store import conversation_key, load_conversation, save_conversation
+from memory.models import MemoryItem
+from memory.services import memory_item_remember, memory_namespace_get_or_create
+from opencompany.logfmt import KeyValueFormatter
+from tests.security.conftest import open_socket
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+API_KEY = "sk-canaryapikey0c41d7"
+REMEMBERED = "canaryremembered5e8b"  # the model remembers it: a tool argument and then a memory item's content
+RECALLED = "canarytoolresult91fa"  # a planted memory the model recalls: it comes back in a tool result
+SIGNATURE = "canarysignature3d72"  # a thinking block's signature in the stored conversation
+CANARIES = (API_KEY, REMEMBERED, RECALLED, SIGNATURE)
+METADATA_EVENTS = ("context.updated", "memory.updated")
+
+
+def leaked(text: str) -> list[str]:
+    return [canary for canary in CANARIES if canary in text]
+
+
+@pytest.fixture
+def planted(world, settings, monkeypatch):
+    """The world, with the canaries planted and one chat turn with tool calls run over them."""
+    settings.OPENAI_API_KEY = API_KEY
+    monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
+    namespace = memory_namespace_get_or_create(owner=world.owner, workflow=world.workflow, node_id=world.memory_node_id)
+    memory_item_remember(namespace=namespace, content=f"The vault passphrase is {RECALLED}.", actor="owner")
+    key = conversation_key(world.workflow.pk, world.generation, world.agent_node_id)
+    stored = load_conversation(key)
+    assistant = next(m for m in reversed(stored) if m["role"] == "assistant")
+    thinking = {"type": "thinking", "text": "thinking it over", "signature": SIGNATURE, "provider": "anthropic"}
+    assistant["blocks"] = [thinking, *assistant["blocks"]]
+    save_conversation(key, stored)
+    return world
+
+
+def run_turn_with_tool_calls(world, caplog) -> list[dict]:
+    """Send the turn while the owner's socket listens and every logger records at INFO; returns the socket events."""
+    from chat.services.runs import chat_message_send
+
+    with open_socket(f"/ws/workflows/{world.workflow.pk}/", user=world.owner) as socket:
+        assert socket.connect()
+        caplog.set_level(logging.INFO)
+        chat_message_send(workflow=world.workflow, text=f"remember: {REMEMBERED}\nrecall: vault passphrase")
+        # Read until the run ended and both metadata events came (a receive timeout would cancel the socket's loop).
+        events, wanted = [], {"run.finished", *METADATA_EVENTS}
+        while not wanted <= {event.get("type") for event in events}:
+            events.append(socket.receive(timeout=15))
+    return events
+
+
+def test_canaries_reach_no_log_export_health_error_body_or_metadata_event(planted, caplog, client):
+    world = planted
+    events = run_turn_with_tool_calls(world, caplog)
+
+    # The turn really handled every canary: remembered, recalled into a tool result, the signature kept.
+    assert MemoryItem.objects.filter(content__contains=REMEMBERED).exists()
+    stored = json.dumps(load_conversation(conversation_key(world.workflow.pk, world.generation, world.agent_node_id)))
+    assert REMEMBERED in stored and RECALLED in stored and SIGNATURE in stored
+    kinds = {event.get("type") for event in events}
+    assert set(METADATA_EVENTS) <= kinds, kinds
+
+    # Logs, as production formats them.
+    formatter = KeyValueFormatter("%(levelname)s %(name)s %(message)s")
+    lines = "\n".join(formatter.format(record) for record in caplog.records)
+    assert caplog.records, "nothing was logged: the check would prove nothing"
+    assert not leaked(lines), [line for line in lines.splitlines() if leaked(line)][:5]
+
+    # Metadata-only socket events.
+    for event in events:
+        if event.get("type") in METADATA_EVENTS:
+            assert not leaked(json.dumps(event)), event
+
+    # The export, /healthz, error pages and API error bodies. (A 409 version_conflict hands the owner the current
+    # item on purpose, through the owner-checked handler, so it is not among them.)
+    client.force_login(world.owner)
+    auth = {"HTTP_AUTHORIZATION": f"Token {world.owner_token}"}
+    api = f"/api/workflows/{world.workflow.pk}/"
+    item_id = MemoryItem.objects.get(content__contains=REMEMBERED).pk
+    items = f"{api}memory/{world.memory_node_id}/items/"
+    responses = {
+        "export": client.get(api + "export/", **auth),
+        "healthz": client.get("/healthz"),
+        "404 api": client.get(f"{items}{item_id + 10_000}/", **auth),
+        "404 page": client.get(f"/workflows/{world.workflow.pk + 10_000}/"),
+        "400 api patch": client.patch(
+            f"{items}{item_id}/", {"expected_version": 1, "tags": "not a list"}, content_type="application/json"
+        ),
+        "400 api too long": client.post(
+            items, {"content": f"{REMEMBERED} " + "x" * 20_000}, content_type="application/json"
+        ),
+        "400 chat": client.post(api + "chat/messages/", {"text": ""}, content_type="application/json"),
+    }
+    assert responses["export"].status_code == 200
+    assert responses["404 api"].status_code == 404 and responses["404 page"].status_code == 404
+    assert responses["400 api patch"].status_code == 400 and responses["400 api too long"].status_code == 400
+    assert responses["400 chat"].status_code == 400
+    for name, response in responses.items():
+        assert not leaked(response.content.decode(errors="replace")), (name, response.status_code)
