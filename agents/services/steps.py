@@ -299,16 +299,28 @@ def _record_step_failure(firing: Firing, step: LlmStep, exc, duration_ms: int) -
 def persist_turn(firing_id: str, iteration: int) -> None:
     with transaction.atomic():
         firing = Firing.objects.select_for_update().select_related("workflow").filter(pk=firing_id).first()
-        if firing is None or firing.is_terminal:
+        if firing is None:
             return
         step = LlmStep.objects.select_for_update().filter(firing=firing, iteration=iteration).first()
         if step is None:
+            return
+        if firing.is_terminal:
+            _bill_orphan_step(firing, step)  # ended meanwhile (a reset): the call still cost money
             return
         if step.state == LlmStep.State.COMPLETED:
             _save_assistant_turn(firing, step)
         if step.state != LlmStep.State.PERSISTED:
             return  # failed or ambiguous: the firing was ended by whoever recorded that
         _advance_tools(firing, step)
+
+
+def _bill_orphan_step(firing: Firing, step: LlmStep) -> None:
+    if step.state != LlmStep.State.COMPLETED:
+        return
+    usage = (step.result or {}).get("usage") or {}
+    record_llm_usage(firing, idempotency_key=f"llm-step:{step.pk}", kind="llm", outcome="ok", usage=usage)
+    step.state = LlmStep.State.PERSISTED
+    step.save(update_fields=["state"])
 
 
 def _save_assistant_turn(firing: Firing, step: LlmStep) -> None:

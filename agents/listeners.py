@@ -1,0 +1,22 @@
+"""How the runtime takes part in a Workflow Reset."""
+
+from __future__ import annotations
+
+from agents.models import Firing
+from agents.services.firings import end_firing
+
+
+def end_firings_on_reset(*, workflow, previous_generation, new_generation, actor=None) -> int:
+    """End every live firing of the workflow with code `reset` (inside the reset transaction).
+
+    A provider call in flight is told to stop; when it returns, persist finds the firing ended, bills the call
+    and saves nothing, so no turn lands in the conversations the reset is clearing.
+    """
+    ended = 0
+    live = Firing.objects.select_for_update().filter(workflow=workflow).exclude(state__in=Firing.TERMINAL_STATES)
+    for firing in live.order_by("created_at", "pk"):
+        firing.stop_requested = True
+        firing.save(update_fields=["stop_requested", "updated_at"])
+        end_firing(firing, state=Firing.State.FAILED, error_code="reset", error_message="The workflow was reset.")
+        ended += 1
+    return ended
