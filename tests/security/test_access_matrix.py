@@ -403,3 +403,21 @@ def test_an_objects_id_under_another_workflow_is_a_404(world):
             if response.status_code != 404 or shows_owner_data(response):
                 problems.append(f"{method.upper()} {route} with the owner's id: {response.status_code}")
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_page_form_needs_its_csrf_token(world):
+    """Session-authenticated POSTs without the CSRF token are refused (pages, and the API used with a session)."""
+    problems = []
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(world.owner)
+    for route, entry in MATRIX.items():
+        if entry.kind not in (PAGE, API):
+            continue
+        for method in entry.methods:
+            if method == "get":
+                continue
+            response = call(client, method, entry.url(world), entry.body(method, world), kind=PAGE)
+            if response.status_code != 403:
+                problems.append(f"{method.upper()} {route} without a CSRF token: {response.status_code}")
+    assert not problems, "\n".join(problems)
