@@ -23,7 +23,7 @@ FUZZ = settings(
 
 # Any UTF-8 text but NUL (NUL has its own tests below: PostgreSQL text cannot hold it).
 texts = st.text(alphabet=st.characters(codec="utf-8", exclude_characters="\x00"), max_size=60)
-json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | texts
+json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | texts
 json_values = st.recursive(
     json_scalars,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts, inner, max_size=4),
