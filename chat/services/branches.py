@@ -275,7 +275,6 @@ def chat_message_edit(
             client_message_id=client_message_id or None,
             meta={"edit_of": message.pk},
         )
-        parent = ChatMessage.objects.filter(pk=message.parent_id).first() if message.parent_id else None
         run = admit_run(
             session=session,
             workflow=workflow,
@@ -283,7 +282,7 @@ def chat_message_edit(
             kind=ChatRun.Kind.EDIT,
             generation=generation,
             agent_node_id=agent_node_id,
-            parent_run=run_of_reply(parent),
+            parent_run_id=run_of_reply(message.parent_id),
         )
         bump(session, leaf=edited)
         publish_chat_updated(workflow_id=workflow.pk, revision=session.revision, reason="edit")
@@ -308,7 +307,6 @@ def chat_message_regenerate(*, workflow, message_id, expected_revision: int | No
         _move(session, workflow, left_part=[answer.pk], left_leaf=answer.pk)
         _remember_leaf(answer.pk, answer.pk)
         user_message = ChatMessage.objects.get(pk=answer.parent_id)
-        grandparent = ChatMessage.objects.filter(pk=user_message.parent_id).first() if user_message.parent_id else None
         run = admit_run(
             session=session,
             workflow=workflow,
@@ -316,7 +314,7 @@ def chat_message_regenerate(*, workflow, message_id, expected_revision: int | No
             kind=ChatRun.Kind.REGENERATE,
             generation=generation,
             agent_node_id=agent_node_id,
-            parent_run=run_of_reply(grandparent),
+            parent_run_id=run_of_reply(user_message.parent_id),
         )
         bump(session, leaf=user_message)
         publish_chat_updated(workflow_id=workflow.pk, revision=session.revision, reason="regenerate")

@@ -13,6 +13,7 @@ import uuid
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from chat.errors import refuse
@@ -39,8 +40,11 @@ def chat_session_get(*, workflow) -> ChatSession:
 
 def lock_session(*, workflow) -> ChatSession:
     """The session row, locked for this transaction: every change of the thread's shape serializes here."""
-    session = chat_session_get(workflow=workflow)
-    return ChatSession.objects.select_for_update().get(pk=session.pk)
+    session = ChatSession.objects.select_for_update().filter(workflow=workflow).first()
+    if session is None:
+        session = chat_session_get(workflow=workflow)
+        session = ChatSession.objects.select_for_update().get(pk=session.pk)
+    return session
 
 
 def check_revision(session: ChatSession, expected_revision: int | None) -> None:
@@ -73,14 +77,19 @@ def answering_target(*, workflow) -> tuple[int, str]:
     from workflows.models import Workflow, WorkflowGeneration
     from workflows.services import workflow_start
 
-    number = Workflow.objects.filter(pk=workflow.pk).values_list("live_generation", flat=True).first() or 0
-    if number == 0:
-        generation, _ = workflow_start(workflow=workflow)
-        number = generation.number
-        workflow.live_generation = number
-    generation = WorkflowGeneration.objects.filter(workflow_id=workflow.pk, number=number).first()
+    # One read: the generation the workflow row names live right now (not the possibly stale `workflow` given).
+    generation = (
+        WorkflowGeneration.objects.filter(workflow_id=workflow.pk, number=F("workflow__live_generation"))
+        .only("number", "state", "graph")
+        .first()
+    )
     if generation is None:
-        raise refuse("no_answering_agent")
+        if Workflow.objects.filter(pk=workflow.pk, live_generation=0).exists():
+            generation, _ = workflow_start(workflow=workflow)
+        else:
+            raise refuse("no_answering_agent")
+    number = generation.number
+    workflow.live_generation = number
     if generation.state != WorkflowGeneration.State.LIVE:
         raise refuse("workflow_stopped")
     agents = trigger_agents(generation.graph or {})
@@ -105,22 +114,22 @@ def admit_run(
     kind: str,
     generation: int,
     agent_node_id: str,
-    parent_run: ChatRun | None,
+    parent_run_id: int | None,
 ) -> ChatRun:
     """Create the run and its firing in the caller's transaction; the firing's first task is sent on commit."""
     from agents.services.firings import FiringRefused, fire_agent
 
     try:
-        with transaction.atomic():
-            run = ChatRun.objects.create(
-                session=session,
-                kind=kind,
-                state=ChatRun.State.PENDING,
-                user_message=user_message,
-                parent_run=parent_run,
-                generation=generation,
-                agent_node_id=agent_node_id,
-            )
+        # No savepoint: on the index's refusal the whole admission rolls back anyway.
+        run = ChatRun.objects.create(
+            session=session,
+            kind=kind,
+            state=ChatRun.State.PENDING,
+            user_message=user_message,
+            parent_run_id=parent_run_id,
+            generation=generation,
+            agent_node_id=agent_node_id,
+        )
     except IntegrityError:
         # The partial unique index: another admission got in first (it cannot under the session lock, but the
         # index is the rule, the lock is how we usually avoid hitting it).
@@ -147,10 +156,11 @@ def admit_run(
     return run
 
 
-def run_of_reply(message: ChatMessage | None) -> ChatRun | None:
-    if message is None or message.role != ChatMessage.Role.ASSISTANT:
+def run_of_reply(message_id: int | None) -> int | None:
+    """The id of the run whose reply `message_id` is (None for the owner's messages and the thread's start)."""
+    if message_id is None:
         return None
-    return ChatRun.objects.filter(reply_message=message).first()
+    return ChatRun.objects.filter(reply_message_id=message_id).values_list("pk", flat=True).first()
 
 
 # --- send ---------------------------------------------------------------------------------------------------
@@ -176,10 +186,10 @@ def chat_message_send(
         check_revision(session, expected_revision)
         check_lane(session)
         generation, agent_node_id = answering_target(workflow=workflow)
-        parent = session.active_leaf
+        parent_id = session.active_leaf_id
         message = ChatMessage.objects.create(
             session=session,
-            parent=parent,
+            parent_id=parent_id,
             role=ChatMessage.Role.USER,
             kind=ChatMessage.Kind.MESSAGE,
             text=text,
@@ -193,7 +203,7 @@ def chat_message_send(
             kind=ChatRun.Kind.MESSAGE,
             generation=generation,
             agent_node_id=agent_node_id,
-            parent_run=run_of_reply(parent),
+            parent_run_id=run_of_reply(parent_id),
         )
         bump(session, leaf=message)
     logger.info("chat message sent", extra={"workflow_id": workflow.pk, "run_id": run.pk})
