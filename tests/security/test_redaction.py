@@ -85,10 +85,14 @@ def test_canaries_reach_no_log_export_health_error_body_or_metadata_event(plante
     assert caplog.records, "nothing was logged: the check would prove nothing"
     assert not leaked(lines), [line for line in lines.splitlines() if leaked(line)][:5]
 
-    # Metadata-only socket events.
+    # Socket frames: metadata events and every other non-text frame carry no canary; the answer's own text deltas
+    # may quote the owner's words and the tool results (that is the answer), but never a key or a signature.
     for event in events:
-        if event.get("type") in METADATA_EVENTS:
-            assert not leaked(json.dumps(event)), event
+        frame = json.dumps(event)
+        if event.get("type") == "run.delta":
+            assert API_KEY not in frame and SIGNATURE not in frame, event
+        else:
+            assert not leaked(frame), event
 
     # The export, /healthz, error pages and API error bodies. (A 409 version_conflict hands the owner the current
     # item on purpose, through the owner-checked handler, so it is not among them.)
@@ -116,3 +120,20 @@ def test_canaries_reach_no_log_export_health_error_body_or_metadata_event(plante
     assert responses["400 chat"].status_code == 400
     for name, response in responses.items():
         assert not leaked(response.content.decode(errors="replace")), (name, response.status_code)
+
+
+def test_the_api_key_is_rendered_by_no_page_or_api_read(planted, client):
+    from tests.security.test_access_matrix import API, MATRIX, PUBLIC
+
+    world = planted
+    client.force_login(world.owner)
+    auth = {"HTTP_AUTHORIZATION": f"Token {world.owner_token}"}
+    read = 0
+    for route, entry in MATRIX.items():
+        if "get" not in entry.methods:
+            continue
+        response = client.get(entry.url(world), **(auth if entry.kind == API else {}))
+        assert response.status_code < 500 or route == "healthz", (route, response.status_code)
+        assert API_KEY not in response.content.decode(errors="replace"), route
+        read += entry.kind != PUBLIC
+    assert read >= 10
