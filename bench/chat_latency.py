@@ -107,7 +107,8 @@ class SocketListener:
     """The page's socket: records when each run's first delta and its end event arrive."""
 
     def __init__(self, url: str, cookie: str):
-        self.ws = connect(url, additional_headers={"Cookie": cookie, "Origin": "http://127.0.0.1"})
+        self._connection = connect(url, additional_headers={"Cookie": cookie, "Origin": "http://127.0.0.1"})
+        self.ws = self._connection.__enter__()  # the context-manager form; closed in close()
         hello = json.loads(self.ws.recv(timeout=10))
         assert hello["type"] == "hello", hello
         self.first_delta: dict[int, float] = {}
@@ -145,7 +146,7 @@ class SocketListener:
                 raise TimeoutError(f"run {run_id} did not finish")
 
     def close(self) -> None:
-        self.ws.close()
+        self._connection.__exit__(None, None, None)
 
 
 def breakdown(workflow) -> None:
