@@ -91,18 +91,8 @@ def test_the_memory_tool_answers_any_arguments_with_a_result_or_a_coded_error(me
     result = memory_call(arguments)
     assert isinstance(result, dict) and result
     if "error" in result:
-        assert is_coded_error(result), result
-
-
-def test_a_nul_byte_in_the_memory_tools_text_is_refused_with_a_code(memory_call):
-    # PostgreSQL text cannot hold NUL; the tool must refuse it as bad arguments, not crash on the database.
-    for arguments in (
-        {"operation": "remember", "content": "a\x00b"},
-        {"operation": "recall", "query": "a\x00b"},
-        {"operation": "list", "categories": ["a\x00b"]},
-    ):
-        result = memory_call(arguments)
-        assert "error" not in result or is_coded_error(result), (arguments, result)
+        # internal_error is the tool's catch-all for a crash underneath: bad arguments must be named as such.
+        assert is_coded_error(result) and result["error"]["code"] != "internal_error", result
 
 
 NUL_BUG = (
@@ -110,6 +100,20 @@ NUL_BUG = (
     "answers 500; memory's cleaners (content/title/category/tags and the query/filter values) should refuse it "
     "with invalid_arguments"
 )
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"operation": "remember", "content": "a\x00b"},
+        {"operation": "recall", "query": "a\x00b"},
+        {"operation": "list", "categories": ["a\x00b"]},
+    ],
+)
+@pytest.mark.xfail(strict=True, reason=NUL_BUG + " (the tool answers internal_error)")
+def test_a_nul_byte_in_the_memory_tools_text_is_refused_as_bad_arguments(memory_call, arguments):
+    result = memory_call(arguments)
+    assert "error" not in result or result["error"]["code"] == "invalid_arguments", result
 
 
 @pytest.mark.parametrize(
@@ -175,15 +179,32 @@ def test_chat_handlers_answer_random_ids_and_bodies_with_a_result_or_a_coded_ref
 
 
 @FUZZ
-@given(text=texts, message_id=st.integers(min_value=-5, max_value=2**40), run_id=ids)
-def test_chat_services_refuse_random_input_with_a_service_error(owner, text, message_id, run_id):
-    from chat.services.branches import chat_message_edit, chat_message_switch
+@given(
+    text=texts,
+    message_id=st.just("real") | st.integers(min_value=-5, max_value=2**40) | texts,
+    run_id=st.just("real") | ids,
+    rating=json_values,
+)
+def test_chat_services_refuse_random_input_with_a_service_error(owner, text, message_id, run_id, rating):
+    from chat.models import ChatMessage, ChatRun
+    from chat.services.branches import chat_message_edit, chat_message_regenerate, chat_message_switch
     from chat.services.runs import chat_run_stop
+    from chat.services.thread import chat_feedback_set
 
     workflow, _, _ = chat_world(owner)
+    if not ChatMessage.objects.filter(session__workflow=workflow).exists():
+        from chat.services.runs import chat_message_send
+
+        chat_message_send(workflow=workflow, text="a real message")  # its run stays pending: no commit here
+    if message_id == "real":
+        message_id = ChatMessage.objects.filter(session__workflow=workflow).latest("id").pk
+    if run_id == "real":
+        run_id = ChatRun.objects.filter(session__workflow=workflow).latest("id").pk
     for attempt in (
         lambda: chat_message_edit(workflow=workflow, message_id=message_id, text=text),
         lambda: chat_message_switch(workflow=workflow, message_id=message_id),
+        lambda: chat_message_regenerate(workflow=workflow, message_id=message_id),
+        lambda: chat_feedback_set(workflow=workflow, message_id=message_id, rating=rating),
         lambda: chat_run_stop(workflow=workflow, run_id=run_id),
     ):
         try:
