@@ -288,7 +288,8 @@ MEMORY_QUERY_MAX_CHARS = env_int("MEMORY_QUERY_MAX_CHARS", 1000, minimum=1)
 MEMORY_LIMIT_DEFAULT = env_int("MEMORY_LIMIT_DEFAULT", 10, minimum=1)
 MEMORY_LIMIT_MAX = env_int("MEMORY_LIMIT_MAX", 50, minimum=1)
 MEMORY_ITEMS_PER_NAMESPACE_MAX = env_int("MEMORY_ITEMS_PER_NAMESPACE_MAX", 10_000, minimum=1)
-MEMORY_RECALL_VECTOR_CANDIDATES = env_int("MEMORY_RECALL_VECTOR_CANDIDATES", 100, minimum=1)
+# Nearest vectors fused per recall; the HNSW walk grows with it (bench: 100 -> 40 cut hybrid time ~3x, recall@5 same).
+MEMORY_RECALL_VECTOR_CANDIDATES = env_int("MEMORY_RECALL_VECTOR_CANDIDATES", 40, minimum=1)
 MEMORY_RECALL_RRF_K = env_int("MEMORY_RECALL_RRF_K", 60, minimum=1)
 # Cosine distance above which a vector neighbour is not a match (all-MiniLM: unrelated texts sit near 0.8-1.0).
 MEMORY_RECALL_MAX_DISTANCE = env_float("MEMORY_RECALL_MAX_DISTANCE", 0.75)
