@@ -221,6 +221,8 @@ def stop_postgres() -> bool:
     with _file_lock(root / "postgres.lock"):
         if not (pgdata / "postmaster.pid").exists():
             return False
+        _prepare_pg_permissions(pgdata)  # the server's user must still reach the folder to read its pid file
+        errors = []
         for mode in ("fast", "immediate"):
             try:
                 _run_as_pg_user(
@@ -230,8 +232,8 @@ def stop_postgres() -> bool:
             except subprocess.CalledProcessError as exc:
                 if not (pgdata / "postmaster.pid").exists():
                     return True  # it stopped while pg_ctl was looking
-                _say(f"pg_ctl stop ({mode}) failed: {(exc.stderr or exc.stdout or '').strip()}")
-        raise EmbeddedServiceError(f"embedded PostgreSQL in {pgdata} did not stop; see {pgdata / 'server.log'}")
+                errors.append(f"{mode}: {(exc.stderr or exc.stdout or '').strip()}")
+        raise EmbeddedServiceError(f"embedded PostgreSQL in {pgdata} did not stop ({'; '.join(errors)})")
 
 
 # --- Redis ------------------------------------------------------------------------------

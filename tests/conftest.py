@@ -104,3 +104,20 @@ def _terminate_stray_test_db_sessions(django_db_setup, django_db_blocker):
                 "select pg_terminate_backend(pid) from pg_stat_activity"
                 " where datname = current_database() and pid <> pg_backend_pid()"
             )
+
+
+@pytest.fixture
+def services_path():
+    """A folder for embedded servers a test starts itself, outside pytest's temporary root.
+
+    pytest makes /tmp/pytest-of-<user> private (0700) whenever a session starts; PostgreSQL runs as another
+    user and must reach its data folder for as long as the server lives, so those folders live elsewhere.
+    """
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    path = Path(tempfile.mkdtemp(prefix="opencompany-test-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)

@@ -67,7 +67,7 @@ class SocketClient:
         while True:
             try:
                 events.append(self.receive(timeout=timeout))
-            except Exception:
+            except (Exception, asyncio.CancelledError):  # a receive timeout surfaces as a cancellation
                 return events
 
     def nothing_received(self, timeout: float = 0.5) -> bool:

@@ -84,3 +84,19 @@ def test_step_logs_carry_ids_and_counts_but_no_content(owner, caplog):
     done = next(line for line in lines if line.startswith("llm step done"))
     assert "firing_id=" in done and "duration_ms=" in done and "output_tokens=" in done
     assert not any("secret-prompt-text" in line for line in lines)
+
+
+def test_a_provider_failure_fails_the_firing_with_a_code_and_bills_an_error(owner, monkeypatch):
+    from tests.processes import free_port
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
+    monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{free_port()}/v1")  # nothing listens there
+    workflow, generation, ids = assistant_with(owner, provider="openai", model="gpt-4.1-mini")
+    firing = Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "hello"))
+    assert firing.state == Firing.State.FAILED
+    assert firing.error_code == "provider_network", firing.error_code
+    assert "sk-test-not-a-real-key" not in firing.error_message
+    assert LlmStep.objects.get(firing=firing).state == LlmStep.State.FAILED
+    assert UsageRecord.objects.filter(workflow_id=workflow.pk, outcome="error").count() == 1
+    # The conversation is left as it was: nothing is written before a request succeeds.
+    assert load_conversation(conversation_key(workflow.pk, generation, ids["lead"])) == []

@@ -29,8 +29,8 @@ def _postmaster_pid(data_dir) -> int:
     return int((data_dir / "postgres" / "postmaster.pid").read_text().splitlines()[0])
 
 
-def test_two_racing_starters_share_one_server_and_a_killed_run_is_recovered(tmp_path):
-    data_dir = tmp_path / "data"
+def test_two_racing_starters_share_one_server_and_a_killed_run_is_recovered(services_path):
+    data_dir = services_path / "data"
     try:
         with ThreadPoolExecutor(2) as pool:
             first, second = pool.map(lambda _: _run(START, data_dir), range(2))

@@ -18,13 +18,13 @@ def _python(code: str, env: dict) -> str:
     ).stdout.strip()
 
 
-def test_external_urls_are_used_and_nothing_embedded_starts(tmp_path):
+def test_external_urls_are_used_and_nothing_embedded_starts(services_path):
     base_env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE"}}
-    external_dir = tmp_path / "external"
+    external_dir = services_path / "external"
     # Stand-ins for managed servers: the embedded engines, started by hand in another folder.
     start = "from opencompany import embedded as e; print(e.ensure_postgres()); print(e.ensure_redis())"
     pg_url, redis_url = _python(start, {**base_env, "OPENCOMPANY_DATA_DIR": str(external_dir)}).splitlines()[-2:]
-    app_dir = tmp_path / "app"
+    app_dir = services_path / "app"
     env = {
         **base_env,
         "OPENCOMPANY_DATA_DIR": str(app_dir),

@@ -9,7 +9,6 @@ import sys
 import time
 import urllib.parse
 import urllib.request
-from pathlib import Path
 
 import pytest
 
@@ -38,12 +37,12 @@ def _wait_for_health(base: str, process, timeout: float) -> dict:
     raise AssertionError(f"/healthz never answered 200: {last}")
 
 
-def test_the_main_command_serves_login_and_the_demo_login_works(tmp_path):
+def test_the_main_command_serves_login_and_the_demo_login_works(tmp_path, services_path):
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE"}}
     env.update(
         {
-            "OPENCOMPANY_DATA_DIR": str(tmp_path / "data"),
+            "OPENCOMPANY_DATA_DIR": str(services_path / "data"),
             "OPENCOMPANY_PORT": str(port),
             "OPENCOMPANY_WORKER_CONCURRENCY": "1",
             "PYTHONUNBUFFERED": "1",
@@ -78,6 +77,9 @@ def test_the_main_command_serves_login_and_the_demo_login_works(tmp_path):
         request = urllib.request.Request(base + "/login/", data=form, headers={"Referer": base + "/login/"})
         home = opener.open(request).read().decode()
         assert "Your workflows" in home and "Demo assistant" in home
+        # The page's stylesheet is served by the same process.
+        with opener.open(base + "/static/css/app.css") as css:
+            assert css.status == 200 and b"--accent" in css.read()
     finally:
         process.send_signal(signal.SIGINT)
         try:
@@ -87,4 +89,4 @@ def test_the_main_command_serves_login_and_the_demo_login_works(tmp_path):
             raise
     assert process.returncode == 0, log_path.read_text()[-3000:]
     # Ctrl-C stopped the embedded PostgreSQL too.
-    assert not (Path(tmp_path) / "data" / "postgres" / "postmaster.pid").exists()
+    assert not (services_path / "data" / "postgres" / "postmaster.pid").exists()
