@@ -3,7 +3,7 @@
 Canaries are planted as a provider API key, a memory item's content, a tool result and a thinking signature; then
 a chat turn with tool calls runs inline (the offline provider's `remember:` / `recall:` commands). None of the
 canaries may appear in the log output, the workflow export, /healthz, error pages and API error bodies, or the
-metadata-only socket events (`context.updated`, `memory.updated`).
+metadata-only socket events (`context.updated`, `memory.updated`), nor anything the product keeps in Redis.
 
 The broker side (task payloads carry ids only) is
 tests/agents/test_worker_firings.py::test_task_payloads_carry_ids_only.
@@ -137,3 +137,37 @@ def test_the_api_key_is_rendered_by_no_page_or_api_read(planted, client):
         assert API_KEY not in response.content.decode(errors="replace"), route
         read += entry.kind != PUBLIC
     assert read >= 10
+
+
+def redis_values(url: str) -> dict[str, str]:
+    """Every key's value (strings, hashes, lists, sets, sorted sets) in the product's Redis database."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    values = {}
+    for key in client.scan_iter(count=500):
+        kind = client.type(key).decode()
+        if kind == "string":
+            value = client.get(key)
+        elif kind == "hash":
+            value = client.hgetall(key)
+        elif kind == "list":
+            value = client.lrange(key, 0, -1)
+        elif kind == "set":
+            value = client.smembers(key)
+        elif kind == "zset":
+            value = client.zrange(key, 0, -1)
+        else:
+            continue
+        values[key.decode(errors="replace")] = repr(value)
+    return values
+
+
+def test_no_canary_is_left_in_redis(planted, caplog, settings):
+    # Status caches, heartbeats, leases and epochs live in Redis; none may hold a key, a content or a signature.
+    # (Channel-layer messages are the socket frames checked above; they are consumed by the owner's socket.)
+    run_turn_with_tool_calls(planted, caplog)
+    values = redis_values(settings.REDIS_URL)
+    assert values, "Redis is empty: the check would prove nothing"
+    found = {key: leaked(value) for key, value in values.items() if leaked(value) and not key.startswith("asgi")}
+    assert not found, found
