@@ -11,9 +11,17 @@ from . import clock
 from .errors import invalid
 
 
+def _refuse_nul(value: str, name: str) -> str:
+    # PostgreSQL text cannot hold NUL; refuse it as bad input instead of failing in the database.
+    if "\x00" in value:
+        raise invalid(f"{name} contains a NUL character.", f"Remove the NUL (\\u0000) characters from {name}.")
+    return value
+
+
 def clean_content(value) -> str:
     if not isinstance(value, str) or not value.strip():
         raise invalid("content must be a non-empty string.", "Pass the fact to store as `content`.")
+    _refuse_nul(value, "content")
     limit = settings.MEMORY_CONTENT_MAX_BYTES
     if len(value.encode("utf-8")) > limit:
         raise invalid(
@@ -29,7 +37,7 @@ def clean_title(value) -> str:
         return ""
     if not isinstance(value, str):
         raise invalid("title must be a string.", "Pass a short title, or leave it out.")
-    value = value.strip()
+    value = _refuse_nul(value, "title").strip()
     limit = settings.MEMORY_TITLE_MAX_CHARS
     if len(value) > limit:
         raise invalid(f"title is longer than {limit} characters.", f"Use at most {limit} characters.", code="too_long")
@@ -41,7 +49,7 @@ def clean_category(value) -> str:
         return ""
     if not isinstance(value, str):
         raise invalid("category must be a string.", "Use one short word such as `preference` or `decision`.")
-    value = value.strip()
+    value = _refuse_nul(value, "category").strip()
     limit = settings.MEMORY_CATEGORY_MAX_CHARS
     if len(value) > limit:
         raise invalid(
@@ -57,7 +65,7 @@ def clean_tags(value) -> list[str]:
         raise invalid("tags must be a list of strings.", 'Pass tags like ["billing", "acme"].')
     tags: list[str] = []
     for raw in value:
-        tag = raw.strip()
+        tag = _refuse_nul(raw, "tags").strip()
         if not tag:
             raise invalid("tags may not be empty strings.", "Drop the empty tag.")
         if len(tag) > settings.MEMORY_TAG_MAX_CHARS:
@@ -84,7 +92,7 @@ def clean_filter_list(value, *, name: str) -> list[str]:
         value = [value]
     if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
         raise invalid(f"{name} must be a list of strings.", f'Pass {name} like ["preference"].')
-    cleaned = [v.strip() for v in value if v.strip()]
+    cleaned = [_refuse_nul(v, name).strip() for v in value if v.strip()]
     if len(cleaned) > max(settings.MEMORY_TAGS_MAX, 20):
         raise invalid(f"too many {name}.", f"Filter on at most {max(settings.MEMORY_TAGS_MAX, 20)} values.")
     return cleaned
@@ -130,6 +138,7 @@ def clean_limit(value) -> int:
 def clean_query(value) -> str:
     if not isinstance(value, str) or not value.strip():
         raise invalid("query must be a non-empty string.", "Describe what you are looking for in a few words.")
+    _refuse_nul(value, "query")
     if len(value) > settings.MEMORY_QUERY_MAX_CHARS:
         raise invalid(
             f"query is longer than {settings.MEMORY_QUERY_MAX_CHARS} characters.",

@@ -179,3 +179,18 @@ def test_expires_at_can_be_set_and_cleared(call):
         {"operation": "update", "memory_id": item["id"], "expected_version": 1, "patch": {"expires_at": None}}
     )
     assert updated["item"]["expires_at"] is None
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"operation": "remember", "content": "a\x00b"},
+        {"operation": "remember", "content": "a", "title": "t\x00"},
+        {"operation": "remember", "content": "a", "tags": ["x\x00"]},
+        {"operation": "recall", "query": "a\x00b"},
+        {"operation": "list", "categories": ["a\x00b"]},
+    ],
+)
+def test_nul_characters_are_bad_arguments_not_a_database_error(call, arguments):
+    result = call(arguments)
+    assert result["error"]["code"] == "invalid_arguments" and "NUL" in result["error"]["message"]
