@@ -9,7 +9,6 @@ event is metadata (ids, states, counts, tool names).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import threading
@@ -20,7 +19,7 @@ from django.conf import settings
 from django.db import transaction
 
 from opencompany.hub import hub_epoch
-from opencompany.realtime import send_workflow_event_now, workflow_group_name
+from opencompany.realtime import send_workflow_event_now, sender
 
 logger = logging.getLogger("chat.events")
 
@@ -89,61 +88,6 @@ def _epoch() -> str:
     return _epoch_cache[1]
 
 
-class _Sender:
-    """One event loop thread per process that sends run events in the order they were handed over.
-
-    `async_to_sync(group_send)` from plain threads (a worker's stream callback) builds a new loop and a new Redis
-    connection per call (5-10 ms each); here the channel layer's connection lives with one loop for the life of
-    the process. Items are callables run at the head of the queue, so a seq is taken in send order and a delta
-    batch takes whatever text arrived while the previous event was on its way.
-    """
-
-    def __init__(self) -> None:
-        self._pid: int | None = None
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._queue: asyncio.Queue | None = None
-
-    def _ensure(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._pid != os.getpid():  # a forked worker starts its own
-                ready = threading.Event()
-                self._loop = asyncio.new_event_loop()
-
-                def run(loop=self._loop):
-                    asyncio.set_event_loop(loop)
-                    self._queue = asyncio.Queue()
-                    loop.create_task(self._consume(self._queue))
-                    ready.set()
-                    loop.run_forever()
-
-                threading.Thread(target=run, daemon=True, name="chat-events").start()
-                ready.wait(5)
-                self._pid = os.getpid()
-            return self._loop
-
-    async def _consume(self, queue: asyncio.Queue) -> None:
-        from channels.layers import get_channel_layer
-
-        layer = get_channel_layer()
-        while True:
-            build = await queue.get()
-            try:
-                built = build()
-                if built is not None:
-                    workflow_id, event = built
-                    await layer.group_send(workflow_group_name(workflow_id), {"type": "workflow.event", "event": event})
-            except Exception:  # a broadcast never fails the caller; the client's gap check recovers
-                logger.warning("run event not sent", exc_info=True)
-
-    def submit(self, build) -> None:
-        loop = self._ensure()
-        loop.call_soon_threadsafe(lambda: self._queue.put_nowait(build))
-
-
-_sender = _Sender()
-
-
 def send_run_event_now(*, workflow_id: int, run_id: int, event: dict, append_text: str | None = None) -> None:
     """Send now (in order, from the sender thread), taking the run's next seq when the event goes out."""
 
@@ -155,7 +99,7 @@ def send_run_event_now(*, workflow_id: int, run_id: int, event: dict, append_tex
             return None
         return workflow_id, {**event, "run_id": run_id, "seq": seq, "hub_epoch": _epoch()}
 
-    _sender.submit(build)
+    sender.submit(build)
 
 
 def publish_run_event(*, workflow_id: int, run_id: int, event: dict) -> None:
@@ -207,7 +151,7 @@ class DeltaBatcher:
             if self._scheduled:
                 return
             self._scheduled = True
-        _sender.submit(self._build)
+        sender.submit(self._build)
 
     def _build(self):
         with self._lock:

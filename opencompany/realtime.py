@@ -1,14 +1,21 @@
 """The one place that sends realtime events.
 
 Events go to the group of one workflow; only sockets of that workflow's owner may join it
-(see consumers.py). Sending happens on commit so a rolled-back write never announces
-itself, and a broker failure is logged, never raised: the durable write already happened.
+(see consumers.py). `publish_workflow_event` sends on commit so a rolled-back write never
+announces itself. Sending happens on one event-loop thread per process (`EventSender`):
+`async_to_sync(group_send)` from a plain thread would build a new loop and a new Redis
+connection per call (5-10 ms), and a worker must not spend that inside a turn. A broadcast
+failure is logged, never raised: the durable write already happened.
 """
 
-import logging
+from __future__ import annotations
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
+import asyncio
+import logging
+import os
+import threading
+from collections.abc import Callable
+
 from django.db import transaction
 
 logger = logging.getLogger(__name__)
@@ -18,17 +25,63 @@ def workflow_group_name(workflow_id: int) -> str:
     return f"workflow.{int(workflow_id)}"
 
 
-def send_workflow_event_now(*, workflow_id: int, event: dict) -> bool:
-    """Send immediately (outside any transaction, e.g. streaming deltas). Returns False on failure."""
-    try:
+class EventSender:
+    """Sends events in the order they were handed over, from one loop thread per process.
+
+    Items are callables run at the head of the queue returning `(workflow_id, event)` or None, so a
+    sequence number can be taken in send order and a batch can take what arrived while the previous
+    event was on its way.
+    """
+
+    def __init__(self) -> None:
+        self._pid: int | None = None
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._queue: asyncio.Queue | None = None
+
+    def _ensure(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._pid != os.getpid():  # a forked worker starts its own
+                ready = threading.Event()
+                self._loop = asyncio.new_event_loop()
+
+                def run(loop=self._loop):
+                    asyncio.set_event_loop(loop)
+                    self._queue = asyncio.Queue()
+                    loop.create_task(self._consume(self._queue))
+                    ready.set()
+                    loop.run_forever()
+
+                threading.Thread(target=run, daemon=True, name="realtime-events").start()
+                ready.wait(5)
+                self._pid = os.getpid()
+            return self._loop
+
+    async def _consume(self, queue: asyncio.Queue) -> None:
+        from channels.layers import get_channel_layer
+
         layer = get_channel_layer()
-        if layer is None:
-            return False
-        async_to_sync(layer.group_send)(workflow_group_name(workflow_id), {"type": "workflow.event", "event": event})
-        return True
-    except Exception:  # a broadcast must never fail the caller
-        logger.warning("broadcast failed", extra={"workflow_id": workflow_id, "event_type": event.get("type")})
-        return False
+        while True:
+            build = await queue.get()
+            try:
+                built = build()
+                if built is not None:
+                    workflow_id, event = built
+                    await layer.group_send(workflow_group_name(workflow_id), {"type": "workflow.event", "event": event})
+            except Exception:  # a broadcast never fails the caller; clients refetch on a gap or a new epoch
+                logger.warning("event not sent", exc_info=True)
+
+    def submit(self, build: Callable[[], tuple[int, dict] | None]) -> None:
+        loop = self._ensure()
+        loop.call_soon_threadsafe(lambda: self._queue.put_nowait(build))
+
+
+sender = EventSender()
+
+
+def send_workflow_event_now(*, workflow_id: int, event: dict) -> None:
+    """Send without waiting for a transaction (streamed deltas); returns at once."""
+    sender.submit(lambda: (workflow_id, event))
 
 
 def publish_workflow_event(*, workflow_id: int, event: dict) -> None:
