@@ -47,11 +47,13 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "channels",
     "opencompany",
+    # App order is the order of Workflow Reset's listeners, and so its lock order after the workflow row: chat
+    # session and runs, then firings, then conversation headers (never a header before a chat row).
     "workflows",
-    "conversations",
     "memory",
     "chat",
     "agents",
+    "conversations",
 ]
 
 MIDDLEWARE = [
