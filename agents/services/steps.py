@@ -290,7 +290,7 @@ def _record_step_failure(firing: Firing, step: LlmStep, exc, duration_ms: int) -
             return
         record_llm_usage(firing, idempotency_key=f"llm-step:{step.pk}", kind="llm", outcome="error")
         locked = Firing.objects.select_for_update().get(pk=firing.pk)
-        end_firing(locked, state=Firing.State.FAILED, error_code=f"provider_{exc.code}", error_message=exc.safe_message)
+        end_firing(locked, state=Firing.State.FAILED, error_code=f"provider_{exc.code}", error_message=exc.message)
 
 
 # --- persist ------------------------------------------------------------------------------
