@@ -1,9 +1,21 @@
 import os
 
 from celery import Celery
+from celery.signals import task_postrun, task_prerun
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "opencompany.settings.base")
 
 app = Celery("opencompany")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@task_prerun.connect
+@task_postrun.connect
+def _recycle_broken_connections(**_kwargs) -> None:
+    # Workers keep their database connections across tasks (CELERY_DB_REUSE_MAX; a new PostgreSQL connection per
+    # task cost more than the task). Like a web request, a task starts by dropping a connection that errored or
+    # aged out, and the health check then runs before its first query, so a PostgreSQL restart heals by itself.
+    from django.db import close_old_connections
+
+    close_old_connections()

@@ -136,6 +136,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 3600, minimum=60)}
 CELERY_TASK_ALWAYS_EAGER = False
+# Celery's Django fixup closes the database connection around every task unless this is set; opening one per task
+# was most of a task's cost. Broken or old connections are still dropped per task (opencompany/celery.py).
+CELERY_DB_REUSE_MAX = env_int("CELERY_DB_REUSE_MAX", 1000, minimum=1)
 CELERY_WORKER_HEARTBEAT_KEY = "opencompany:worker-heartbeat"
 CELERY_WORKER_HEARTBEAT_TTL = env_int("CELERY_WORKER_HEARTBEAT_TTL", 30, minimum=5)
 CELERY_BEAT_SCHEDULE = {
