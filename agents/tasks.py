@@ -41,8 +41,10 @@ def persist_turn(firing_id: str, iteration: int) -> None:
 
 
 @shared_task(name="agent.compact_context", ignore_result=True, acks_late=True, max_retries=0)
-def compact_context(workflow_id: int, generation: int, agent_node_id: str) -> None:
-    steps.compact_context(workflow_id, generation, agent_node_id)
+def compact_context(
+    workflow_id: int, generation: int, agent_node_id: str, firing_id: str | None = None, next_iteration: int = 0
+) -> None:
+    steps.compact_context(workflow_id, generation, agent_node_id, firing_id, next_iteration)
 
 
 @shared_task(name="agents.watchdog", ignore_result=True)

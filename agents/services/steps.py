@@ -474,42 +474,61 @@ def _end_for_limit(firing: Firing, limit: str) -> None:
 
 def _after_turn(firing: Firing, step: LlmStep, *, had_tool_calls: bool, stopped: bool) -> None:
     assistant = step.result["message"]
-    _maybe_compact(firing, step)
+    compaction_due = _record_pressure(firing, step)
+    continues = not stopped and had_tool_calls and step.iteration < firing.agent_config["max_iterations"]
+    if continues:
+        if compaction_due:
+            # Compact before the next request, and continue from the compacted list: a summarizer failure then
+            # ends this firing (SPEC §2 invariant 8), and the next save cannot undo the compaction.
+            enqueue_step(
+                "agent.compact_context",
+                firing.workflow_id,
+                firing.generation,
+                firing.agent_node_id,
+                str(firing.pk),
+                step.iteration + 1,
+            )
+        else:
+            enqueue_step("agent.execute_llm_step", str(firing.pk), step.iteration + 1)
+        return
     if stopped:
         end_firing(firing, state=Firing.State.STOPPED, end_reason="stopped", final_text=_text(assistant))
-        return
-    if not had_tool_calls:
+    elif not had_tool_calls:
         end_firing(firing, state=Firing.State.FINISHED, end_reason="answered", final_text=_text(assistant))
-        return
-    if step.iteration >= firing.agent_config["max_iterations"]:
+    else:
         _end_for_limit(firing, "max_iterations")
-        return
-    enqueue_step("agent.execute_llm_step", str(firing.pk), step.iteration + 1)
+    if compaction_due:  # the firing is over: the next one starts from the compacted list
+        enqueue_step("agent.compact_context", firing.workflow_id, firing.generation, firing.agent_node_id)
 
 
 # --- pressure and compaction -----------------------------------------------------------------
 
 
-def _maybe_compact(firing: Firing, step: LlmStep) -> None:
+def _record_pressure(firing: Firing, step: LlmStep) -> bool:
+    """Store the agent's active context pressure; True when the projected next request crosses its threshold."""
     if not firing.uses_conversation:
-        return
+        return False
     from conversations import store
     from providers import capabilities
 
     config = firing.agent_config
     usage = step.result.get("usage") or {}
     window = capabilities(config["provider"], config["model"]).context_window
-    added = sum(len(str(m)) for m in firing.working_messages[-4:]) // 4
-    projected = int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0)) + added
+    # What this turn added to the next request: the answer and its tool results (the tail of the list).
+    added_messages = firing.working_messages[-(1 + len(_tool_calls(step.result["message"]))) :]
+    added = sum(len(str(m)) for m in added_messages) // 4
+    projected = int(usage.get("input_tokens", 0)) + added
     headroom = int(config.get("max_output_tokens") or 0)
     store.conversation_pressure_record(
         firing_key(firing), input_tokens=projected, output_headroom_tokens=headroom, context_window_tokens=window
     )
-    if window and projected >= window * float(config["compaction_threshold"]):
-        enqueue_step("agent.compact_context", firing.workflow_id, firing.generation, firing.agent_node_id)
+    return bool(window) and projected >= window * float(config["compaction_threshold"])
 
 
-def compact_context(workflow_id: int, generation: int, agent_node_id: str) -> None:
+def compact_context(
+    workflow_id: int, generation: int, agent_node_id: str, firing_id: str | None = None, next_iteration: int = 0
+) -> None:
+    """Compact the stored conversation; with `firing_id`, then continue that firing at `next_iteration`."""
     from conversations import store
     from conversations.services import usage_record_append
     from conversations.store import CompactionError, conversation_key
@@ -540,9 +559,12 @@ def compact_context(workflow_id: int, generation: int, agent_node_id: str) -> No
     outcome_label = "ok"
     try:
         outcome = store.compact_conversation(key, summarize=summarize_messages, count_tokens=count_tokens)
-    except CompactionError:
+    except CompactionError as exc:
         outcome_label = "error"
         logger.warning("compaction failed", extra=key.as_log())
+        if firing_id:
+            _end_after_compaction_failure(firing_id, exc)
+            return
         raise
     finally:
         if calls:  # compaction usage is billed like any call (SPEC §2 invariant 8)
@@ -558,3 +580,25 @@ def compact_context(workflow_id: int, generation: int, agent_node_id: str) -> No
                 agent_node_id=agent_node_id,
             )
     logger.info("compaction", extra={**key.as_log(), "status": outcome.status, "reason": outcome.reason})
+    if firing_id:
+        _continue_after_compaction(firing_id, next_iteration, compacted=outcome.compacted)
+
+
+def _continue_after_compaction(firing_id: str, next_iteration: int, *, compacted: bool) -> None:
+    from conversations import store
+
+    with transaction.atomic():
+        firing = Firing.objects.select_for_update().filter(pk=firing_id).first()
+        if firing is None or firing.state != Firing.State.RUNNING or firing.iteration != next_iteration - 1:
+            return
+        if compacted:
+            firing.working_messages = store.load_conversation(firing_key(firing))
+            firing.save(update_fields=["working_messages", "updated_at"])
+        enqueue_step("agent.execute_llm_step", str(firing.pk), next_iteration)
+
+
+def _end_after_compaction_failure(firing_id: str, exc) -> None:
+    with transaction.atomic():
+        firing = Firing.objects.select_for_update().filter(pk=firing_id).first()
+        if firing is not None:
+            end_firing(firing, state=Firing.State.FAILED, error_code=exc.code, error_message=exc.message)

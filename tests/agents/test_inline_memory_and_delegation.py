@@ -133,3 +133,55 @@ def test_after_reset_a_firing_starts_fresh(owner):
     fresh = Firing.objects.get(pk=fire_agent(workflow, new_generation, ids["lead"], "after reset"))
     assert [m["role"] for m in fresh.working_messages] == ["system", "user", "assistant"]
     assert load_conversation(conversation_key(workflow.pk, generation, ids["lead"])) == []
+
+
+def test_pressure_past_the_threshold_compacts_the_turns_before_the_latest(owner):
+    from conversations.models import UsageRecord
+    from conversations.store import COMPACTION_SUMMARY_HEADER
+
+    workflow, generation, ids = assistant_with(owner, compaction_threshold=0.1)
+    key = conversation_key(workflow.pk, generation, ids["lead"])
+    bulky = "background " * 1500  # ~4,000 tokens: past 10% of the offline model's window
+    fire_agent(workflow, generation, ids["lead"], "first: " + bulky)
+    assert [m["role"] for m in load_conversation(key)] == ["system", "user", "assistant"]  # nothing older: skipped
+    fire_agent(workflow, generation, ids["lead"], "second: " + bulky)
+    stored = load_conversation(key)
+    assert [m["role"] for m in stored] == ["system", "user", "user", "assistant"]
+    assert stored[0]["blocks"][0]["text"].startswith("You are Lead.")  # the system prompt, verbatim
+    assert stored[1]["blocks"][0]["text"].startswith(COMPACTION_SUMMARY_HEADER)
+    assert stored[2]["blocks"][0]["text"].startswith("second: ")  # the latest turn, verbatim
+    assert UsageRecord.objects.filter(workflow_id=workflow.pk, kind="compaction").count() >= 1
+
+
+def test_compaction_between_tool_steps_continues_from_the_compacted_list(owner):
+    from conversations.store import COMPACTION_SUMMARY_HEADER
+
+    workflow, generation, ids = assistant_with(owner, todos=True, compaction_threshold=0.1)
+    key = conversation_key(workflow.pk, generation, ids["lead"])
+    bulky = "background " * 1500
+    fire_agent(workflow, generation, ids["lead"], "first: " + bulky)
+    firing = Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "todo: buy milk\n" + bulky))
+    assert firing.state == Firing.State.FINISHED, (firing.error_code, firing.error_message)
+    stored = load_conversation(key)
+    assert [m["role"] for m in stored] == ["system", "user", "user", "assistant", "tool", "assistant"]
+    assert stored[1]["blocks"][0]["text"].startswith(COMPACTION_SUMMARY_HEADER)
+    # The second request of the firing was built from the compacted list, not the long one.
+    assert firing.working_messages[1]["blocks"][0]["text"].startswith(COMPACTION_SUMMARY_HEADER)
+
+
+def test_a_summarizer_failure_between_tool_steps_ends_the_firing(owner, monkeypatch):
+    import providers
+    from providers.errors import ServerError
+
+    workflow, generation, ids = assistant_with(owner, todos=True, compaction_threshold=0.1)
+    bulky = "background " * 1500
+    fire_agent(workflow, generation, ids["lead"], "first: " + bulky)
+
+    def failing_summarizer(**_kwargs):
+        raise ServerError("the summarizer is down")
+
+    monkeypatch.setattr(providers, "summarize", failing_summarizer)
+    firing = Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "todo: buy milk\n" + bulky))
+    assert firing.state == Firing.State.FAILED and firing.error_code == "compaction_failed"
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    assert [m["role"] for m in stored][:3] == ["system", "user", "assistant"]  # the prior list is kept
