@@ -42,6 +42,9 @@ class Firing(models.Model):
     tool_bindings = models.JSONField(default=list)
     # The list the next provider request is built from (SPEC §2 invariant 1).
     working_messages = models.JSONField(default=list)
+    # {length, version, digest} of the stored conversation `working_messages` extends, when it does: the next save
+    # then appends without reading the stored list (conversations.store.StoredPrefix).
+    stored_prefix = models.JSONField(null=True, blank=True)
 
     tokens_used = models.PositiveIntegerField(default=0)
     final_text = models.TextField(blank=True, default="")

@@ -8,6 +8,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from opencompany.schema import ErrorResponse
 from workflows.selectors import access_workflow
 
 from . import selectors
@@ -55,7 +56,7 @@ class ConversationListApi(APIView):
     @extend_schema(
         summary="Stored conversations of a workflow (metadata only)",
         parameters=_PAGE_PARAMETERS,
-        responses={200: PageSerializer},
+        responses={200: PageSerializer, 400: ErrorResponse},
     )
     def get(self, request, workflow_id: int):
         workflow = access_workflow(user=request.user, workflow_id=workflow_id)
@@ -90,7 +91,7 @@ class ConversationDetailApi(APIView):
     @extend_schema(
         summary="The live generation's stored conversation of one agent (paginated messages)",
         parameters=_PAGE_PARAMETERS,
-        responses={200: OutputSerializer},
+        responses={200: OutputSerializer, 400: ErrorResponse},
     )
     def get(self, request, workflow_id: int, agent_node_id: str):
         workflow = access_workflow(user=request.user, workflow_id=workflow_id)

@@ -7,6 +7,7 @@ is named after the view that holds it instead: `ChatMessageSendApi.InputSerializ
 """
 
 from drf_spectacular.openapi import AutoSchema as SpectacularAutoSchema
+from rest_framework import serializers
 
 
 class AutoSchema(SpectacularAutoSchema):
@@ -34,3 +35,11 @@ class AutoSchema(SpectacularAutoSchema):
                 break
         snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in name).lstrip("_")
         return f"{snake}_{self.method.lower()}"
+
+
+class ErrorResponse(serializers.Serializer):
+    """The body of every API error: a stable `code`, a human `message`, and for validation errors the fields."""
+
+    code = serializers.CharField()
+    message = serializers.CharField()
+    errors = serializers.JSONField(required=False, help_text="Field errors of an `invalid_request`.")

@@ -245,7 +245,7 @@ class WorkflowValidateApi(APIView):
     @extend_schema(
         operation_id="workflows_validate",
         request=InputSerializer,
-        responses={200: OutputSerializer, **_NOT_FOUND},
+        responses={200: OutputSerializer, **_BAD, **_NOT_FOUND},
         description="Normalize and validate a draft without saving it. Always 200; `valid` says whether a save "
         "would be accepted, `issues` lists the validator's codes.",
     )
@@ -374,7 +374,7 @@ class WorkflowResetApi(APIView):
     @extend_schema(
         operation_id="workflows_reset",
         request=InputSerializer,
-        responses={200: OutputSerializer, **_NOT_FOUND, 409: ConflictOutput},
+        responses={200: OutputSerializer, **_BAD, **_NOT_FOUND, 409: ConflictOutput},
     )
     def post(self, request, workflow_id: int):
         workflow = access_workflow(user=request.user, workflow_id=workflow_id)

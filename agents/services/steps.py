@@ -91,17 +91,19 @@ def prepare_payload(firing_id: str) -> None:
                 return
             firing.lease_token = token
         try:
-            stored = store.load_conversation(key) if uses_conversation else []
+            snapshot = store.load_conversation_snapshot(key) if uses_conversation else None
         except (store.ConversationLoadFailed, store.ConversationTooLarge) as exc:
             firing.uses_conversation = uses_conversation
             end_firing(firing, state=Firing.State.FAILED, error_code=exc.code, error_message=exc.message)
             return
+        stored = store.close_unanswered_tool_calls(snapshot.messages) if snapshot else []
         contribution = observers.PrepareContribution()
         if firing.chat_run_id:
             contribution = observers.notify_prepared(firing=firing, stored_messages=stored)
         system_prompt = config["system_prompt"] + contribution.system_suffix
         user_prompt = contribution.user_prefix + firing.prompt
         firing.working_messages = store.seed_request(system_prompt, stored, user_prompt)
+        firing.stored_prefix = _kept_prefix(snapshot, firing.working_messages)
         firing.agent_config = config
         graph_nodes = {n["id"]: n for n in graph.get("nodes", [])}
         firing.tool_bindings = [_binding_with_definition(binding.to_dict(), graph_nodes) for binding in wiring.tools]
@@ -112,6 +114,7 @@ def prepare_payload(firing_id: str) -> None:
         firing.save(
             update_fields=[
                 "working_messages",
+                "stored_prefix",
                 "agent_config",
                 "tool_bindings",
                 "uses_conversation",
@@ -124,6 +127,33 @@ def prepare_payload(firing_id: str) -> None:
         )
         enqueue_step("agent.execute_llm_step", str(firing.pk), 1)
     logger.info("firing prepared", extra={"firing_id": firing_id, "stored_messages": len(stored)})
+
+
+def _kept_prefix(snapshot, working: list[dict]) -> dict | None:
+    """The stored list `working` starts with, if seeding kept it as it is.
+
+    Seeding replaces stored system messages by this firing's system prompt; when the stored list has exactly one
+    system message, first, with the same blocks, `working` begins with the stored list unchanged.
+    """
+    if snapshot is None or not snapshot.exists or not snapshot.messages:
+        return None
+    stored = snapshot.messages
+    systems = [i for i, m in enumerate(stored) if m.get("role") == "system"]
+    if systems != [0] or stored[0].get("blocks") != working[0].get("blocks"):
+        return None
+    return {"length": len(stored), "version": snapshot.version, "digest": snapshot.digest}
+
+
+def _save_working(firing: Firing) -> None:
+    """Save the firing's list (never raising for a billed turn), appending after the prefix it knows is stored."""
+    from conversations import store
+
+    known = store.StoredPrefix(**firing.stored_prefix) if firing.stored_prefix else None
+    result = store.save_conversation_safely(firing_key(firing), firing.working_messages, known_prefix=known)
+    firing.stored_prefix = (
+        {"length": result.message_count, "version": result.version, "digest": result.digest} if result else None
+    )
+    firing.save(update_fields=["stored_prefix", "updated_at"])
 
 
 def _binding_with_definition(binding: dict, graph_nodes: dict) -> dict:
@@ -338,7 +368,7 @@ def _save_assistant_turn(firing: Firing, step: LlmStep) -> None:
     firing.save(update_fields=["working_messages", "iteration", "tokens_used", "updated_at"])
     if firing.uses_conversation:
         # Invariant 3: the exact sent list plus the answer, after the provider call.
-        store.save_conversation_safely(firing_key(firing), firing.working_messages)
+        _save_working(firing)
         if _tool_calls(assistant):  # more steps follow: keep the conversation ours
             store.renew_firing_lease(
                 firing_key(firing), owner_token=firing.lease_token, ttl_seconds=settings.FIRING_LEASE_TTL_SECONDS
@@ -412,7 +442,7 @@ def _advance_tools(firing: Firing, step: LlmStep) -> None:
         firing.state = Firing.State.RUNNING
         firing.save(update_fields=["working_messages", "state", "updated_at"])
         if firing.uses_conversation:
-            store.save_conversation_safely(firing_key(firing), firing.working_messages)
+            _save_working(firing)
     _after_turn(firing, step, had_tool_calls=bool(calls), stopped=stopped)
 
 
@@ -459,7 +489,6 @@ def _delegate(firing: Firing, step: LlmStep, call: dict, binding: dict) -> ToolO
 
 
 def _end_for_limit(firing: Firing, limit: str) -> None:
-    from conversations import store
 
     for message in reversed(firing.working_messages):
         if message.get("role") == "assistant":
@@ -467,7 +496,7 @@ def _end_for_limit(firing: Firing, limit: str) -> None:
             break
     firing.save(update_fields=["working_messages", "updated_at"])
     if firing.uses_conversation:
-        store.save_conversation_safely(firing_key(firing), firing.working_messages)
+        _save_working(firing)
     last_text = next((_text(m) for m in reversed(firing.working_messages) if m.get("role") == "assistant"), "")
     end_firing(firing, state=Firing.State.FINISHED, end_reason=limit, final_text=last_text)
 
@@ -592,8 +621,14 @@ def _continue_after_compaction(firing_id: str, next_iteration: int, *, compacted
         if firing is None or firing.state != Firing.State.RUNNING or firing.iteration != next_iteration - 1:
             return
         if compacted:
-            firing.working_messages = store.load_conversation(firing_key(firing))
-            firing.save(update_fields=["working_messages", "updated_at"])
+            snapshot = store.load_conversation_snapshot(firing_key(firing))
+            firing.working_messages = store.close_unanswered_tool_calls(snapshot.messages)
+            firing.stored_prefix = {
+                "length": len(snapshot.messages),
+                "version": snapshot.version,
+                "digest": snapshot.digest,
+            }
+            firing.save(update_fields=["working_messages", "stored_prefix", "updated_at"])
         enqueue_step("agent.execute_llm_step", str(firing.pk), next_iteration)
 
 

@@ -492,7 +492,78 @@ def _append_in_one_statement(
     return SaveResult(key, True, count, stored_count, len(suffix), 0, new_version, digest)
 
 
-def save_conversation(key: ConversationKey, messages: list[dict], *, expected_version: int | None = None) -> SaveResult:
+@dataclass(frozen=True)
+class StoredPrefix:
+    """What a caller knows of the stored list it is extending: `length` messages at `version` with `digest`.
+
+    The runtime keeps it from its load and from each `SaveResult`, in whatever process runs the next step."""
+
+    length: int
+    version: int
+    digest: str
+
+    @classmethod
+    def of(cls, result: SaveResult) -> StoredPrefix:
+        return cls(result.message_count, result.version, result.digest)
+
+
+def _append_after_known_prefix(key: ConversationKey, messages: list[dict], prefix: StoredPrefix) -> SaveResult | None:
+    """An appended turn when the caller vouches that `messages[:prefix.length]` is the stored list it knows.
+
+    No part of the stored list is read or compared: the header update is conditional on (version, digest,
+    count), so a list another writer changed since is never appended to, and the new rows' hash chain starts
+    from the known digest. This is what keeps an appended turn's cost flat in a process that holds no copy of
+    the conversation (a worker pool: the step that saves is rarely the process that loaded). Returns None when
+    the case does not apply or the header moved on; the caller then takes the verified path.
+    """
+    added = len(messages) - prefix.length
+    if prefix.length <= 0 or added <= 0 or added > _INSERT_CHUNK:
+        return None
+    _validate_suffix(messages, prefix.length)
+    now = timezone.now().isoformat()
+    suffix = [m if m.get("ts") else {**m, "ts": now} for m in messages[prefix.length :]]
+    try:
+        texts = [stored_json(m) for m in suffix]
+    except (TypeError, ValueError) as exc:
+        raise ConversationInvalid(message=f"A message is not JSON-serializable: {exc}") from exc
+    hashes = [message_hash(m) for m in suffix]
+    chains = chain_of(hashes, bytes.fromhex(prefix.digest))
+    count, digest = len(messages), chains[-1].hex()
+    row = "(%s::integer, %s::varchar, %s::json, %s::bytea, %s::bytea, %s::integer)"
+    params: list = [
+        count, sum(len(t.encode()) for t in texts), digest,
+        key.workflow_id, key.generation, key.agent_node_id, prefix.version, prefix.digest, prefix.length,
+    ]  # fmt: skip
+    for i, message in enumerate(suffix):
+        params += [prefix.length + i, message.get("role", ""), texts[i], hashes[i], chains[i], len(texts[i].encode())]
+    sql = (
+        f"WITH claimed AS (UPDATE {_HEADER} SET message_count = %s, size_bytes = size_bytes + %s, "
+        "version = version + 1, digest = %s, updated_at = now() WHERE workflow_id = %s AND generation = %s "
+        "AND agent_node_id = %s AND version = %s AND digest = %s AND message_count = %s RETURNING id) "
+        f"INSERT INTO {_ROWS} (conversation_id, position, role, data, hash, chain, size_bytes) "
+        "SELECT claimed.id, v.* FROM claimed, "
+        f"(VALUES {', '.join([row] * len(suffix))}) AS v(position, role, data, hash, chain, size_bytes)"
+    )
+    with transaction.atomic() if connection.in_atomic_block else nullcontext(), connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        inserted = cursor.rowcount
+    if inserted != len(suffix):
+        return None
+    new_version = prefix.version + 1
+    _copies.drop(key)  # a copy this process may hold is now behind
+    announce_change_on_commit(
+        ConversationChange(key.workflow_id, key.generation, key.agent_node_id, count, new_version, "save")
+    )
+    return SaveResult(key, True, count, prefix.length, len(suffix), 0, new_version, digest)
+
+
+def save_conversation(
+    key: ConversationKey,
+    messages: list[dict],
+    *,
+    expected_version: int | None = None,
+    known_prefix: StoredPrefix | None = None,
+) -> SaveResult:
     """Make the stored list `messages` (the whole list), writing only what changed past the stored prefix.
 
     Stamps `ts` on written messages that lack one (the unchanged prefix keeps its stored `ts`); the caller's
@@ -504,6 +575,10 @@ def save_conversation(key: ConversationKey, messages: list[dict], *, expected_ve
         raise ConversationInvalid(message="messages must be a list of MessageWire dicts")
     if key.generation == 0:
         return SaveResult(key, False, len(messages), 0, 0, 0, 0, EMPTY_DIGEST, stored=False)
+    if known_prefix is not None:
+        appended = _append_after_known_prefix(key, messages, known_prefix)
+        if appended is not None:
+            return appended
     # The one-statement append checks what it writes itself: its prefix equals the store's own copy.
     appended = _append_in_one_statement(key, messages, expected_version)
     if appended is not None:

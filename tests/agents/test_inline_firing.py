@@ -100,3 +100,14 @@ def test_a_provider_failure_fails_the_firing_with_a_code_and_bills_an_error(owne
     assert UsageRecord.objects.filter(workflow_id=workflow.pk, outcome="error").count() == 1
     # The conversation is left as it was: nothing is written before a request succeeds.
     assert load_conversation(conversation_key(workflow.pk, generation, ids["lead"])) == []
+
+
+def test_a_continuing_firing_appends_after_the_stored_prefix_it_knows(owner):
+    from conversations.models import AgentConversation
+
+    workflow, generation, ids = assistant_with(owner)
+    fire_agent(workflow, generation, ids["lead"], "first")
+    second = Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "second"))
+    header = AgentConversation.objects.get(workflow=workflow, generation=generation, agent_node_id=ids["lead"])
+    # The firing knew the stored list it extends and kept track of the save it made.
+    assert second.stored_prefix == {"length": 5, "version": header.version, "digest": header.digest}
