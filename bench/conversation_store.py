@@ -102,7 +102,13 @@ def main() -> int:
 
         from conversations import events
         from conversations.models import ConversationMessage
-        from conversations.store import conversation_key, forget_process_copies, load_conversation, save_conversation
+        from conversations.store import (
+            StoredPrefix,
+            conversation_key,
+            forget_process_copies,
+            load_conversation,
+            save_conversation,
+        )
         from workflows.models import Workflow
 
         user = get_user_model().objects.create_user(username="bench", password="bench-password-1")
@@ -140,7 +146,7 @@ def main() -> int:
                 turn_index += 1
             save_conversation(key, base[: size - 4])
             state[size] = {"key": key, "messages": load_conversation(key), "turn": turn_index}
-        timings = {size: {"warm": [], "cpu": [], "event": [], "cold": [], "load": []} for size in sizes}
+        timings = {size: {"warm": [], "cpu": [], "event": [], "cold": [], "known": [], "load": []} for size in sizes}
 
         def timed(fn) -> float:
             started = time.perf_counter()
@@ -163,6 +169,11 @@ def main() -> int:
                 events.publish_workflow_event = quiet
                 forget_process_copies(key)
                 t["cold"].append(timed(lambda k=key, c=candidate: save_conversation(k, c)))
+                restored = save_conversation(key, messages)
+                # The runtime's path: a worker process with no copy appends after the stored prefix it knows.
+                forget_process_copies(key)
+                known = StoredPrefix.of(restored)
+                t["known"].append(timed(lambda k=key, c=candidate, p=known: save_conversation(k, c, known_prefix=p)))
                 save_conversation(key, messages)
                 t["load"].append(timed(lambda k=key, s=state[size]: s.__setitem__("messages", load_conversation(k))))
         events.publish_workflow_event = loud
@@ -188,6 +199,12 @@ def main() -> int:
                 f"{pct(t['load'], 0.5):>8.2f} {pct(t['load'], 0.95):>6.2f} | "
                 f"{stored_bytes:,} / {own:,} ({stored_bytes / max(own, 1):.2f}x)"
             )
+        known = {size: timings[size]["known"] for size in sizes}
+        print(
+            "append after a known prefix, no process copy (what agent.persist_turn does): "
+            + "  ".join(f"{size}: p50 {pct(known[size], 0.5):.2f} p95 {pct(known[size], 0.95):.2f}" for size in sizes)
+            + f"  | 1,000 / 100: {statistics.median(known[1000]) / statistics.median(known[100]):.2f}x"
+        )
         cpu = {size: statistics.median(timings[size]["cpu"]) for size in sizes}
         print(f"client CPU of an appended save at 1,000 / at 100: {cpu[1000] / cpu[100]:.2f}x")
         ratio = results[1000] / results[100]
