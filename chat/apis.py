@@ -23,6 +23,7 @@ ERROR_RESPONSE = inline_serializer(
                 "not_editable",
                 "not_found",
                 "invalid_request",
+                "invalid_json",
                 "no_answering_agent",
                 "workflow_stopped",
             ]

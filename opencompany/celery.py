@@ -16,6 +16,8 @@ def _recycle_broken_connections(**_kwargs) -> None:
     # Workers keep their database connections across tasks (CELERY_DB_REUSE_MAX; a new PostgreSQL connection per
     # task cost more than the task). Like a web request, a task starts by dropping a connection that errored or
     # aged out, and the health check then runs before its first query, so a PostgreSQL restart heals by itself.
-    from django.db import close_old_connections
+    from django.db import connections
 
-    close_old_connections()
+    for connection in connections.all(initialized_only=True):
+        if not connection.in_atomic_block:  # a task run inside a caller's transaction (tests) keeps it
+            connection.close_if_unusable_or_obsolete()

@@ -76,13 +76,15 @@ def _free_port() -> int:
 
 
 def _pid_alive(pid: int) -> bool:
+    """True for a running process; a zombie (killed, not yet reaped by its parent) counts as gone."""
+    import psutil
+
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:
+    except psutil.AccessDenied:
         return True
-    return True
 
 
 def _say(message: str) -> None:
@@ -143,6 +145,23 @@ def _pg_initdb(pgdata: Path) -> None:
     )
 
 
+def _kill_orphaned_backends(pgdata: Path) -> None:
+    """A postmaster killed with SIGKILL leaves its children (checkpointer, backends) holding the shared memory,
+    and a new postmaster refuses to start beside them. They all run with the data folder as their directory."""
+    import psutil
+
+    target = str(pgdata.resolve())
+    leftovers = []
+    for process in psutil.process_iter(["name", "cwd"]):
+        try:
+            if process.info["name"] == "postgres" and process.info["cwd"] == target:
+                process.kill()
+                leftovers.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    psutil.wait_procs(leftovers, timeout=10)
+
+
 def _pg_start(pgdata: Path, port: int) -> None:
     stale_pid = pgdata / "postmaster.pid"
     if stale_pid.exists():
@@ -153,6 +172,7 @@ def _pg_start(pgdata: Path, port: int) -> None:
         if pid and _pid_alive(pid):
             _run_as_pg_user([_pg_bin("pg_ctl"), "-D", str(pgdata), "-m", "fast", "-w", "stop"], timeout=60)
         else:
+            _kill_orphaned_backends(pgdata)
             stale_pid.unlink()
     options = f"-h 127.0.0.1 -p {port} -k '' -c max_connections=200 -c shared_buffers=128MB"
     _run_as_pg_user(

@@ -103,7 +103,7 @@ def prepare_payload(firing_id: str) -> None:
         system_prompt = config["system_prompt"] + contribution.system_suffix
         user_prompt = contribution.user_prefix + firing.prompt
         firing.working_messages = store.seed_request(system_prompt, stored, user_prompt)
-        firing.stored_prefix = _kept_prefix(snapshot, firing.working_messages)
+        firing.stored_prefix = _kept_prefix(snapshot, stored, firing.working_messages)
         firing.agent_config = config
         graph_nodes = {n["id"]: n for n in graph.get("nodes", [])}
         firing.tool_bindings = [_binding_with_definition(binding.to_dict(), graph_nodes) for binding in wiring.tools]
@@ -129,13 +129,14 @@ def prepare_payload(firing_id: str) -> None:
     logger.info("firing prepared", extra={"firing_id": firing_id, "stored_messages": len(stored)})
 
 
-def _kept_prefix(snapshot, working: list[dict]) -> dict | None:
-    """The stored list `working` starts with, if seeding kept it as it is.
+def _kept_prefix(snapshot, repaired: list[dict], working: list[dict]) -> dict | None:
+    """The stored list `working` starts with, if loading and seeding kept it as it is.
 
-    Seeding replaces stored system messages by this firing's system prompt; when the stored list has exactly one
-    system message, first, with the same blocks, `working` begins with the stored list unchanged.
+    A repair may put closing results in the middle of the list, so a repaired list is never trusted. Seeding
+    replaces stored system messages by this firing's system prompt; when the stored list has exactly one system
+    message, first, with the same blocks, `working` begins with the stored list unchanged.
     """
-    if snapshot is None or not snapshot.exists or not snapshot.messages:
+    if snapshot is None or not snapshot.exists or not snapshot.messages or len(repaired) != len(snapshot.messages):
         return None
     stored = snapshot.messages
     systems = [i for i, m in enumerate(stored) if m.get("role") == "system"]

@@ -164,11 +164,9 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "opencompany.schema.AutoSchema",
     "EXCEPTION_HANDLER": "opencompany.errors.api_exception_handler",
     "DEFAULT_PAGINATION_CLASS": None,
-    "DEFAULT_PARSER_CLASSES": [
-        "opencompany.parsers.BoundedJSONParser",
-        "rest_framework.parsers.FormParser",
-        "rest_framework.parsers.MultiPartParser",
-    ],
+    # The API speaks JSON only (pages post forms to Django views, not to the API).
+    "DEFAULT_PARSER_CLASSES": ["opencompany.parsers.BoundedJSONParser"],
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 SPECTACULAR_SETTINGS = {

@@ -111,3 +111,26 @@ def test_a_continuing_firing_appends_after_the_stored_prefix_it_knows(owner):
     header = AgentConversation.objects.get(workflow=workflow, generation=generation, agent_node_id=ids["lead"])
     # The firing knew the stored list it extends and kept track of the save it made.
     assert second.stored_prefix == {"length": 5, "version": header.version, "digest": header.digest}
+
+
+def test_a_firing_after_a_crash_continues_from_the_repaired_list(owner):
+    from conversations.store import NOT_COMPLETED, save_conversation
+    from conversations.wire import validate_messages
+
+    workflow, generation, ids = assistant_with(owner, todos=True)
+    key = conversation_key(workflow.pk, generation, ids["lead"])
+    call = {"type": "tool_call", "id": "c1", "name": "todos", "arguments_raw": "{}", "arguments": {}}
+    save_conversation(
+        key,
+        [
+            {"role": "system", "blocks": [{"type": "text", "text": "You are Lead."}]},
+            {"role": "user", "blocks": [{"type": "text", "text": "before the crash"}]},
+            {"role": "assistant", "blocks": [call]},  # the worker died before the result was saved
+        ],
+    )
+    firing = Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "after the crash"))
+    assert firing.state == Firing.State.FINISHED and firing.stored_prefix["length"] == 6
+    stored = load_conversation(key)
+    validate_messages(stored)
+    assert [m["role"] for m in stored] == ["system", "user", "assistant", "tool", "user", "assistant"]
+    assert NOT_COMPLETED.split(":")[0] in stored[3]["blocks"][0]["content"]

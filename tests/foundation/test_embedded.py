@@ -20,8 +20,9 @@ START = "from opencompany import embedded as e; print(e.ensure_postgres()); prin
 def _run(code: str, data_dir) -> list[str]:
     env = {**os.environ, "OPENCOMPANY_DATA_DIR": str(data_dir), "OPENCOMPANY_QUIET_EMBEDDED": "1"}
     out = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO_ROOT, env=env, check=True, capture_output=True, text=True, timeout=180
+        [sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=180
     )
+    assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout.split()
 
 
