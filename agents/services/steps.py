@@ -146,14 +146,29 @@ def _kept_prefix(snapshot, repaired: list[dict], working: list[dict]) -> dict | 
 
 
 def _save_working(firing: Firing) -> None:
-    """Save the firing's list (never raising for a billed turn), appending after the prefix it knows is stored."""
+    """Save the firing's list (never raising for a billed turn), appending after the prefix it knows is stored.
+
+    With a known prefix the save also names its version: if the owner cleared the Context (or anything else
+    rewrote the list) during the turn, the firing stops saving instead of writing the old list back.
+    """
     from conversations import store
 
+    if firing.stored_prefix and firing.stored_prefix.get("stale"):
+        return
+    key = firing_key(firing)
     known = store.StoredPrefix(**firing.stored_prefix) if firing.stored_prefix else None
-    result = store.save_conversation_safely(firing_key(firing), firing.working_messages, known_prefix=known)
-    firing.stored_prefix = (
-        {"length": result.message_count, "version": result.version, "digest": result.digest} if result else None
-    )
+    try:
+        result = store.save_conversation(
+            key, firing.working_messages, known_prefix=known, expected_version=known.version if known else None
+        )
+    except store.ConversationConflict:
+        logger.info("conversation changed during the turn; not saved over it", extra=key.as_log())
+        result, firing.stored_prefix = None, {"stale": True}
+    except Exception as exc:  # a failed save after a billed call never fails the turn (SPEC §2 invariant 4)
+        logger.exception("conversation save failed", extra={**key.as_log(), "error_type": type(exc).__name__})
+        result, firing.stored_prefix = None, None
+    if result is not None:
+        firing.stored_prefix = {"length": result.message_count, "version": result.version, "digest": result.digest}
     firing.save(update_fields=["stored_prefix", "updated_at"])
 
 

@@ -35,3 +35,25 @@ def test_reset_ends_a_live_firing_and_its_late_answer_lands_nowhere(owner, setti
     assert load_conversation(conversation_key(workflow.pk, generation, ids["lead"])) == []
     assert UsageRecord.objects.filter(idempotency_key=f"llm-step:{step.pk}", outcome="ok").count() == 1
     assert LlmStep.objects.get(pk=step.pk).state == LlmStep.State.PERSISTED
+
+
+def test_a_context_cleared_during_a_turn_is_not_written_back(owner, settings):
+    from conversations.store import clear_conversation
+
+    settings.AGENT_EXECUTION_MODE = "celery"  # no worker: the steps are driven by hand around the Clear
+    workflow, generation, ids = assistant_with(owner, todos=True)
+    key = conversation_key(workflow.pk, generation, ids["lead"])
+    settings.AGENT_EXECUTION_MODE = "inline"
+    fire_agent(workflow, generation, ids["lead"], "an earlier turn")
+    settings.AGENT_EXECUTION_MODE = "celery"
+    firing_id = str(fire_agent(workflow, generation, ids["lead"], "todo: buy milk"))
+    steps.prepare_payload(firing_id)
+    steps.execute_llm_step(firing_id, 1)
+    steps.persist_turn(firing_id, 1)  # saves the call and its result: 6 messages
+    assert len(load_conversation(key)) == 6
+    clear_conversation(workflow, generation=generation, agent_node_id=ids["lead"])  # the owner clears mid-turn
+    steps.execute_llm_step(firing_id, 2)
+    steps.persist_turn(firing_id, 2)
+    firing = Firing.objects.get(pk=firing_id)
+    assert firing.state == Firing.State.FINISHED  # the answer still reaches the owner
+    assert load_conversation(key) == []  # but the cleared conversation stays cleared
