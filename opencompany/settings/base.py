@@ -87,7 +87,20 @@ ASGI_APPLICATION = "opencompany.asgi.application"
 
 # --- Database and Redis -----------------------------------------------------------------
 DATABASE_URL = env_str("DATABASE_URL") or embedded.ensure_postgres()
-DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=env_int("DB_CONN_MAX_AGE", 60, minimum=0))}
+# Under ASGI every request runs its sync code on a thread of its own, so Django's persistent connections are
+# opened per request; a psycopg pool per process keeps them (Django's native pooling; CONN_MAX_AGE must be 0).
+DB_POOL = env_bool("DB_POOL", True)
+DATABASES = {
+    "default": dj_database_url.parse(DATABASE_URL, conn_max_age=0 if DB_POOL else env_int("DB_CONN_MAX_AGE", 60))
+}
+if DB_POOL:
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": env_int("DB_POOL_MIN_SIZE", 1, minimum=0),
+        "max_size": env_int("DB_POOL_MAX_SIZE", 8, minimum=1),
+        "timeout": env_int("DB_POOL_TIMEOUT_SECONDS", 10, minimum=1),
+    }
+# With the pool this makes it check a connection before handing it out (one that died in a PostgreSQL restart is
+# replaced); without it, Django checks a persistent connection at the start of each request.
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 REDIS_URL = env_str("REDIS_URL") or embedded.ensure_redis()
 USING_EMBEDDED_SERVICES = not env_str("DATABASE_URL") or not env_str("REDIS_URL")
