@@ -232,11 +232,11 @@ def copy_items(namespace_id: int, rows: list[tuple[str, str, list[str], str]], v
                 copy.write_row((start_id + offset, namespace_id, content, title, category, tags, 1, now, now))
         if vectors is not None:
             with raw.copy(
-                "COPY memory_memoryembedding (item_id, model, dims, embedding, item_version, status, error, "
-                "updated_at) FROM STDIN"
+                "COPY memory_memoryembedding (item_id, namespace_id, model, dims, embedding, item_version, status, "
+                "error, updated_at) FROM STDIN"
             ) as copy:
                 for offset, vector in enumerate(vectors):
-                    copy.write_row((start_id + offset, model, len(vector), vector, 1, "ready", "", now))
+                    copy.write_row((start_id + offset, namespace_id, model, len(vector), vector, 1, "ready", "", now))
         cursor.execute(
             "UPDATE memory_memorynamespace SET item_count = item_count + %s WHERE id = %s", [len(rows), namespace_id]
         )

@@ -77,6 +77,9 @@ class MemoryEmbedding(models.Model):
         FAILED = "failed"
 
     item = models.ForeignKey(MemoryItem, on_delete=models.CASCADE, related_name="embeddings")
+    # The item's namespace, copied here (items never move) so "does this namespace have vectors?" and the vector
+    # search's namespace condition read this table alone instead of joining every projection to its item.
+    namespace = models.ForeignKey(MemoryNamespace, on_delete=models.CASCADE, related_name="+", db_index=False)
     model = models.CharField(max_length=120)
     dims = models.PositiveIntegerField(null=True, blank=True)
     embedding = VectorField(null=True, blank=True)
@@ -88,7 +91,10 @@ class MemoryEmbedding(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["item", "model"], name="memory_embedding_unique_model")]
-        indexes = [models.Index(fields=["model", "status"], name="memory_embedding_model_status")]
+        indexes = [
+            models.Index(fields=["model", "status"], name="memory_embedding_model_status"),
+            models.Index(fields=["namespace", "model", "status"], name="memory_embedding_ns_model"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.item_id} {self.model} ({self.status})"

@@ -83,7 +83,7 @@ def memory_items_list(*, namespace: MemoryNamespace, categories=None, tags=None,
 
 def _namespace_has_vectors(namespace: MemoryNamespace, model: str) -> bool:
     return MemoryEmbedding.objects.filter(
-        item__namespace=namespace, model=model, status=MemoryEmbedding.Status.READY
+        namespace_id=namespace.pk, model=model, status=MemoryEmbedding.Status.READY
     ).exists()
 
 
@@ -107,7 +107,7 @@ fts AS (
 nearest AS (
     SELECT i.id, (e.embedding::{cast} <=> %s::{cast}) AS distance
     FROM memory_memoryembedding e JOIN memory_memoryitem i ON i.id = e.item_id
-    WHERE e.model = %s AND e.status = 'ready' AND e.item_version = i.version
+    WHERE e.model = %s AND e.status = 'ready' AND e.namespace_id = %s AND e.item_version = i.version
       AND i.namespace_id = %s AND (i.expires_at IS NULL OR i.expires_at > %s){filters}
     ORDER BY e.embedding::{cast} <=> %s::{cast}
     LIMIT %s
@@ -193,7 +193,7 @@ def memory_items_recall(
         literal = _vector_literal(query_vector)
         k = settings.MEMORY_RECALL_RRF_K
         params = [FTS_CONFIG, query, namespace.pk, now, *filter_params]
-        params += [literal, embedder.model, namespace.pk, now, *filter_params, literal]
+        params += [literal, embedder.model, namespace.pk, namespace.pk, now, *filter_params, literal]
         params += [settings.MEMORY_RECALL_VECTOR_CANDIDATES, settings.MEMORY_RECALL_MAX_DISTANCE, k, k]
         after = ""
         if position is not None:
@@ -224,8 +224,12 @@ def memory_items_recall(
 def _run(sql: str, params: list, *, hybrid: bool) -> list[tuple]:
     with transaction.atomic(), connection.cursor() as cursor:
         if hybrid:
-            # Keep walking the HNSW graph until enough neighbours pass the namespace and filter conditions.
-            cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            cursor.execute(f"SET LOCAL hnsw.ef_search = {max(40, int(settings.MEMORY_RECALL_VECTOR_CANDIDATES))}")
+            # Keep walking the HNSW graph until enough neighbours pass the namespace and filter conditions
+            # (one round trip for both settings, local to this transaction).
+            cursor.execute(
+                "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+                "set_config('hnsw.ef_search', %s, true)",
+                [str(max(40, int(settings.MEMORY_RECALL_VECTOR_CANDIDATES)))],
+            )
         cursor.execute(sql, params)
         return cursor.fetchall()

@@ -16,10 +16,10 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Q
 
-from opencompany.errors import ConflictError, NotFoundError, ServiceError
+from opencompany.errors import NotFoundError, ServiceError
 
 from . import clock
 from .embedders import get_embedder
@@ -93,11 +93,15 @@ def _receipt(namespace: MemoryNamespace, key: str) -> MemoryReceipt | None:
 def _mutate(
     *, namespace: MemoryNamespace, idempotency_key: str | None, operation: str, request: dict, apply: Callable
 ) -> dict:
-    """Run `apply()` (-> result dict) once per idempotency key; a replay returns the stored result and sends nothing."""
+    """Run `apply()` (-> result dict) once per idempotency key; a replay returns the stored result and sends nothing.
+
+    The receipt is not looked up first: a retry is rare, and the unique (namespace, key) of the receipt insert
+    catches it. Its second `apply()` rolls back whole (events and tasks are on-commit, so nothing leaves), and the
+    first call's receipt is the answer, also when the retry's `apply()` failed because the first one already
+    happened (the item is gone, the version moved on, the namespace filled up).
+    """
     key = (idempotency_key or "")[:255] or None
     digest = _digest(operation, request)
-    if key and (receipt := _receipt(namespace, key)):
-        return _replay(receipt, digest)
     try:
         with transaction.atomic():
             result = apply()
@@ -110,8 +114,7 @@ def _mutate(
                     result=result,
                     created_at=clock.now(),
                 )
-    except (IntegrityError, ConflictError):
-        # A concurrent retry of the same call committed first: its receipt is the answer.
+    except (IntegrityError, ServiceError):
         if key and (receipt := _receipt(namespace, key)):
             return _replay(receipt, digest)
         raise
@@ -127,6 +130,12 @@ def _enqueue_embedding(item: MemoryItem) -> None:
         item=item,
         model=embedder.model,
         defaults={"status": MemoryEmbedding.Status.PENDING, "item_version": item.version, "error": ""},
+        create_defaults={
+            "namespace_id": item.namespace_id,
+            "status": MemoryEmbedding.Status.PENDING,
+            "item_version": item.version,
+            "error": "",
+        },
     )
     item_id = item.pk
 
@@ -160,6 +169,37 @@ def _announce(namespace, *, item_id, operation: str, version, actor: str, announ
         )
 
 
+_ITEM = MemoryItem._meta.db_table
+_NAMESPACE = MemoryNamespace._meta.db_table
+
+
+def _insert_admitted_item(namespace: MemoryNamespace, fields: dict, now) -> MemoryItem | None:
+    """Count the item into its namespace (refused at the limit) and insert it, in one statement: a remember is
+    a handful of round trips, and this is the write path an agent's tool loop waits on. None when full."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH admitted AS (UPDATE {_NAMESPACE} SET item_count = item_count + 1 "
+            "WHERE id = %s AND item_count < %s RETURNING id) "
+            f"INSERT INTO {_ITEM} (namespace_id, content, title, category, tags, version, expires_at, created_at, "
+            "updated_at) SELECT admitted.id, %s, %s, %s, %s::varchar[], 1, %s, %s, %s FROM admitted RETURNING id",
+            [
+                namespace.pk,
+                settings.MEMORY_ITEMS_PER_NAMESPACE_MAX,
+                fields["content"],
+                fields["title"],
+                fields["category"],
+                fields["tags"],
+                fields["expires_at"],
+                now,
+                now,
+            ],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    return MemoryItem(id=row[0], namespace=namespace, version=1, created_at=now, updated_at=now, **fields)
+
+
 def memory_item_remember(
     *,
     namespace: MemoryNamespace,
@@ -183,17 +223,14 @@ def memory_item_remember(
     actor = actor_label(actor)
 
     def apply() -> dict:
-        admitted = MemoryNamespace.objects.filter(
-            pk=namespace.pk, item_count__lt=settings.MEMORY_ITEMS_PER_NAMESPACE_MAX
-        ).update(item_count=F("item_count") + 1)
-        if not admitted:
+        item = _insert_admitted_item(namespace, fields, now)
+        if item is None:
             raise ServiceError(
                 "namespace_full",
                 f"This memory holds the maximum of {settings.MEMORY_ITEMS_PER_NAMESPACE_MAX} items.",
                 status=409,
                 extra={"hint": "Forget or update memories you no longer need instead of adding new ones."},
             )
-        item = MemoryItem.objects.create(namespace=namespace, created_at=now, updated_at=now, **fields)
         MemoryItemHistory.objects.create(
             namespace=namespace,
             item=item,
@@ -415,8 +452,13 @@ def memory_items_purge_expired(*, batch_size: int = 1000) -> int:
 def memory_embedding_store(*, item_id: int, item_version: int, model: str, dims: int, vector, error: str = "") -> bool:
     """Write one projection if the item is still at `item_version` (a later edit re-embeds). -> stored?"""
     with transaction.atomic():
-        current = MemoryItem.objects.select_for_update().filter(pk=item_id, version=item_version).exists()
-        if not current:
+        namespace_id = (
+            MemoryItem.objects.select_for_update()
+            .filter(pk=item_id, version=item_version)
+            .values_list("namespace_id", flat=True)
+            .first()
+        )
+        if namespace_id is None:
             return False
         if vector is None:
             defaults = {
@@ -434,5 +476,7 @@ def memory_embedding_store(*, item_id: int, item_version: int, model: str, dims:
                 "dims": dims,
                 "embedding": vector,
             }
-        MemoryEmbedding.objects.update_or_create(item_id=item_id, model=model, defaults=defaults)
+        MemoryEmbedding.objects.update_or_create(
+            item_id=item_id, model=model, defaults=defaults, create_defaults={**defaults, "namespace_id": namespace_id}
+        )
     return True

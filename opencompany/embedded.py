@@ -16,6 +16,7 @@ import contextlib
 import fcntl
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -162,6 +163,15 @@ def _kill_orphaned_backends(pgdata: Path) -> None:
     psutil.wait_procs(leftovers, timeout=10)
 
 
+def _shared_buffers() -> str:
+    """PostgreSQL's own cache. Its stock 128MB is smaller than one memory namespace's vector index at 100,000
+    items, so recall would copy pages from the OS cache on every query; the memory is only taken as it is used."""
+    value = os.environ.get("OPENCOMPANY_PG_SHARED_BUFFERS", "512MB").strip()
+    if not re.fullmatch(r"[1-9][0-9]{0,6}(kB|MB|GB)", value):
+        raise RuntimeError(f"OPENCOMPANY_PG_SHARED_BUFFERS must look like 512MB or 1GB, not {value!r}")
+    return value
+
+
 def _pg_start(pgdata: Path, port: int) -> None:
     stale_pid = pgdata / "postmaster.pid"
     if stale_pid.exists():
@@ -174,7 +184,7 @@ def _pg_start(pgdata: Path, port: int) -> None:
         else:
             _kill_orphaned_backends(pgdata)
             stale_pid.unlink()
-    options = f"-h 127.0.0.1 -p {port} -k '' -c max_connections=200 -c shared_buffers=128MB"
+    options = f"-h 127.0.0.1 -p {port} -k '' -c max_connections=200 -c shared_buffers={_shared_buffers()}"
     _run_as_pg_user(
         [
             _pg_bin("pg_ctl"),

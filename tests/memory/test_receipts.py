@@ -72,3 +72,13 @@ def test_two_concurrent_retries_of_one_call_store_one_item(owner, make_workflow)
         thread.join()
     assert len(results) == 2 and results[0] == results[1] and "item" in results[0]
     assert MemoryItem.objects.count() == 1
+
+
+def test_a_retry_is_answered_by_its_receipt_even_when_doing_it_again_would_fail(call, settings):
+    # The receipt is not looked up before the work: a retry redoes it, rolls it back and answers the first result.
+    settings.MEMORY_ITEMS_PER_NAMESPACE_MAX = 1
+    first = call({"operation": "remember", "content": "the only one"}, key="f:remember")
+    assert call({"operation": "remember", "content": "another"})["error"]["code"] == "namespace_full"
+    assert call({"operation": "remember", "content": "the only one"}, key="f:remember") == first
+    assert MemoryItem.objects.count() == 1
+
