@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -186,7 +187,7 @@ def memory_items_recall(
             params += [position["score"], position["last_id"]]
         sql = _FTS_SQL.format(filters=filters, after=after)
         params.append(limit + 1)
-        rows = _run(sql, params, hybrid=False)
+        rows = _run(sql, params, embedder.model, hybrid=False)
     else:
         mode, digest = "hybrid", hybrid_digest
         cast = vector_cast(embedder.dims)
@@ -201,28 +202,39 @@ def memory_items_recall(
             params += [position["score"], position["last_id"]]
         params.append(limit + 1)
         sql = _HYBRID_SQL.format(filters=filters, after=after, cast=cast)
-        rows = _run(sql, params, hybrid=True)
+        rows = _run(sql, params, embedder.model, hybrid=True)
 
     page, more = rows[:limit], len(rows) > limit
-    items = with_indexing_state(MemoryItem.objects.filter(pk__in=[row[0] for row in page])).in_bulk()
     results = []
-    for item_id, score, fts_rank, vector_rank in page:
-        item = items.get(item_id)
-        if item is None:  # forgotten between the two queries
-            continue
+    for item, score, fts_rank, vector_rank in page:
         entry = item_as_dict(item)
         entry["score"] = round(score, 6)
         entry["matched_by"] = [name for name, rank in (("text", fts_rank), ("vector", vector_rank)) if rank]
         results.append(entry)
     next_cursor = None
     if more and page:
-        last_id, last_score = page[-1][0], page[-1][1]
-        next_cursor = encode_cursor(kind=mode, digest=digest, last_id=last_id, score=last_score)
+        last_item, last_score = page[-1][0], page[-1][1]
+        next_cursor = encode_cursor(kind=mode, digest=digest, last_id=last_item.pk, score=last_score)
     return {"items": results, "next_cursor": next_cursor, "search": mode}
 
 
-def _run(sql: str, params: list, *, hybrid: bool) -> list[tuple]:
-    with transaction.atomic(), connection.cursor() as cursor:
+_ITEM_COLUMNS = ("id", "content", "title", "category", "tags", "version", "expires_at", "created_at", "updated_at")
+
+# The ranked ids come back with their items and projection states in the same statement: a recall is one round
+# trip (two for hybrid, whose index settings go first), not a ranking query followed by an ORM fetch.
+_WITH_ITEMS_SQL = """
+WITH ranked AS ({ranked})
+SELECT ranked.score, ranked.fts_rank, ranked.vector_rank, e.status, e.item_version, {columns}
+FROM ranked JOIN memory_memoryitem i ON i.id = ranked.id
+LEFT JOIN memory_memoryembedding e ON e.item_id = i.id AND e.model = %s
+ORDER BY ranked.score DESC, ranked.id DESC
+"""
+
+
+def _run(sql: str, params: list, model: str, *, hybrid: bool) -> list[tuple[MemoryItem, float, int | None, int | None]]:
+    sql = _WITH_ITEMS_SQL.format(ranked=sql.strip(), columns=", ".join(f"i.{column}" for column in _ITEM_COLUMNS))
+    params = [*params, model]
+    with transaction.atomic() if hybrid else nullcontext(), connection.cursor() as cursor:
         if hybrid:
             # Keep walking the HNSW graph until enough neighbours pass the namespace and filter conditions
             # (one round trip for both settings, local to this transaction).
@@ -232,4 +244,10 @@ def _run(sql: str, params: list, *, hybrid: bool) -> list[tuple]:
                 [str(max(40, int(settings.MEMORY_RECALL_VECTOR_CANDIDATES)))],
             )
         cursor.execute(sql, params)
-        return cursor.fetchall()
+        rows = cursor.fetchall()
+    ranked = []
+    for score, fts_rank, vector_rank, status, embedded_version, *values in rows:
+        item = MemoryItem(**dict(zip(_ITEM_COLUMNS, values, strict=True)))
+        item.embedding_status, item.embedding_version = status, embedded_version
+        ranked.append((item, score, fts_rank, vector_rank))
+    return ranked
