@@ -13,7 +13,6 @@ from __future__ import annotations
 import gc
 import json
 import logging
-import marshal
 import operator
 import threading
 from collections import OrderedDict
@@ -161,6 +160,18 @@ def _gc_paused():
             gc.enable()
 
 
+_CONTAINERS = (dict, list)
+
+
+def _clone_containers(value):
+    """A copy of a parsed JSON tree with new dicts and lists but the same strings and numbers: the containers are
+    ours (a caller mutating its own cannot touch them), and the leaves, being immutable, can be shared. Sharing
+    them is what makes the save's prefix check cheap: equal leaves compare by identity instead of by content."""
+    if type(value) is dict:
+        return {k: (_clone_containers(v) if type(v) in _CONTAINERS else v) for k, v in value.items()}
+    return [(_clone_containers(v) if type(v) in _CONTAINERS else v) for v in value]
+
+
 # --- load ----------------------------------------------------------------------------------------------------
 
 
@@ -215,7 +226,7 @@ def load_conversation_snapshot(key: ConversationKey) -> LoadedConversation:
             raise WireError(f"{row_count} message rows for {message_count} messages")
         with _gc_paused():
             messages = json.loads(data) if data else []
-            copies = marshal.loads(marshal.dumps(messages))
+            copies = _clone_containers(messages)
         _check_loaded(messages)
     except (ValueError, WireError) as exc:
         logger.error("stored conversation is unreadable", extra={**key.as_log(), "error": str(exc)})
