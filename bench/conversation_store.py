@@ -4,15 +4,18 @@
 
 For conversations of 10, 100 and 1,000 messages (realistic sizes: user text, assistant text with a tool call, a
 1.5 KB tool result, a closing answer; ~2.5 KB per 4-message turn) it prints p50/p95 of:
-  save (append)       an appended turn, the caller passing the whole list (the common case; the process holds the
-                      verified copy of the stored list, as the runtime does after loading it): lock, prefix check,
-                      insert, header update, commit
+  save (append)       an appended turn through the verified path: the caller passes only the whole list and this
+                      process holds its copy of the stored list (it loaded or wrote it last), so the prefix is
+                      checked against that copy: prefix check, one conditional statement (header + rows), commit
   cpu                 this process's CPU time for that save (what the store itself costs on the client side,
                       unaffected by waiting for the database or for a CPU on a busy machine)
   +event              the same save including the on-commit `context.updated` broadcast (opencompany.realtime)
   save (cold append)  the same with no per-process copy (another process wrote last): hashes the list
   load                load_conversation of the whole conversation
-and the bytes stored (sum of the JSONB column) against the messages' own serialized size.
+  known prefix        the runtime's path (agent.persist_turn): a process with no copy appends after the stored
+                      prefix its firing knows (length, version, digest), checked by the statement itself
+and the bytes stored (sum of the JSONB column) against the messages' own serialized size, then each target with
+its verdict, for both append paths.
 It creates a throwaway user and workflow in a test database it drops at the end.
 """
 
@@ -203,14 +206,27 @@ def main() -> int:
         print(
             "append after a known prefix, no process copy (what agent.persist_turn does): "
             + "  ".join(f"{size}: p50 {pct(known[size], 0.5):.2f} p95 {pct(known[size], 0.95):.2f}" for size in sizes)
-            + f"  | 1,000 / 100: {statistics.median(known[1000]) / statistics.median(known[100]):.2f}x"
         )
         cpu = {size: statistics.median(timings[size]["cpu"]) for size in sizes}
-        print(f"client CPU of an appended save at 1,000 / at 100: {cpu[1000] / cpu[100]:.2f}x")
-        ratio = results[1000] / results[100]
+        print(f"client CPU of a verified appended save at 1,000 / at 100: {cpu[1000] / cpu[100]:.2f}x")
+
+        def verdict(label: str, samples: dict) -> None:
+            at_100, at_1000 = statistics.median(samples[100]), statistics.median(samples[1000])
+            met = at_1000 <= 3.0 and at_1000 <= 1.5 * at_100
+            print(
+                f"  {label}: p50 {at_1000:.2f} ms at 1,000, {at_1000 / at_100:.2f}x its p50 at 100 "
+                f"-> {'met' if met else 'NOT met'}"
+            )
+
+        print("target: an appended turn's save p50 <= 3 ms at 1,000 messages and <= 1.5x its p50 at 100")
+        verdict("runtime path (agent.persist_turn appends after the prefix it knows is stored)", known)
+        verdict("verified path (only the list is passed; checked against this process's copy)", {
+            size: timings[size]["warm"] for size in sizes
+        })  # fmt: skip
+        load_1000 = statistics.median(timings[1000]["load"])
         print(
-            f"append save at 1,000 / at 100: {ratio:.2f}x (target <= 1.5x); "
-            f"p50 at 1,000: {results[1000]:.2f} ms (target <= 3 ms)"
+            f"target: a load of 1,000 messages <= 10 ms: p50 {load_1000:.2f} ms "
+            f"-> {'met' if load_1000 <= 10 else 'NOT met'}"
         )
     finally:
         teardown_databases(old_config, verbosity=0)

@@ -2,10 +2,11 @@
 
 Save cost must not grow with the conversation. Callers pass the whole list, so the store finds the common prefix
 with what is stored and writes only past it. Finding that prefix without re-serializing the whole list uses a
-per-process verified copy of the stored messages (our own objects, never the caller's, so a caller mutating its
-dicts cannot fool the check): comparing two equal JSON trees is a C-level walk, far cheaper than hashing them.
-When the copy is missing or stale (another process wrote since), the stored per-message hashes are compared
-instead, which is correct but costs a hash of the list.
+per-process verified copy of the stored messages. A load hands out the copy's own message objects, read-only
+(`readonly.py`), so a caller that saves `[*loaded, *new]` is checked by identity, one pointer per message; a
+message the caller built anew is compared by content (a C-level walk, far cheaper than hashing), so no caller can
+make the store skip a change. When the copy is missing or stale (another process wrote since), the stored
+per-message hashes are compared instead, which is correct but costs a hash of the list.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from conversations.wire import ROLES, WireError, validate_messages
 
 from .errors import ConversationConflict, ConversationInvalid, ConversationLoadFailed, ConversationTooLarge
 from .keys import ConversationKey
+from .readonly import read_only
 from .transcript import EMPTY_CHAIN, chain_of, close_unanswered_tool_calls, message_hash, stored_json, without_ts
 
 logger = logging.getLogger(__name__)
@@ -160,18 +162,6 @@ def _gc_paused():
             gc.enable()
 
 
-_CONTAINERS = (dict, list)
-
-
-def _clone_containers(value):
-    """A copy of a parsed JSON tree with new dicts and lists but the same strings and numbers: the containers are
-    ours (a caller mutating its own cannot touch them), and the leaves, being immutable, can be shared. Sharing
-    them is what makes the save's prefix check cheap: equal leaves compare by identity instead of by content."""
-    if type(value) is dict:
-        return {k: (_clone_containers(v) if type(v) in _CONTAINERS else v) for k, v in value.items()}
-    return [(_clone_containers(v) if type(v) in _CONTAINERS else v) for v in value]
-
-
 # --- load ----------------------------------------------------------------------------------------------------
 
 
@@ -225,16 +215,16 @@ def load_conversation_snapshot(key: ConversationKey) -> LoadedConversation:
         if row_count != message_count:
             raise WireError(f"{row_count} message rows for {message_count} messages")
         with _gc_paused():
-            messages = json.loads(data) if data else []
-            copies = _clone_containers(messages)
+            messages = read_only(json.loads(data)) if data else []
         _check_loaded(messages)
     except (ValueError, WireError) as exc:
         logger.error("stored conversation is unreadable", extra={**key.as_log(), "error": str(exc)})
         raise ConversationLoadFailed(
             message=f"The stored conversation is unreadable ({exc}).", extra=key.as_log()
         ) from exc
-    _copies.put(key, _Copy(conversation_id, version, copies, size_bytes, digest))
-    return LoadedConversation(key, messages, version, digest, size_bytes, True)
+    # The caller and the copy share the read-only messages, each with its own list around them.
+    _copies.put(key, _Copy(conversation_id, version, list(messages), size_bytes, digest))
+    return LoadedConversation(key, list(messages), version, digest, size_bytes, True)
 
 
 def load_conversation(key: ConversationKey) -> list[dict]:

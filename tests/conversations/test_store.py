@@ -4,6 +4,7 @@ only save and the locked replace rewrite (inv. 9), listeners after commit."""
 import copy
 import json
 import logging
+import pickle
 
 import pytest
 from django.db import connection, transaction
@@ -121,14 +122,44 @@ def test_a_changed_middle_message_rewrites_from_there(key, cold):
     )
 
 
-def test_a_loaded_message_mutated_in_place_is_still_detected(key):
-    # The per-process copy is the store's own; a caller editing the dict it got cannot make the store skip it.
+def test_loaded_messages_are_read_only_and_a_rebuilt_message_is_still_detected(key):
+    # A load hands out the store's own copy, so it must not be changeable in place: every container refuses.
     save_conversation(key, [system(), *turn(1)])
     loaded = load_conversation(key)
-    loaded[1]["blocks"][0]["text"] = "changed in place"
-    result = save_conversation(key, loaded)
+    block = loaded[1]["blocks"][0]
+    for change in (
+        lambda: block.__setitem__("text", "changed in place"),
+        lambda: block.update(text="x"),
+        lambda: block.pop("text"),
+        lambda: loaded[1]["blocks"].append({"type": "text", "text": "x"}),
+        lambda: loaded[1]["blocks"].__setitem__(0, {"type": "text", "text": "x"}),
+        lambda: loaded[1].setdefault("meta", {}),
+    ):
+        with pytest.raises(TypeError, match="read-only"):
+            change()
+    loaded.append(turn(2)[0])  # the list around the messages is the caller's own
+    assert len(load_conversation(key)) == 5
+
+    # Copies are ordinary, changeable dicts and lists; a rebuilt message is compared by content.
+    edited = copy.deepcopy(loaded[1])
+    edited["blocks"][0]["text"] = "changed"
+    assert type(edited) is dict and type(edited["blocks"]) is list
+    assert type(pickle.loads(pickle.dumps(loaded[1]))) is dict
+    result = save_conversation(key, [loaded[0], edited, *loaded[2:5]])
     assert result.kept == 1 and result.written == 4
-    assert load_conversation(key)[1]["blocks"][0]["text"] == "changed in place"
+    assert load_conversation(key)[1]["blocks"][0]["text"] == "changed"
+
+
+def test_an_unchanged_loaded_prefix_is_found_by_identity(key):
+    from conversations.store import persistence
+
+    save_conversation(key, [system(), *turn(1)])
+    loaded = load_conversation(key)
+    copy_held = persistence._copies.get(key).messages
+    # The same objects, so the list comparison of the prefix stops at each pointer and never walks a message.
+    assert copy_held is not loaded and all(a is b for a, b in zip(loaded, copy_held, strict=True))
+    result = save_conversation(key, [*loaded, *turn(2)])
+    assert (result.kept, result.written) == (5, 4)
 
 
 def test_the_cold_path_and_the_warm_path_store_the_same(key, workflow):
