@@ -1,22 +1,41 @@
-"""How a firing's next step is started: a Celery task on commit, or the same function in-process.
+"""How a firing's next step is started: in this worker right after the commit, as a Celery task, or in-process.
 
 `AGENT_EXECUTION_MODE = "celery"` (the product) sends `agent.*` tasks to the `agent` queue
-once the transaction that scheduled them commits. `"inline"` (tests that say so, and the
-offline demo when no worker runs) calls the same step functions in this process; steps
-scheduled while a step runs are queued and run one after another, never nested, so an
-inline firing behaves like the chained tasks and cannot recurse without bound.
+once the transaction that scheduled them commits (`enqueue_step`). A step that continues
+the firing it just committed for (prepare -> execute 1, execute n -> persist n, persist n ->
+execute n+1) is not sent when the worker is running an early-acknowledged task of that firing
+(`running_steps`, see agents/tasks.py for why only those): `continue_step` runs it in the same
+process right after the commit, saving a broker round trip per step. The step functions are
+idempotent on their ids and claim their work in the database (`LlmStep(firing, n)` is inserted
+before any provider call), so where a step runs does not change what it does; a continuation
+lost with its process is found by the watchdog (`agents.services.watchdog`) and sent.
+
+`"inline"` (tests that say so, and the offline demo when no worker runs) calls the same step
+functions in this process; steps scheduled while a step runs are queued and run one after
+another, never nested, so an inline firing behaves like the chained tasks and cannot recurse
+without bound.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import threading
 import time
 from collections import deque
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DatabaseError, connection, transaction
+
+logger = logging.getLogger("agents.dispatch")
 
 _inline = threading.local()
+_chain = threading.local()
+
+# Continuations whose Celery task retries on database errors: one that failed on one is handed to the broker, where
+# that retry policy applies. `agent.execute_llm_step` is never handed on (one attempt; the watchdog finds a firing
+# whose next step nobody claimed).
+_RETRIED_ON_DATABASE_ERRORS = {"agent.persist_turn"}
 
 
 def _step_functions() -> dict:
@@ -43,6 +62,12 @@ def _drain_inline() -> None:
         _inline.draining = False
 
 
+def _send(task_name: str, args: tuple, countdown: float | None = None) -> None:
+    from opencompany.celery import app
+
+    app.send_task(task_name, args=list(args), queue=settings.CELERY_QUEUE_AGENT, countdown=countdown)
+
+
 def enqueue_step(task_name: str, *args, countdown: float | None = None) -> None:
     """Start `task_name(*args)` after commit. Arguments must be ids and keys only."""
     if settings.AGENT_EXECUTION_MODE == "inline":
@@ -58,9 +83,58 @@ def enqueue_step(task_name: str, *args, countdown: float | None = None) -> None:
         transaction.on_commit(run_inline)
         return
 
-    from opencompany.celery import app
+    transaction.on_commit(lambda: _send(task_name, args, countdown))
 
-    def send():
-        app.send_task(task_name, args=list(args), queue=settings.CELERY_QUEUE_AGENT, countdown=countdown)
 
-    transaction.on_commit(send)
+def continue_step(task_name: str, *args) -> None:
+    """Start the firing's next step after commit: in this worker when it is running a firing's steps, else sent.
+
+    Only for the step that directly continues the work just committed for the same firing. Outside a worker's
+    chain (a web process, the watchdog, a test calling a step function) it is `enqueue_step`.
+    """
+    queue = getattr(_chain, "queue", None)
+    if settings.AGENT_EXECUTION_MODE == "inline" or queue is None:
+        enqueue_step(task_name, *args)
+        return
+
+    def run_here_or_send():
+        # A commit that comes after the chain stopped draining (a caller's outer transaction) is sent instead.
+        if getattr(_chain, "queue", None) is queue:
+            queue.append((task_name, args))
+        else:
+            _send(task_name, args)
+
+    transaction.on_commit(run_here_or_send)
+
+
+@contextlib.contextmanager
+def running_steps():
+    """Around a Celery task of a firing: after it returns, run the steps it continued to, one after another.
+
+    A continuation that raises is logged and, when its task is retried on database errors, sent to the broker;
+    it never fails the task that started the chain (that task's own work is committed).
+    """
+    if getattr(_chain, "queue", None) is not None:  # already draining in this thread
+        yield
+        return
+    queue = _chain.queue = deque()
+    try:
+        yield
+        functions = _step_functions()
+        while queue:
+            name, args = queue.popleft()
+            try:
+                functions[name](*args)
+            except Exception as exc:
+                logger.exception(
+                    "continued step failed",
+                    extra={"task": name, "step_args": list(args), "error_type": type(exc).__name__},
+                )
+                if not connection.in_atomic_block:
+                    connection.close_if_unusable_or_obsolete()
+                if isinstance(exc, DatabaseError) and name in _RETRIED_ON_DATABASE_ERRORS:
+                    _send(name, args)
+    finally:
+        _chain.queue = None
+        for name, args in queue:  # committed continuations the task's own failure left undrained
+            _send(name, args)

@@ -35,6 +35,9 @@ class Firing(models.Model):
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED, db_index=True)
     stop_requested = models.BooleanField(default=False)
     iteration = models.PositiveIntegerField(default=0)
+    # A compaction between steps is due or running: it, not a step, continues the firing (execute refuses until
+    # it has), so the watchdog's "next step never started" rule leaves the firing alone.
+    compaction_pending = models.BooleanField(default=False)
     uses_conversation = models.BooleanField(default=False)
     lease_token = models.CharField(max_length=64, blank=True, default="")
     # Resolved at prepare time from the generation's graph snapshot.

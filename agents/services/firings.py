@@ -49,19 +49,20 @@ def fire_agent(
             "invalid_request", f"The prompt is longer than {settings.AGENT_MAX_PROMPT_CHARS} characters."
         )
     chain = [*(parent.delegation_chain if parent else []), agent_node_id]
-    with transaction.atomic():
-        firing = Firing.objects.create(
-            workflow=workflow,
-            generation=generation,
-            agent_node_id=agent_node_id,
-            prompt=prompt,
-            parent=parent,
-            parent_tool_call_id=parent_tool_call_id,
-            depth=(parent.depth + 1) if parent else 0,
-            delegation_chain=chain,
-            chat_run_id=getattr(chat_run, "pk", chat_run),
-        )
-        enqueue_step("agent.prepare_payload", str(firing.pk))
+    # One INSERT: outside a transaction it commits by itself and the task is sent right after it (on_commit runs
+    # at once in autocommit); inside one, the task goes out when the caller's transaction commits.
+    firing = Firing.objects.create(
+        workflow=workflow,
+        generation=generation,
+        agent_node_id=agent_node_id,
+        prompt=prompt,
+        parent=parent,
+        parent_tool_call_id=parent_tool_call_id,
+        depth=(parent.depth + 1) if parent else 0,
+        delegation_chain=chain,
+        chat_run_id=getattr(chat_run, "pk", chat_run),
+    )
+    enqueue_step("agent.prepare_payload", str(firing.pk))
     logger.info(
         "firing queued",
         extra={
@@ -111,9 +112,7 @@ def end_firing(
     if final_text is not None:
         firing.final_text = final_text
     firing.finished_at = timezone.now()
-    firing.save(
-        update_fields=["state", "end_reason", "error_code", "error_message", "final_text", "finished_at", "updated_at"]
-    )
+    firing_save_changes(firing, "state", "end_reason", "error_code", "error_message", "final_text", "finished_at")
     if firing.uses_conversation and firing.lease_token:
         store.release_firing_lease(firing_key(firing), owner_token=firing.lease_token)
     if firing.parent_id:
@@ -134,6 +133,22 @@ def end_firing(
             "tokens": firing.tokens_used,
         },
     )
+
+
+def firing_mark_changed(firing: Firing, *fields: str) -> None:
+    """Note fields changed on a locked firing; `firing_save_changes` writes them all in one UPDATE.
+
+    A step changes the firing several times under its row lock (answer, stored prefix, tool results, end);
+    only the row as it is at commit matters, so it is written once.
+    """
+    firing.__dict__.setdefault("_unsaved_fields", set()).update(fields)
+
+
+def firing_save_changes(firing: Firing, *fields: str) -> None:
+    """Write `fields` and every field marked changed, in one UPDATE (nothing when there are none)."""
+    changed = firing.__dict__.pop("_unsaved_fields", set()) | set(fields)
+    if changed:
+        firing.save(update_fields=[*sorted(changed), "updated_at"])
 
 
 def firing_key(firing: Firing):

@@ -18,13 +18,20 @@ import time
 import uuid
 
 from django.conf import settings
-from django.db import IntegrityError, close_old_connections, connection, transaction
+from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from agents import observers
-from agents.dispatch import enqueue_step
+from agents.dispatch import continue_step, enqueue_step
 from agents.models import Firing, LlmStep, ToolCallResult
-from agents.services.firings import end_firing, fire_agent, firing_deadline, firing_key
+from agents.services.firings import (
+    end_firing,
+    fire_agent,
+    firing_deadline,
+    firing_key,
+    firing_mark_changed,
+    firing_save_changes,
+)
 from agents.tools import ToolOutcome, run_tool, tool_definition, unknown_tool_outcome
 from agents.usage import record_llm_usage
 from agents.wiring import AgentNotFound, agent_wiring
@@ -86,8 +93,9 @@ def prepare_payload(firing_id: str) -> None:
             token = firing.lease_token or uuid.uuid4().hex
             if not store.acquire_firing_lease(key, owner_token=token, ttl_seconds=settings.FIRING_LEASE_TTL_SECONDS):
                 # Another firing of this conversation is mid-turn (SPEC §2 invariant 10): come back later
-                # instead of blocking a worker.
+                # instead of blocking a worker. Touching the row tells the watchdog this firing is not lost.
                 enqueue_step("agent.prepare_payload", str(firing.pk), countdown=settings.AGENT_LEASE_RETRY_SECONDS)
+                firing.save(update_fields=["updated_at"])
                 return
             firing.lease_token = token
         try:
@@ -125,7 +133,7 @@ def prepare_payload(firing_id: str) -> None:
                 "updated_at",
             ]
         )
-        enqueue_step("agent.execute_llm_step", str(firing.pk), 1)
+        continue_step("agent.execute_llm_step", str(firing.pk), 1)
     logger.info("firing prepared", extra={"firing_id": firing_id, "stored_messages": len(stored)})
 
 
@@ -169,7 +177,7 @@ def _save_working(firing: Firing) -> None:
         result, firing.stored_prefix = None, None
     if result is not None:
         firing.stored_prefix = {"length": result.message_count, "version": result.version, "digest": result.digest}
-    firing.save(update_fields=["stored_prefix", "updated_at"])
+    firing_mark_changed(firing, "stored_prefix")
 
 
 def _binding_with_definition(binding: dict, graph_nodes: dict) -> dict:
@@ -256,18 +264,19 @@ def execute_llm_step(firing_id: str, iteration: int) -> None:
         firing = Firing.objects.select_for_update().select_related("workflow").filter(pk=firing_id).first()
         if firing is None or firing.state != Firing.State.RUNNING or firing.iteration != iteration - 1:
             return
+        if firing.compaction_pending:
+            return  # the compaction between steps continues the firing from the compacted list
         if firing.stop_requested:
             end_firing(firing, state=Firing.State.STOPPED, end_reason="stopped")
             return
         limit = _limit_reached(firing)
         if limit:
             _end_for_limit(firing, limit)
+            firing_save_changes(firing)
             return
-        try:
-            # Recorded before the call, so a worker lost mid-call leaves a row the watchdog turns into `ambiguous`.
-            with transaction.atomic():
-                step = LlmStep.objects.create(firing=firing, iteration=iteration, worker=_worker_name())
-        except IntegrityError:
+        # Recorded before the call, so a worker lost mid-call leaves a row the watchdog turns into `ambiguous`.
+        step = _claim_step(firing, iteration)
+        if step is None:
             return  # this iteration was already attempted: one attempt, never a second call
     request = _build_request(firing)
     on_event = None
@@ -286,24 +295,24 @@ def execute_llm_step(firing_id: str, iteration: int) -> None:
         _record_step_failure(firing, step, exc, duration_ms)
         return
     duration_ms = int((time.monotonic() - started) * 1000)
-    close_old_connections()
-    with transaction.atomic():
-        saved = LlmStep.objects.filter(pk=step.pk, state=LlmStep.State.STARTED).update(
-            state=LlmStep.State.COMPLETED,
-            result={
-                "message": result.message,
-                "usage": result.usage.to_dict(),
-                "stop_reason": result.stop_reason,
-                "provider_ids": result.provider_ids,
-            },
-            finished_at=timezone.now(),
-            duration_ms=duration_ms,
-        )
-        if not saved:
-            # The watchdog declared this step ambiguous meanwhile; its record stands and the answer is dropped.
-            logger.warning("late provider answer dropped", extra={"firing_id": firing_id, "step_id": step.pk})
-            return
-        enqueue_step("agent.persist_turn", firing_id, iteration)
+    _refresh_connection_after(duration_ms)
+    # One autocommit UPDATE: the answer is durable before persist_turn (a lost persist is re-sent by the watchdog).
+    saved = LlmStep.objects.filter(pk=step.pk, state=LlmStep.State.STARTED).update(
+        state=LlmStep.State.COMPLETED,
+        result={
+            "message": result.message,
+            "usage": result.usage.to_dict(),
+            "stop_reason": result.stop_reason,
+            "provider_ids": result.provider_ids,
+        },
+        finished_at=timezone.now(),
+        duration_ms=duration_ms,
+    )
+    if not saved:
+        # The watchdog declared this step ambiguous meanwhile; its record stands and the answer is dropped.
+        logger.warning("late provider answer dropped", extra={"firing_id": firing_id, "step_id": step.pk})
+        return
+    continue_step("agent.persist_turn", firing_id, iteration)
     logger.info(
         "llm step done",
         extra={
@@ -319,6 +328,35 @@ def execute_llm_step(firing_id: str, iteration: int) -> None:
     )
 
 
+def _claim_step(firing: Firing, iteration: int) -> LlmStep | None:
+    """Insert `LlmStep(firing, iteration)` as started; None when that step was already claimed.
+
+    One statement (no savepoint): the unique (firing, iteration) index decides, and a loser is told by the empty
+    RETURNING instead of an error.
+    """
+    now = timezone.now()
+    step = LlmStep(firing=firing, iteration=iteration, worker=_worker_name(), started_at=now, heartbeat_at=now)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {LlmStep._meta.db_table} "
+            "(firing_id, iteration, state, worker, error_code, started_at, heartbeat_at) "
+            "VALUES (%s, %s, %s, %s, '', %s, %s) ON CONFLICT (firing_id, iteration) DO NOTHING RETURNING id",
+            [firing.pk, iteration, LlmStep.State.STARTED, step.worker, now, now],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    step.pk = row[0]
+    return step
+
+
+def _refresh_connection_after(duration_ms: int) -> None:
+    # A connection left idle through a long provider call may have been closed by the server meanwhile: hand it
+    # back and take a checked one. After a call shorter than a heartbeat interval it was just used by the claim.
+    if duration_ms >= settings.AGENT_STEP_HEARTBEAT_SECONDS * 1000:
+        close_old_connections()
+
+
 def _worker_name() -> str:
     import os
     import socket
@@ -327,7 +365,7 @@ def _worker_name() -> str:
 
 
 def _record_step_failure(firing: Firing, step: LlmStep, exc, duration_ms: int) -> None:
-    close_old_connections()
+    _refresh_connection_after(duration_ms)
     with transaction.atomic():
         updated = LlmStep.objects.filter(pk=step.pk, state=LlmStep.State.STARTED).update(
             state=LlmStep.State.FAILED, error_code=exc.code, finished_at=timezone.now(), duration_ms=duration_ms
@@ -355,9 +393,14 @@ def persist_turn(firing_id: str, iteration: int) -> None:
             return
         if step.state == LlmStep.State.COMPLETED:
             _save_assistant_turn(firing, step)
-        if step.state != LlmStep.State.PERSISTED:
+        elif step.state != LlmStep.State.PERSISTED:
             return  # failed or ambiguous: the firing was ended by whoever recorded that
+        elif _tool_phase_done(firing, step):
+            # A duplicate delivery after this step's commit (a redelivered message, a second teammate's end): the
+            # results are in the list and the next step was started (or, lost, is found by the watchdog).
+            return
         _advance_tools(firing, step)
+        firing_save_changes(firing)
 
 
 def _bill_orphan_step(firing: Firing, step: LlmStep) -> None:
@@ -381,7 +424,7 @@ def _save_assistant_turn(firing: Firing, step: LlmStep) -> None:
     record_llm_usage(firing, idempotency_key=f"llm-step:{step.pk}", kind="llm", outcome="ok", usage=usage)
     step.state = LlmStep.State.PERSISTED
     step.save(update_fields=["state"])
-    firing.save(update_fields=["working_messages", "iteration", "tokens_used", "updated_at"])
+    firing_mark_changed(firing, "working_messages", "iteration", "tokens_used")
     if firing.uses_conversation:
         # Invariant 3: the exact sent list plus the answer, after the provider call.
         _save_working(firing)
@@ -389,6 +432,17 @@ def _save_assistant_turn(firing: Firing, step: LlmStep) -> None:
             store.renew_firing_lease(
                 firing_key(firing), owner_token=firing.lease_token, ttl_seconds=settings.FIRING_LEASE_TTL_SECONDS
             )
+
+
+def _tool_phase_done(firing: Firing, step: LlmStep) -> bool:
+    """Whether this persisted step's tool results were already added to the firing's list.
+
+    Until they are, the list ends with the step's answer (a teammate it waits for, or a retry after a rollback);
+    afterwards it ends with the results (a compaction keeps the latest turn verbatim, so it still does).
+    """
+    if firing.state != Firing.State.RUNNING or firing.iteration != step.iteration:
+        return firing.iteration > step.iteration
+    return not firing.working_messages or firing.working_messages[-1] != step.result["message"]
 
 
 def _tool_calls(message: dict) -> list[dict]:
@@ -406,7 +460,11 @@ def _advance_tools(firing: Firing, step: LlmStep) -> None:
     assistant = step.result["message"]
     calls = _tool_calls(assistant)
     stopped = firing.stop_requested or step.result.get("stop_reason") == "stopped"
-    answered = {r.tool_call_id: r for r in ToolCallResult.objects.filter(firing=firing, iteration=step.iteration)}
+    answered = (
+        {r.tool_call_id: r for r in ToolCallResult.objects.filter(firing=firing, iteration=step.iteration)}
+        if calls
+        else {}
+    )
     bindings = {b["name"]: b for b in firing.tool_bindings}
     for call in calls:
         if call["id"] in answered:
@@ -456,7 +514,7 @@ def _advance_tools(firing: Firing, step: LlmStep) -> None:
     if results:
         firing.working_messages = [*firing.working_messages, *results]
         firing.state = Firing.State.RUNNING
-        firing.save(update_fields=["working_messages", "state", "updated_at"])
+        firing_mark_changed(firing, "working_messages", "state")
         if firing.uses_conversation:
             _save_working(firing)
     _after_turn(firing, step, had_tool_calls=bool(calls), stopped=stopped)
@@ -500,17 +558,19 @@ def _delegate(firing: Firing, step: LlmStep, call: dict, binding: dict) -> ToolO
         parent_tool_call_id=call["id"],
     )
     firing.state = Firing.State.WAITING
-    firing.save(update_fields=["state", "updated_at"])
+    firing_mark_changed(firing, "state")
     return None
 
 
 def _end_for_limit(firing: Firing, limit: str) -> None:
 
-    for message in reversed(firing.working_messages):
-        if message.get("role") == "assistant":
-            message["meta"] = {**(message.get("meta") or {}), "end_reason": limit}
+    messages = firing.working_messages
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].get("role") == "assistant":
+            # A new dict: a message loaded from the store is read-only (conversations/store/readonly.py).
+            messages[index] = {**messages[index], "meta": {**(messages[index].get("meta") or {}), "end_reason": limit}}
             break
-    firing.save(update_fields=["working_messages", "updated_at"])
+    firing_mark_changed(firing, "working_messages")
     if firing.uses_conversation:
         _save_working(firing)
     last_text = next((_text(m) for m in reversed(firing.working_messages) if m.get("role") == "assistant"), "")
@@ -524,7 +584,10 @@ def _after_turn(firing: Firing, step: LlmStep, *, had_tool_calls: bool, stopped:
     if continues:
         if compaction_due:
             # Compact before the next request, and continue from the compacted list: a summarizer failure then
-            # ends this firing (SPEC §2 invariant 8), and the next save cannot undo the compaction.
+            # ends this firing (SPEC §2 invariant 8), and the next save cannot undo the compaction. Until then no
+            # execute_llm_step of this firing runs (a watchdog's or a duplicate's).
+            firing.compaction_pending = True
+            firing_mark_changed(firing, "compaction_pending")
             enqueue_step(
                 "agent.compact_context",
                 firing.workflow_id,
@@ -534,7 +597,7 @@ def _after_turn(firing: Firing, step: LlmStep, *, had_tool_calls: bool, stopped:
                 step.iteration + 1,
             )
         else:
-            enqueue_step("agent.execute_llm_step", str(firing.pk), step.iteration + 1)
+            continue_step("agent.execute_llm_step", str(firing.pk), step.iteration + 1)
         return
     if stopped:
         end_firing(firing, state=Firing.State.STOPPED, end_reason="stopped", final_text=_text(assistant))
@@ -644,8 +707,10 @@ def _continue_after_compaction(firing_id: str, next_iteration: int, *, compacted
                 "version": snapshot.version,
                 "digest": snapshot.digest,
             }
-            firing.save(update_fields=["working_messages", "stored_prefix", "updated_at"])
-        enqueue_step("agent.execute_llm_step", str(firing.pk), next_iteration)
+            firing_mark_changed(firing, "working_messages", "stored_prefix")
+        firing.compaction_pending = False
+        firing_save_changes(firing, "compaction_pending")
+        continue_step("agent.execute_llm_step", str(firing.pk), next_iteration)
 
 
 def _end_after_compaction_failure(firing_id: str, exc) -> None:

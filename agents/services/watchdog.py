@@ -11,6 +11,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from agents.dispatch import enqueue_step
@@ -59,6 +60,50 @@ def _lost_persists(now) -> int:
     return len(steps)
 
 
+def _unstarted_steps(now) -> int:
+    """A running firing whose next step nobody claimed: its continuation was lost with the worker process.
+
+    Steps continue in the worker that committed the previous one (agents.dispatch.continue_step); a process lost
+    between that commit and the next step's claim leaves the firing `running` at iteration n with no step n+1.
+    Sending `agent.execute_llm_step(n + 1)` is safe however many times it happens: it claims `LlmStep(firing,
+    n + 1)` before any provider call, and refuses while a compaction is pending or once the firing moved on.
+    """
+    cutoff = now - timedelta(seconds=settings.AGENT_PERSIST_GRACE_SECONDS)
+    next_step = LlmStep.objects.filter(firing=OuterRef("pk"), iteration__gt=OuterRef("iteration"))
+    stalled = Firing.objects.filter(state=Firing.State.RUNNING, compaction_pending=False, updated_at__lt=cutoff).filter(
+        ~Exists(next_step)
+    )
+    count = 0
+    for firing_id, iteration in stalled.values_list("pk", "iteration"):
+        count += _resend_once_per_grace(firing_id, cutoff, now, "agent.execute_llm_step", str(firing_id), iteration + 1)
+    return count
+
+
+def _unprepared(now) -> int:
+    """A queued firing nothing touched for a grace period: its `agent.prepare_payload` was lost with a worker.
+
+    Prepare is acknowledged early (its worker goes on to run the firing's steps, see agents/tasks.py); it is
+    idempotent (it works only on a `queued` firing, under the firing's lock), so sending it again is safe. A
+    firing waiting for its conversation's lease touches its row on every retry and is left alone.
+    """
+    cutoff = now - timedelta(seconds=settings.AGENT_PERSIST_GRACE_SECONDS)
+    count = 0
+    for firing_id in Firing.objects.filter(state=Firing.State.QUEUED, updated_at__lt=cutoff).values_list(
+        "pk", flat=True
+    ):
+        count += _resend_once_per_grace(firing_id, cutoff, now, "agent.prepare_payload", str(firing_id))
+    return count
+
+
+def _resend_once_per_grace(firing_id, cutoff, now, task_name: str, *args) -> int:
+    # Claimed by touching the row: two watchdogs, or a backlog longer than the grace period, send it once a period.
+    with transaction.atomic():
+        if not Firing.objects.filter(pk=firing_id, updated_at__lt=cutoff).update(updated_at=now):
+            return 0
+        enqueue_step(task_name, *args)
+    return 1
+
+
 def _stalled_parents(now) -> int:
     cutoff = now - timedelta(seconds=settings.AGENT_PERSIST_GRACE_SECONDS)
     parents = Firing.objects.filter(state=Firing.State.WAITING, updated_at__lt=cutoff).exclude(
@@ -98,6 +143,8 @@ def watchdog_sweep() -> dict:
     report = {
         "ambiguous": _ambiguous_steps(now),
         "requeued_persists": _lost_persists(now),
+        "restarted_steps": _unstarted_steps(now),
+        "resent_prepares": _unprepared(now),
         "resumed_parents": _stalled_parents(now),
         "not_delivered": _undelivered(now),
         "timed_out": _timed_out(now),

@@ -16,7 +16,7 @@ from agents.services.firings import fire_agent
 from conversations.models import UsageRecord
 from conversations.store import conversation_key, load_conversation
 from conversations.wire import validate_messages
-from tests.agents.factories import assistant_with
+from tests.agents.factories import agent_node, assistant_with, edge, started_workflow
 from tests.processes import database_url_for_tests, start_celery_worker
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -83,9 +83,33 @@ def test_a_memory_tool_loop_on_a_real_worker_stores_the_exact_turns(owner, worke
     assert "I see 4 earlier messages" in second.final_text
 
 
+def _lead_delegating_to_a_teammate_with_memory(owner):
+    nodes = [
+        {"id": "trigger", "type": "chatTrigger", "params": {}},
+        agent_node("lead", "Lead"),
+        agent_node("a", "Alice"),
+        {"id": "c1", "type": "context", "params": {}},
+        {"id": "c2", "type": "context", "params": {}},
+        {"id": "mem", "type": "simpleMemory", "params": {"reset_policy": "keep"}},
+    ]
+    edges = [
+        edge("trigger", "output-main", "lead", "input-main"),
+        edge("a", "output-tool", "lead", "input-tools"),
+        edge("mem", "output-tool", "a", "input-tools"),
+        edge("c1", "output-context", "lead", "input-context"),
+        edge("c2", "output-context", "a", "input-context"),
+    ]
+    return started_workflow(owner, nodes, edges)
+
+
 def test_task_payloads_carry_ids_only(owner, worker):
-    """Watch every command Redis receives during a firing: no prompt, no tool result, no message list."""
-    workflow, generation, ids = assistant_with(owner, memory=True)
+    """Watch every command Redis receives during a firing: no prompt, no tool result, no message list.
+
+    Steps of one firing continue in the worker that ran the previous one; what crosses the broker is a firing's
+    start and a teammate's return to its parent (`agent.persist_turn`), so the firing delegates to a teammate
+    that runs a memory tool loop.
+    """
+    workflow, generation, ids = _lead_delegating_to_a_teammate_with_memory(owner)
     canary = "CANARY-7f3a-payload"
     seen: list[str] = []
     monitor_client = redis.Redis.from_url(django_settings.REDIS_URL)
@@ -101,13 +125,16 @@ def test_task_payloads_carry_ids_only(owner, worker):
     thread = threading.Thread(target=monitor, daemon=True)
     thread.start()
     time.sleep(0.3)
-    firing = wait_for_end(fire_agent(workflow, generation, ids["lead"], f"remember: {canary}"))
+    firing = wait_for_end(fire_agent(workflow, generation, ids["lead"], f"ask alice: remember: {canary}"))
     stop.set()
     redis.Redis.from_url(django_settings.REDIS_URL).ping()  # wakes the monitor so it can exit
     thread.join(timeout=5)
-    assert firing.state == Firing.State.FINISHED
+    assert firing.state == Firing.State.FINISHED, (firing.error_code, worker.log()[-2000:])
+    child = Firing.objects.get(parent_id=firing.pk)
+    assert child.state == Firing.State.FINISHED and canary in child.prompt
+    assert [m["role"] for m in child.working_messages][-3:] == ["assistant", "tool", "assistant"]  # the memory loop
     broker_traffic = "\n".join(seen)
-    assert "agent.execute_llm_step" in broker_traffic and "agent.persist_turn" in broker_traffic
+    assert "agent.prepare_payload" in broker_traffic and "agent.persist_turn" in broker_traffic
     assert canary not in broker_traffic
     assert "tool_result" not in broker_traffic and '"blocks"' not in broker_traffic
 
@@ -189,6 +216,62 @@ def test_a_worker_killed_inside_persist_turn_saves_the_turn_exactly_once(owner, 
     assert UsageRecord.objects.filter(workflow_id=workflow.pk, kind="llm").count() == 1
 
 
+def test_a_worker_killed_between_a_step_and_the_next_ones_claim_is_finished_by_the_watchdog_once(owner, tmp_path):
+    """The next step runs in the same worker right after the previous commit; losing that worker there loses no turn.
+
+    An uncommitted row for `LlmStep(firing, 1)` held by the test makes the worker's claim of step 1 wait, right
+    after prepare committed in the same process; the worker is killed there, before any provider call.
+    """
+    calls = tmp_path / "provider-calls.log"
+    logged = {"OPENCOMPANY_OFFLINE_CALL_LOG": str(calls), **FAST_WATCHDOG}
+    first = start_celery_worker(tmp_path, name="doomed", **logged)
+    workflow, generation, ids = assistant_with(owner)
+    key = conversation_key(workflow.pk, generation, ids["lead"])
+    blocker = psycopg.connect(database_url_for_tests(), autocommit=False)
+    try:
+        firing_id = fire_agent(workflow, generation, ids["lead"], "hello after a crash")
+        # Foreign keys are checked at commit, so this row takes no lock on the firing: prepare runs unhindered.
+        blocker.execute(
+            "insert into agents_llmstep (firing_id, iteration, state, worker, error_code, started_at, heartbeat_at) "
+            "values (%s, 1, 'started', 'test-blocker', '', now(), now())",
+            [str(firing_id)],
+        )
+
+        def claim_is_blocked():
+            with psycopg.connect(database_url_for_tests(), autocommit=True) as observer:
+                row = observer.execute(
+                    "select count(*) from pg_stat_activity where wait_event_type = 'Lock' and query ilike %s",
+                    ["INSERT INTO agents_llmstep%"],
+                ).fetchone()
+            return row[0] > 0
+
+        wait_until(claim_is_blocked, timeout=30, what="the worker's claim of step 1 to wait")
+        assert firing_state(firing_id).state == Firing.State.RUNNING  # prepare committed in that worker
+        first.kill(signal.SIGKILL)
+        first.process.wait(timeout=10)
+    finally:
+        blocker.rollback()
+        blocker.close()
+        first.stop()
+    assert not LlmStep.objects.filter(firing_id=firing_id).exists()
+    assert not calls.exists() or calls.read_text() == ""
+    rescuer = start_celery_worker(tmp_path, name="rescuer", beat=True, **logged)
+    try:
+        firing = wait_for_end(firing_id, timeout=40)
+        time.sleep(3)  # give a duplicate step every chance to show up
+    finally:
+        rescuer.stop()
+    assert firing.state == Firing.State.FINISHED, (firing.error_code, rescuer.log()[-2000:])
+    assert "agent.execute_llm_step" in rescuer.log()  # sent by the watchdog, not by the lost worker
+    assert calls.read_text().count("\n") == 1  # one provider call
+    assert list(LlmStep.objects.filter(firing_id=firing_id).values_list("iteration", "state")) == [
+        (1, LlmStep.State.PERSISTED)
+    ]
+    assert UsageRecord.objects.filter(workflow_id=workflow.pk, kind="llm").count() == 1
+    stored = load_conversation(key)
+    assert [m["role"] for m in stored] == ["system", "user", "assistant"]
+
+
 def test_two_workers_on_one_conversation_lose_no_turn(owner, tmp_path):
     workers = [start_celery_worker(tmp_path, name=f"w{i}", concurrency=2) for i in range(2)]
     try:
@@ -211,4 +294,5 @@ def test_two_workers_on_one_conversation_lose_no_turn(owner, tmp_path):
         int(m["blocks"][0]["text"].split("I see ")[1].split()[0]) for m in stored if m["role"] == "assistant"
     ]
     assert seen_counts == sorted(seen_counts) and len(set(seen_counts)) == len(prompts)
-    assert all("agent.persist_turn" in w.log() for w in workers), "both workers took part"
+    # Each firing's steps run in the worker that received it (agent.prepare_payload), so both ran firings.
+    assert all("agent.prepare_payload" in w.log() for w in workers), "both workers took part"

@@ -1,0 +1,197 @@
+"""A firing's steps continue in the worker that committed the previous one; what is lost there is found again.
+
+These run the step functions the way a Celery task does (`dispatch.running_steps`), with the broker replaced by
+a list of what would have been sent, so each test can drop, replay or hand over a step on purpose.
+"""
+
+from datetime import timedelta
+
+import pytest
+from django.db import OperationalError
+from django.utils import timezone
+
+from agents import dispatch
+from agents.models import Firing, LlmStep, ToolCallResult
+from agents.services import steps
+from agents.services.firings import fire_agent
+from agents.services.watchdog import watchdog_sweep
+from conversations.models import UsageRecord
+from conversations.store import conversation_key, load_conversation
+from tests.agents.factories import assistant_with
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+STEP_FUNCTIONS = {
+    "agent.prepare_payload": steps.prepare_payload,
+    "agent.execute_llm_step": steps.execute_llm_step,
+    "agent.persist_turn": steps.persist_turn,
+}
+
+
+@pytest.fixture
+def broker(settings, monkeypatch):
+    """What the runtime sends to the broker, kept instead of sent."""
+    settings.AGENT_EXECUTION_MODE = "celery"
+    sent: list[tuple[str, tuple]] = []
+    monkeypatch.setattr(dispatch, "_send", lambda name, args, countdown=None: sent.append((name, tuple(args))))
+    return sent
+
+
+def run_as_task(name: str, *args) -> None:
+    """What agents.tasks does with a delivered message: early-acknowledged tasks continue in-process."""
+    if name == "agent.persist_turn":
+        STEP_FUNCTIONS[name](*args)
+        return
+    with dispatch.running_steps():
+        STEP_FUNCTIONS[name](*args)
+
+
+def _tool_results(messages):
+    return [b for m in messages for b in m["blocks"] if b["type"] == "tool_result"]
+
+
+def test_one_task_runs_a_whole_tool_loop_and_sends_nothing_more(owner, broker):
+    workflow, generation, ids = assistant_with(owner, memory=True)
+    firing_id = fire_agent(workflow, generation, ids["lead"], "remember: the boat is blue")
+    assert broker == [("agent.prepare_payload", (str(firing_id),))]
+    broker.clear()
+
+    run_as_task("agent.prepare_payload", str(firing_id))
+
+    assert broker == []  # execute 1, persist 1, execute 2 and persist 2 ran in this process
+    firing = Firing.objects.get(pk=firing_id)
+    assert firing.state == Firing.State.FINISHED, (firing.error_code, firing.error_message)
+    assert list(LlmStep.objects.filter(firing=firing).values_list("iteration", "state")) == [
+        (1, LlmStep.State.PERSISTED),
+        (2, LlmStep.State.PERSISTED),
+    ]
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    assert [m["role"] for m in stored] == ["system", "user", "assistant", "tool", "assistant"]
+
+
+def test_a_step_function_called_outside_a_task_sends_its_continuation(owner, broker):
+    workflow, generation, ids = assistant_with(owner)
+    firing_id = str(fire_agent(workflow, generation, ids["lead"], "hello"))
+    broker.clear()
+    steps.prepare_payload(firing_id)  # not inside running_steps: nothing to continue in
+    assert broker == [("agent.execute_llm_step", (firing_id, 1))]
+
+
+def test_a_continuation_lost_before_its_claim_is_restarted_by_the_watchdog_once(owner, broker, settings):
+    workflow, generation, ids = assistant_with(owner)
+    firing_id = str(fire_agent(workflow, generation, ids["lead"], "hello"))
+    broker.clear()
+    steps.prepare_payload(firing_id)
+    broker.clear()  # the worker died between prepare's commit and the claim of step 1: nothing will run it
+
+    assert watchdog_sweep()["restarted_steps"] == 0  # still within the grace period
+    Firing.objects.filter(pk=firing_id).update(updated_at=timezone.now() - timedelta(minutes=1))
+    assert watchdog_sweep()["restarted_steps"] == 1
+    assert broker == [("agent.execute_llm_step", (firing_id, 1))]
+    assert watchdog_sweep()["restarted_steps"] == 0  # once per grace period, however long the queue is
+    Firing.objects.filter(pk=firing_id).update(updated_at=timezone.now() - timedelta(minutes=1))
+    assert watchdog_sweep()["restarted_steps"] == 1  # still not started a period later: sent again
+    for name, args in list(broker):  # both arrive: the claim of step 1 lets one call the provider
+        run_as_task(name, *args)
+
+    firing = Firing.objects.get(pk=firing_id)
+    assert firing.state == Firing.State.FINISHED
+    assert LlmStep.objects.filter(firing_id=firing_id).count() == 1
+    assert UsageRecord.objects.filter(workflow_id=workflow.pk, kind="llm").count() == 1
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    assert [m["role"] for m in stored] == ["system", "user", "assistant"]
+    assert watchdog_sweep()["restarted_steps"] == 0
+
+
+def test_a_prepare_lost_with_its_worker_is_sent_again_once_per_grace_period(owner, broker):
+    workflow, generation, ids = assistant_with(owner)
+    firing_id = str(fire_agent(workflow, generation, ids["lead"], "hello"))
+    broker.clear()  # the worker that took agent.prepare_payload (acknowledged early) died before its commit
+    assert watchdog_sweep()["resent_prepares"] == 0
+    Firing.objects.filter(pk=firing_id).update(updated_at=timezone.now() - timedelta(minutes=1))
+    assert watchdog_sweep()["resent_prepares"] == 1
+    assert watchdog_sweep()["resent_prepares"] == 0
+    assert broker == [("agent.prepare_payload", (firing_id,))]
+    run_as_task("agent.prepare_payload", firing_id)
+    run_as_task("agent.prepare_payload", firing_id)  # a duplicate finds the firing prepared and returns
+    assert Firing.objects.get(pk=firing_id).state == Firing.State.FINISHED
+    assert LlmStep.objects.filter(firing_id=firing_id).count() == 1
+
+
+def test_a_firing_waiting_for_its_conversation_lease_is_not_taken_for_lost(owner, broker, settings):
+    from conversations.store import acquire_firing_lease
+
+    workflow, generation, ids = assistant_with(owner)
+    key = conversation_key(workflow.pk, generation, ids["lead"])
+    assert acquire_firing_lease(key, owner_token="someone-else", ttl_seconds=600)
+    firing_id = str(fire_agent(workflow, generation, ids["lead"], "hello"))
+    Firing.objects.filter(pk=firing_id).update(updated_at=timezone.now() - timedelta(minutes=1))
+    broker.clear()
+    run_as_task("agent.prepare_payload", firing_id)  # busy: it re-queues itself with a countdown
+    assert [name for name, _ in broker] == ["agent.prepare_payload"]
+    assert Firing.objects.get(pk=firing_id).state == Firing.State.QUEUED
+    assert watchdog_sweep()["resent_prepares"] == 0
+
+
+def test_a_firing_waiting_for_its_compaction_is_not_restarted(owner, broker):
+    workflow, generation, ids = assistant_with(owner)
+    firing_id = str(fire_agent(workflow, generation, ids["lead"], "hello"))
+    steps.prepare_payload(firing_id)
+    broker.clear()
+    Firing.objects.filter(pk=firing_id).update(
+        compaction_pending=True, updated_at=timezone.now() - timedelta(minutes=1)
+    )
+    assert watchdog_sweep()["restarted_steps"] == 0
+    steps.execute_llm_step(firing_id, 1)  # a stray delivery: the compaction continues this firing, not it
+    assert not LlmStep.objects.filter(firing_id=firing_id).exists()
+
+
+def test_a_persist_delivered_again_after_its_commit_adds_the_tool_results_once(owner, broker):
+    workflow, generation, ids = assistant_with(owner, memory=True)
+    firing_id = str(fire_agent(workflow, generation, ids["lead"], "remember: tea at four"))
+    broker.clear()
+    steps.prepare_payload(firing_id)
+    steps.execute_llm_step(firing_id, 1)
+    assert broker == [("agent.execute_llm_step", (firing_id, 1)), ("agent.persist_turn", (firing_id, 1))]
+    broker.clear()
+    steps.persist_turn(firing_id, 1)
+    assert broker == [("agent.execute_llm_step", (firing_id, 2))]
+    after_first = Firing.objects.get(pk=firing_id).working_messages
+
+    steps.persist_turn(firing_id, 1)  # a redelivered message, a watchdog's or a teammate's late return
+
+    assert Firing.objects.get(pk=firing_id).working_messages == after_first
+    assert broker == [("agent.execute_llm_step", (firing_id, 2))]  # nothing new sent
+    run_as_task("agent.execute_llm_step", firing_id, 2)
+    firing = Firing.objects.get(pk=firing_id)
+    assert firing.state == Firing.State.FINISHED
+    assert ToolCallResult.objects.filter(firing_id=firing_id).count() == 1
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    assert len(_tool_results(stored)) == 1
+    assert [m["role"] for m in stored] == ["system", "user", "assistant", "tool", "assistant"]
+
+
+def test_a_continued_persist_failing_on_the_database_is_handed_to_the_broker(owner, broker, monkeypatch):
+    workflow, generation, ids = assistant_with(owner)
+    firing_id = str(fire_agent(workflow, generation, ids["lead"], "hello"))
+    broker.clear()
+    real_persist = steps.persist_turn
+    failures = []
+
+    def persist_failing_once(*args):
+        if not failures:
+            failures.append(args)
+            raise OperationalError("connection lost")
+        return real_persist(*args)
+
+    monkeypatch.setitem(STEP_FUNCTIONS, "agent.persist_turn", persist_failing_once)
+    monkeypatch.setattr(steps, "persist_turn", persist_failing_once)
+
+    run_as_task("agent.prepare_payload", firing_id)  # does not raise: prepare's own work is committed
+
+    assert failures == [(firing_id, 1)]
+    assert broker == [("agent.persist_turn", (firing_id, 1))]  # Celery's retry policy applies from here
+    assert LlmStep.objects.get(firing_id=firing_id).state == LlmStep.State.COMPLETED
+    run_as_task(*broker[0][:1], *broker[0][1])
+    assert Firing.objects.get(pk=firing_id).state == Firing.State.FINISHED
+    assert UsageRecord.objects.filter(workflow_id=workflow.pk, kind="llm").count() == 1
