@@ -86,11 +86,13 @@ def enqueue_step(task_name: str, *args, countdown: float | None = None) -> None:
     transaction.on_commit(lambda: _send(task_name, args, countdown))
 
 
-def continue_step(task_name: str, *args) -> None:
+def continue_step(task_name: str, *args, firing=None) -> None:
     """Start the firing's next step after commit: in this worker when it is running a firing's steps, else sent.
 
     Only for the step that directly continues the work just committed for the same firing. Outside a worker's
-    chain (a web process, the watchdog, a test calling a step function) it is `enqueue_step`.
+    chain (a web process, the watchdog, a test calling a step function) it is `enqueue_step`. `firing` is the
+    row as this transaction commits it: a step run here may start from it instead of reading it again (it never
+    travels through the broker).
     """
     queue = getattr(_chain, "queue", None)
     if settings.AGENT_EXECUTION_MODE == "inline" or queue is None:
@@ -100,7 +102,7 @@ def continue_step(task_name: str, *args) -> None:
     def run_here_or_send():
         # A commit that comes after the chain stopped draining (a caller's outer transaction) is sent instead.
         if getattr(_chain, "queue", None) is queue:
-            queue.append((task_name, args))
+            queue.append((task_name, args, firing))
         else:
             _send(task_name, args)
 
@@ -122,9 +124,9 @@ def running_steps():
         yield
         functions = _step_functions()
         while queue:
-            name, args = queue.popleft()
+            name, args, firing = queue.popleft()
             try:
-                functions[name](*args)
+                functions[name](*args, **({"committed": firing} if firing is not None else {}))
             except Exception as exc:
                 logger.exception(
                     "continued step failed",
@@ -136,5 +138,5 @@ def running_steps():
                     _send(name, args)
     finally:
         _chain.queue = None
-        for name, args in queue:  # committed continuations the task's own failure left undrained
+        for name, args, _firing in queue:  # committed continuations the task's own failure left undrained
             _send(name, args)

@@ -133,7 +133,7 @@ def prepare_payload(firing_id: str) -> None:
                 "updated_at",
             ]
         )
-        continue_step("agent.execute_llm_step", str(firing.pk), 1)
+        continue_step("agent.execute_llm_step", str(firing.pk), 1, firing=firing)
     logger.info("firing prepared", extra={"firing_id": firing_id, "stored_messages": len(stored)})
 
 
@@ -256,28 +256,37 @@ def _build_request(firing: Firing):
     )
 
 
-def execute_llm_step(firing_id: str, iteration: int) -> None:
+def execute_llm_step(firing_id: str, iteration: int, *, committed: Firing | None = None) -> None:
+    """One provider call for step `iteration`, claimed first. `committed`: the firing as the step before committed it.
+
+    Run in the worker right after that commit, the claim is one statement conditional on the firing row still
+    being where that step left it; anything else (a Stop, a reset, a limit, a duplicate, a message from the
+    broker) takes the locked path, which reads the row and decides.
+    """
     from providers import ChatUnifier
     from providers.errors import ProviderError
 
-    with transaction.atomic():
-        firing = Firing.objects.select_for_update().select_related("workflow").filter(pk=firing_id).first()
-        if firing is None or firing.state != Firing.State.RUNNING or firing.iteration != iteration - 1:
-            return
-        if firing.compaction_pending:
-            return  # the compaction between steps continues the firing from the compacted list
-        if firing.stop_requested:
-            end_firing(firing, state=Firing.State.STOPPED, end_reason="stopped")
-            return
-        limit = _limit_reached(firing)
-        if limit:
-            _end_for_limit(firing, limit)
-            firing_save_changes(firing)
-            return
-        # Recorded before the call, so a worker lost mid-call leaves a row the watchdog turns into `ambiguous`.
-        step = _claim_step(firing, iteration)
-        if step is None:
-            return  # this iteration was already attempted: one attempt, never a second call
+    firing = committed
+    step = _claim_step_if_unchanged(firing, iteration) if firing is not None and not _limit_reached(firing) else None
+    if step is None:
+        with transaction.atomic():
+            firing = Firing.objects.select_for_update().select_related("workflow").filter(pk=firing_id).first()
+            if firing is None or firing.state != Firing.State.RUNNING or firing.iteration != iteration - 1:
+                return
+            if firing.compaction_pending:
+                return  # the compaction between steps continues the firing from the compacted list
+            if firing.stop_requested:
+                end_firing(firing, state=Firing.State.STOPPED, end_reason="stopped")
+                return
+            limit = _limit_reached(firing)
+            if limit:
+                _end_for_limit(firing, limit)
+                firing_save_changes(firing)
+                return
+            # Recorded before the call, so a worker lost mid-call leaves a row the watchdog turns into `ambiguous`.
+            step = _claim_step(firing, iteration)
+            if step is None:
+                return  # this iteration was already attempted: one attempt, never a second call
     request = _build_request(firing)
     on_event = None
     if firing.chat_run_id:
@@ -342,6 +351,33 @@ def _claim_step(firing: Firing, iteration: int) -> LlmStep | None:
             "(firing_id, iteration, state, worker, error_code, started_at, heartbeat_at) "
             "VALUES (%s, %s, %s, %s, '', %s, %s) ON CONFLICT (firing_id, iteration) DO NOTHING RETURNING id",
             [firing.pk, iteration, LlmStep.State.STARTED, step.worker, now, now],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    step.pk = row[0]
+    return step
+
+
+def _claim_step_if_unchanged(firing: Firing, iteration: int) -> LlmStep | None:
+    """`_claim_step` in one statement, only while the firing row is as `firing` says.
+
+    The row is locked by the statement (a reset or Stop in progress is waited for and then seen). Running at
+    iteration n-1 with no compaction pending, its message list, tools and limits can only have been written by
+    the step that committed `firing`, so the request is built from that copy; `stop_requested` is read here.
+    Still its own transaction, not autocommit: a claim waiting on a lock when its worker dies must not be
+    committed by the orphaned backend once the lock frees (that would leave a step nobody calls for).
+    """
+    now = timezone.now()
+    step = LlmStep(firing=firing, iteration=iteration, worker=_worker_name(), started_at=now, heartbeat_at=now)
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {LlmStep._meta.db_table} "
+            "(firing_id, iteration, state, worker, error_code, started_at, heartbeat_at) "
+            f"SELECT id, %s, %s, %s, '', %s, %s FROM {Firing._meta.db_table} "
+            "WHERE id = %s AND state = %s AND iteration = %s AND NOT compaction_pending AND NOT stop_requested "
+            "FOR UPDATE ON CONFLICT (firing_id, iteration) DO NOTHING RETURNING id",
+            [iteration, LlmStep.State.STARTED, step.worker, now, now, firing.pk, Firing.State.RUNNING, iteration - 1],
         )
         row = cursor.fetchone()
     if row is None:
@@ -597,7 +633,7 @@ def _after_turn(firing: Firing, step: LlmStep, *, had_tool_calls: bool, stopped:
                 step.iteration + 1,
             )
         else:
-            continue_step("agent.execute_llm_step", str(firing.pk), step.iteration + 1)
+            continue_step("agent.execute_llm_step", str(firing.pk), step.iteration + 1, firing=firing)
         return
     if stopped:
         end_firing(firing, state=Firing.State.STOPPED, end_reason="stopped", final_text=_text(assistant))

@@ -195,3 +195,30 @@ def test_a_continued_persist_failing_on_the_database_is_handed_to_the_broker(own
     run_as_task(*broker[0][:1], *broker[0][1])
     assert Firing.objects.get(pk=firing_id).state == Firing.State.FINISHED
     assert UsageRecord.objects.filter(workflow_id=workflow.pk, kind="llm").count() == 1
+
+
+def test_a_step_continued_from_a_committed_firing_still_sees_a_stop_that_came_in_between(owner, broker):
+    from agents.services.firings import firing_request_stop
+
+    workflow, generation, ids = assistant_with(owner)
+    firing_id = str(fire_agent(workflow, generation, ids["lead"], "hello"))
+    steps.prepare_payload(firing_id)
+    committed = Firing.objects.select_related("workflow").get(pk=firing_id)  # as prepare left it
+    assert firing_request_stop(firing_id=firing_id)
+
+    steps.execute_llm_step(firing_id, 1, committed=committed)
+
+    assert not LlmStep.objects.filter(firing_id=firing_id).exists()  # no claim, no provider call
+    assert Firing.objects.get(pk=firing_id).state == Firing.State.STOPPED
+
+
+def test_a_step_continued_from_a_committed_firing_does_not_run_twice(owner, broker):
+    workflow, generation, ids = assistant_with(owner)
+    firing_id = str(fire_agent(workflow, generation, ids["lead"], "hello"))
+    steps.prepare_payload(firing_id)
+    committed = Firing.objects.select_related("workflow").get(pk=firing_id)
+    broker.clear()
+    steps.execute_llm_step(firing_id, 1)  # the watchdog's copy got there first
+    steps.execute_llm_step(firing_id, 1, committed=committed)
+    assert LlmStep.objects.filter(firing_id=firing_id).count() == 1
+    assert broker == [("agent.persist_turn", (firing_id, 1))]  # one answer to persist
