@@ -16,7 +16,8 @@ prepare, the step claim, the answer, persist.
 The driver polls the database for ended turns with one query per poll for all open turns (2 ms apart), and the
 figures use the rows' own timestamps, so polling neither counts nor loads the machine much. It runs against the
 embedded services (or DATABASE_URL/REDIS_URL), starts its own Celery worker process (prefork, `--concurrency`
-processes, like `dev.py run`), and removes the rows it made. Usage:
+processes, like `dev.py run`), removes the rows it made, and prints the 1-minute load average before and after
+(the machine is shared; figures mean little without it). Usage:
 
     .venv/bin/python bench/turn_overhead.py [--turns 200] [--concurrency 4] [--per-conversation 15]
 """
@@ -129,7 +130,7 @@ def latency(conversations, turns: int) -> list[float]:
 
 
 def throughput(conversations, per_conversation: int, poll: float = 0.002) -> float:
-    """Turns per second between the first fire and the last persisted turn, by the database's clock.
+    """Turns per second between the first fire and the last persisted turn, by the rows' own timestamps.
 
     One driver fires each conversation's next turn as soon as it sees the previous one persisted. It watches every
     conversation's open turn with one query per poll (not one per conversation), so the bench itself does not load
@@ -173,6 +174,7 @@ def main() -> int:
     settings.AGENT_EXECUTION_MODE = "celery"
 
     owner = get_user_model().objects.create_user(username=f"bench-{os.getpid()}-{int(time.time())}")
+    load_before = os.getloadavg()[0]  # the machine is shared: quote figures with the load they were taken under
     worker = start_worker(args.concurrency)
     try:
         conversations = [make_workflow(owner, i) for i in range(16)]
@@ -189,6 +191,7 @@ def main() -> int:
         for count in (1, 4, 16):
             rate = throughput(conversations[:count], args.per_conversation)
             print(f"  {count:>2} concurrent conversations: {rate:.1f} turns/s")
+        print(f"  load average (1 min): {load_before:.2f} before, {os.getloadavg()[0]:.2f} after")
     finally:
         worker.terminate()
         try:
