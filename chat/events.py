@@ -124,11 +124,19 @@ def publish_chat_updated(*, workflow_id: int, revision: int, reason: str) -> Non
 
 
 def forget_run_stream(run_id: int) -> None:
-    """Drop a run's streamed text (its reply is saved); the seq counter stays so late events keep counting."""
-    try:
-        _redis().delete(_text_key(run_id))
-    except redis.RedisError:
-        pass
+    """Drop a run's streamed text (its reply is saved); the seq counter stays so late events keep counting.
+
+    It goes through the sender like the deltas: deleting from the caller's thread could run before a delta still
+    queued there, whose APPEND would then bring the text (content) back into Redis until its TTL."""
+
+    def build():
+        try:
+            _redis().delete(_text_key(run_id))
+        except redis.RedisError:
+            pass
+        return None
+
+    sender.submit(build)
 
 
 class DeltaBatcher:

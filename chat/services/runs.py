@@ -317,8 +317,9 @@ def finish_run(
     }
     if error_code:
         event["code"] = error_code
-    publish_run_event(workflow_id=workflow_id, run_id=run.pk, event=event)
+    # The streamed text goes first (the reply is saved), so a client that sees the end finds no copy left in Redis.
     transaction.on_commit(lambda: forget_run_stream(run.pk))
+    publish_run_event(workflow_id=workflow_id, run_id=run.pk, event=event)
     logger.info(
         "chat run ended",
         extra={"run_id": run.pk, "state": state, "error_code": error_code, "workflow_id": workflow_id},

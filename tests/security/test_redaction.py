@@ -46,9 +46,9 @@ def planted(world, settings, monkeypatch):
     memory_item_remember(namespace=namespace, content=f"The vault passphrase is {RECALLED}.", actor="owner")
     key = conversation_key(world.workflow.pk, world.generation, world.agent_node_id)
     stored = load_conversation(key)
-    assistant = next(m for m in reversed(stored) if m["role"] == "assistant")
+    index = max(i for i, m in enumerate(stored) if m["role"] == "assistant")
     thinking = {"type": "thinking", "text": "thinking it over", "signature": SIGNATURE, "provider": "anthropic"}
-    assistant["blocks"] = [thinking, *assistant["blocks"]]
+    stored[index] = {**stored[index], "blocks": [thinking, *stored[index]["blocks"]]}  # loaded messages are read-only
     save_conversation(key, stored)
     return world
 
