@@ -222,3 +222,25 @@ def test_a_step_continued_from_a_committed_firing_does_not_run_twice(owner, brok
     steps.execute_llm_step(firing_id, 1, committed=committed)
     assert LlmStep.objects.filter(firing_id=firing_id).count() == 1
     assert broker == [("agent.persist_turn", (firing_id, 1))]  # one answer to persist
+
+
+def test_only_early_acknowledged_tasks_continue_in_process(owner, broker):
+    """A late-acknowledged message held through a provider call would leave the worker exposed to the broker
+    connection dropping (the Redis transport dies putting it back), so persist sends its next step."""
+    from agents import tasks
+
+    assert not tasks.prepare_payload.acks_late and not tasks.execute_llm_step.acks_late
+    assert tasks.execute_llm_step.max_retries == 0
+    assert tasks.persist_turn.acks_late and tasks.compact_context.acks_late
+
+    workflow, generation, ids = assistant_with(owner, memory=True)
+    firing_id = str(fire_agent(workflow, generation, ids["lead"], "remember: the gate code is 42"))
+    broker.clear()
+    steps.prepare_payload(firing_id)
+    steps.execute_llm_step(firing_id, 1)
+    broker.clear()
+    tasks.persist_turn.run(firing_id, 1)  # as a worker runs a delivered agent.persist_turn
+    assert broker == [("agent.execute_llm_step", (firing_id, 2))]
+    tasks.execute_llm_step.run(firing_id, 2)  # early-acknowledged: step 2's persist runs right here
+    assert broker == [("agent.execute_llm_step", (firing_id, 2))]
+    assert Firing.objects.get(pk=firing_id).state == Firing.State.FINISHED
