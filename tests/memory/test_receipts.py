@@ -81,4 +81,3 @@ def test_a_retry_is_answered_by_its_receipt_even_when_doing_it_again_would_fail(
     assert call({"operation": "remember", "content": "another"})["error"]["code"] == "namespace_full"
     assert call({"operation": "remember", "content": "the only one"}, key="f:remember") == first
     assert MemoryItem.objects.count() == 1
-
