@@ -74,7 +74,7 @@ def prepare_payload(firing_id: str) -> None:
     from conversations import store
 
     with transaction.atomic():
-        firing = Firing.objects.select_for_update().select_related("workflow").filter(pk=firing_id).first()
+        firing = Firing.objects.select_for_update(of=("self",)).select_related("workflow").filter(pk=firing_id).first()
         if firing is None or firing.state != Firing.State.QUEUED:
             return  # already prepared or ended: a duplicate delivery
         if firing.stop_requested:
@@ -270,7 +270,9 @@ def execute_llm_step(firing_id: str, iteration: int, *, committed: Firing | None
     step = _claim_step_if_unchanged(firing, iteration) if firing is not None and not _limit_reached(firing) else None
     if step is None:
         with transaction.atomic():
-            firing = Firing.objects.select_for_update().select_related("workflow").filter(pk=firing_id).first()
+            firing = (
+                Firing.objects.select_for_update(of=("self",)).select_related("workflow").filter(pk=firing_id).first()
+            )
             if firing is None or firing.state != Firing.State.RUNNING or firing.iteration != iteration - 1:
                 return
             if firing.compaction_pending:
@@ -418,7 +420,7 @@ def _record_step_failure(firing: Firing, step: LlmStep, exc, duration_ms: int) -
 
 def persist_turn(firing_id: str, iteration: int) -> None:
     with transaction.atomic():
-        firing = Firing.objects.select_for_update().select_related("workflow").filter(pk=firing_id).first()
+        firing = Firing.objects.select_for_update(of=("self",)).select_related("workflow").filter(pk=firing_id).first()
         if firing is None:
             return
         step = LlmStep.objects.select_for_update().filter(firing=firing, iteration=iteration).first()

@@ -134,3 +134,35 @@ def test_a_firing_after_a_crash_continues_from_the_repaired_list(owner):
     validate_messages(stored)
     assert [m["role"] for m in stored] == ["system", "user", "assistant", "tool", "user", "assistant"]
     assert NOT_COMPLETED.split(":")[0] in stored[3]["blocks"][0]["content"]
+
+
+def test_a_firing_never_waits_for_its_workflow_row(owner):
+    # Steps lock their firing row only (lock order: a workflow row is never taken after a firing row). A write to
+    # the workflow's row (an UPDATE takes FOR NO KEY UPDATE, which foreign-key inserts do not wait for) must not
+    # stall its firings, nor may one firing's step hold up another's by locking the shared workflow row.
+    import threading
+
+    from django.db import connection, transaction
+
+    from workflows.models import Workflow
+
+    workflow, generation, ids = assistant_with(owner)
+    locked, finished, seen = threading.Event(), threading.Event(), []
+
+    def hold_the_workflow_row():
+        try:
+            with transaction.atomic():
+                Workflow.objects.select_for_update(no_key=True).get(pk=workflow.pk)
+                locked.set()
+                seen.append(finished.wait(timeout=20))
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_the_workflow_row)
+    holder.start()
+    assert locked.wait(timeout=10)
+    firing = Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "while the workflow is locked"))
+    finished.set()
+    holder.join()
+    assert firing.state == Firing.State.FINISHED, (firing.error_code, firing.error_message)
+    assert seen == [True]  # it finished while the row was still held
