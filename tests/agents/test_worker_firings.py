@@ -60,6 +60,16 @@ def _blocks(messages, kind):
     return [b for m in messages for b in m["blocks"] if b["type"] == kind]
 
 
+def waiting_on_a_lock(query_like: str) -> bool:
+    """Is a statement matching `query_like` waiting for a lock? Polled from a new connection each time, because
+    pg_stat_activity is a snapshot per transaction."""
+    with psycopg.connect(database_url_for_tests(), autocommit=True) as observer:
+        row = observer.execute(
+            "select count(*) from pg_stat_activity where wait_event_type = 'Lock' and query ilike %s", [query_like]
+        ).fetchone()
+    return row[0] > 0
+
+
 def test_a_memory_tool_loop_on_a_real_worker_stores_the_exact_turns(owner, worker):
     workflow, generation, ids = assistant_with(owner, memory=True)
     key = conversation_key(workflow.pk, generation, ids["lead"])
@@ -186,17 +196,12 @@ def test_a_worker_killed_inside_persist_turn_saves_the_turn_exactly_once(owner, 
             what="the provider answer",
         )
 
-        def persist_is_blocked():
-            # Polled from another connection: pg_stat_activity is a snapshot per transaction. (The long
-            # SELECT ... FOR UPDATE is cut short in pg_stat_activity, so match its start.)
-            with psycopg.connect(database_url_for_tests(), autocommit=True) as observer:
-                row = observer.execute(
-                    "select count(*) from pg_stat_activity where wait_event_type = 'Lock' and query ilike %s",
-                    ['SELECT "agents_firing".%'],
-                ).fetchone()
-            return row[0] > 0
-
-        wait_until(persist_is_blocked, timeout=30, what="persist_turn to block on the firing row")
+        # The long SELECT ... FOR UPDATE is cut short in pg_stat_activity, so match its start.
+        wait_until(
+            lambda: waiting_on_a_lock('SELECT "agents_firing".%'),
+            timeout=30,
+            what="persist_turn to block on the firing row",
+        )
         first.kill(signal.SIGKILL)
         first.process.wait(timeout=10)
     finally:
@@ -237,15 +242,11 @@ def test_a_worker_killed_between_a_step_and_the_next_ones_claim_is_finished_by_t
             [str(firing_id)],
         )
 
-        def claim_is_blocked():
-            with psycopg.connect(database_url_for_tests(), autocommit=True) as observer:
-                row = observer.execute(
-                    "select count(*) from pg_stat_activity where wait_event_type = 'Lock' and query ilike %s",
-                    ["INSERT INTO agents_llmstep%"],
-                ).fetchone()
-            return row[0] > 0
-
-        wait_until(claim_is_blocked, timeout=30, what="the worker's claim of step 1 to wait")
+        wait_until(
+            lambda: waiting_on_a_lock("INSERT INTO agents_llmstep%"),
+            timeout=30,
+            what="the worker's claim of step 1 to wait",
+        )
         assert firing_state(firing_id).state == Firing.State.RUNNING  # prepare committed in that worker
         first.kill(signal.SIGKILL)
         first.process.wait(timeout=10)
