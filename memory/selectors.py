@@ -241,7 +241,7 @@ def _run(sql: str, params: list, model: str, *, hybrid: bool) -> list[tuple[Memo
             cursor.execute(
                 "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
                 "set_config('hnsw.ef_search', %s, true)",
-                [str(max(40, int(settings.MEMORY_RECALL_VECTOR_CANDIDATES)))],
+                [str(max(settings.MEMORY_RECALL_HNSW_EF_SEARCH, settings.MEMORY_RECALL_VECTOR_CANDIDATES))],
             )
         cursor.execute(sql, params)
         rows = cursor.fetchall()

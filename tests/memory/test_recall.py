@@ -82,3 +82,16 @@ def test_stop_word_query_finds_nothing_rather_than_failing(call):
     _remember(call, "the and of")
     result = call({"operation": "recall", "query": "the"})
     assert result["items"] == [] and result["search"] == "fts"
+
+
+def test_the_hnsw_walk_uses_the_configured_width(call, concept_embedder, settings):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    for item_id in [_remember(call, f"flight to city {n} booked") for n in range(3)]:
+        embed_item(item_id)
+    settings.MEMORY_RECALL_HNSW_EF_SEARCH = 123
+    with CaptureQueriesContext(connection) as queries:
+        result = call({"operation": "recall", "query": "flight"})
+    assert result["search"] == "hybrid" and len(result["items"]) == 3
+    assert any("set_config('hnsw.ef_search', '123', true)" in q["sql"] for q in queries.captured_queries)
