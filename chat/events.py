@@ -45,23 +45,36 @@ def _text_key(run_id: int) -> str:
 
 
 def reset_run_stream(run_id: int) -> None:
-    """A new run starts its counter at zero (ids of a recreated test database repeat). Called before the run's
-    admission commits, so no event of the run can have been counted yet; harmless if the admission rolls back."""
+    """A new run starts its counter at zero (ids of a recreated test database repeat) and an empty streamed text.
+    Called before the run's admission commits, so no event of the run can have been counted yet; harmless if the
+    admission rolls back (an empty key that expires)."""
     try:
-        _redis().delete(_seq_key(run_id), _text_key(run_id))
+        pipe = _redis().pipeline(transaction=True)
+        pipe.delete(_seq_key(run_id))
+        pipe.set(_text_key(run_id), b"", ex=settings.CHAT_RUN_STREAM_TTL_SECONDS)
+        pipe.execute()
     except redis.RedisError:
         logger.warning("run stream reset failed", extra={"run_id": run_id})
 
 
+# Counts the event and appends its text in one step. The text is appended only while the run's text key exists:
+# it is created empty when the run is admitted and deleted when the run ends, so a delta that arrives after the
+# end (another process's sender can still hold one) cannot bring the answer's text back into Redis.
+_NEXT_SEQ_SCRIPT = """
+local seq = redis.call('INCR', KEYS[1])
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+if ARGV[2] ~= '' and redis.call('EXISTS', KEYS[2]) == 1 then
+    redis.call('APPEND', KEYS[2], ARGV[2])
+    redis.call('EXPIRE', KEYS[2], ARGV[1])
+end
+return seq
+"""
+
+
 def _next_seq(run_id: int, append_text: str | None = None) -> int:
+    keys = [_seq_key(run_id), _text_key(run_id)]
     ttl = settings.CHAT_RUN_STREAM_TTL_SECONDS
-    pipe = _redis().pipeline(transaction=True)
-    pipe.incr(_seq_key(run_id))
-    pipe.expire(_seq_key(run_id), ttl)
-    if append_text:
-        pipe.append(_text_key(run_id), append_text.encode())
-        pipe.expire(_text_key(run_id), ttl)
-    return int(pipe.execute()[0])
+    return int(_redis().eval(_NEXT_SEQ_SCRIPT, 2, *keys, ttl, (append_text or "").encode()))
 
 
 def run_stream_state(run_id: int) -> tuple[int, str]:
@@ -126,8 +139,8 @@ def publish_chat_updated(*, workflow_id: int, revision: int, reason: str) -> Non
 def forget_run_stream(run_id: int) -> None:
     """Drop a run's streamed text (its reply is saved); the seq counter stays so late events keep counting.
 
-    It goes through the sender like the deltas: deleting from the caller's thread could run before a delta still
-    queued there, whose APPEND would then bring the text (content) back into Redis until its TTL."""
+    It goes through this process's sender, after the deltas queued there and before the run's end event; a delta
+    still on its way from another process finds no key and appends nothing (`_NEXT_SEQ_SCRIPT`)."""
 
     def build():
         try:

@@ -106,3 +106,23 @@ def test_a_chat_change_is_announced_without_content(owner, inline):
         socket.close()
     assert event["type"] == "chat.updated" and event["reason"] == "feedback"
     assert set(event) == {"type", "workflow_id", "revision", "reason", "hub_epoch"}
+
+
+def test_a_delta_that_arrives_after_the_run_ended_leaves_no_text_in_redis(settings):
+    # Another process's sender may still hold a delta when the run ends; its append must not recreate the text.
+    import redis
+
+    from chat import events
+
+    run_id = 9_000_001
+    events.reset_run_stream(run_id)
+    assert events.run_stream_state(run_id) == (0, "")
+    assert events._next_seq(run_id, "Hello ") == 1
+    assert events._next_seq(run_id, "world") == 2
+    assert events.run_stream_state(run_id) == (2, "Hello world")
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    client.delete(events._text_key(run_id))  # what forget_run_stream does, from the sender
+    assert events._next_seq(run_id, "late text") == 3  # still counted, so the socket sees no gap
+    assert not client.exists(events._text_key(run_id))
+    assert events.run_stream_state(run_id) == (3, "")
+    client.delete(events._seq_key(run_id))
