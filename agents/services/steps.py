@@ -571,6 +571,13 @@ def _delegate(firing: Firing, step: LlmStep, call: dict, binding: dict) -> ToolO
     task = (call.get("arguments") or {}).get("task") if isinstance(call.get("arguments"), dict) else None
     if not isinstance(task, str) or not task.strip():
         return ToolOutcome("Error: give your teammate a `task` (a non-empty string).", is_error=True)
+    if len(task) > settings.AGENT_MAX_PROMPT_CHARS:
+        # fire_agent would refuse it; refused inside persist it would roll the whole turn back, every retry alike.
+        return ToolOutcome(
+            f"Error: the task is {len(task):,} characters; a teammate takes at most "
+            f"{settings.AGENT_MAX_PROMPT_CHARS:,}. Shorten it (say what to do, not everything you know).",
+            is_error=True,
+        )
     if binding["node_id"] in firing.delegation_chain:
         return ToolOutcome(
             f"Error: `{binding['name']}` is already working on this request further up the chain; delegating to it "

@@ -136,7 +136,7 @@ def test_a_firing_after_a_crash_continues_from_the_repaired_list(owner):
     assert NOT_COMPLETED.split(":")[0] in stored[3]["blocks"][0]["content"]
 
 
-def test_a_firing_never_waits_for_its_workflow_row(owner):
+def test_a_firing_is_not_held_up_by_an_update_of_its_workflow_row(owner):
     # Steps lock their firing row only (lock order: a workflow row is never taken after a firing row). A write to
     # the workflow's row (an UPDATE takes FOR NO KEY UPDATE, which foreign-key inserts do not wait for) must not
     # stall its firings, nor may one firing's step hold up another's by locking the shared workflow row.

@@ -17,7 +17,7 @@ from agents.services.firings import fire_agent
 from agents.services.watchdog import watchdog_sweep
 from conversations.models import UsageRecord
 from conversations.store import conversation_key, load_conversation
-from tests.agents.factories import assistant_with
+from tests.agents.factories import agent_node, assistant_with, edge, started_workflow
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -244,3 +244,24 @@ def test_only_early_acknowledged_tasks_continue_in_process(owner, broker):
     tasks.execute_llm_step.run(firing_id, 2)  # early-acknowledged: step 2's persist runs right here
     assert broker == [("agent.execute_llm_step", (firing_id, 2))]
     assert Firing.objects.get(pk=firing_id).state == Firing.State.FINISHED
+
+
+def test_a_teammate_task_over_the_prompt_limit_is_an_error_the_model_sees(owner, broker, settings):
+    # fire_agent refuses such a prompt; refused inside persist it rolled the turn back on every retry, and the
+    # firing hung until its deadline. The model gets a tool error instead and the firing goes on.
+    nodes = [
+        {"id": "trigger", "type": "chatTrigger", "params": {}},
+        agent_node("lead", "Lead"),
+        agent_node("a", "Alice"),
+    ]
+    edges = [edge("trigger", "output-main", "lead", "input-main"), edge("a", "output-tool", "lead", "input-tools")]
+    workflow, generation, ids = started_workflow(owner, nodes, edges)
+    firing_id = str(fire_agent(workflow, generation, ids["lead"], "ask alice: " + "x" * 300))
+    settings.AGENT_MAX_PROMPT_CHARS = 200  # the lead's own prompt was admitted; its teammate task is too long
+    broker.clear()
+    run_as_task("agent.prepare_payload", firing_id)
+    firing = Firing.objects.get(pk=firing_id)
+    assert firing.state == Firing.State.FINISHED, (firing.state, firing.error_code, broker)
+    assert not Firing.objects.filter(parent_id=firing_id).exists()
+    (result,) = [b for m in firing.working_messages for b in m["blocks"] if b["type"] == "tool_result"]
+    assert result["is_error"] and "at most 200" in result["content"]
