@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Max
 
 from .models import TodoItem, Workflow
@@ -85,8 +85,12 @@ def _add(workflow: Workflow, node_id: str, arguments: dict) -> dict:
     limit = settings.WORKFLOW_TODOS_TEXT_MAX_CHARS
     if len(text) > limit:
         raise _ToolError("text_too_long", f"`text` is {len(text)} characters; at most {limit}. Shorten it.")
-    # Lock the workflow row so two concurrent adds cannot both pass the item cap or take the same order.
-    Workflow.objects.select_for_update().filter(pk=workflow.pk).first()
+    # Two concurrent adds to one list must not both pass the item cap or take the same order, so they queue on a
+    # transaction-scoped advisory lock of the list. Not on the workflow row: an agent's tool call runs under its
+    # firing's row lock, and the workflow row comes before firing rows in the lock order (a Reset holding the
+    # workflow and waiting for the firing would deadlock with it).
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [f"todos:{workflow.pk}:{node_id}"])
     items = TodoItem.objects.filter(workflow=workflow, node_id=node_id)
     if items.count() >= settings.WORKFLOW_TODOS_MAX_ITEMS:
         raise _ToolError(

@@ -98,3 +98,53 @@ def test_schema_and_spec_declare_the_tool():
     spec = get_node_spec("todos")
     assert spec.tool_name == "todos" and spec.tool_schema() == schema
     assert get_node_spec("simpleMemory").tool_schema()["name"] == "memory"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_adds_respect_the_cap_without_locking_the_workflow_row(create_workflow, settings):
+    # The tool runs under its firing's row lock, so it must not take the workflow row (lock order); adds to one list
+    # still queue, so two at once cannot both pass the cap.
+    import threading
+    import time
+
+    from django.db import connection, transaction
+
+    from workflows.models import TodoItem, Workflow
+
+    workflow = create_workflow(basic_graph(with_todos=True))
+    node_id = f"{workflow.pk}:todos:1"
+    settings.WORKFLOW_TODOS_MAX_ITEMS = 1
+    held, release, results = threading.Event(), threading.Event(), []
+
+    def update_the_workflow_row():  # what a workflow save holds: FOR NO KEY UPDATE
+        try:
+            with transaction.atomic():
+                Workflow.objects.select_for_update(no_key=True).get(pk=workflow.pk)
+                held.set()
+                release.wait(timeout=60)
+        finally:
+            connection.close()
+
+    def add(text):
+        try:
+            results.append(todos_tool(workflow=workflow, node_id=node_id, arguments={"operation": "add", "text": text}))
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=update_the_workflow_row)
+    holder.start()
+    assert held.wait(timeout=10)
+    adders = [threading.Thread(target=add, args=(f"item {n}",)) for n in range(2)]
+    for thread in adders:
+        thread.start()
+    deadline = time.monotonic() + 10
+    for thread in adders:
+        thread.join(timeout=max(0.0, deadline - time.monotonic()))
+    finished_while_held = not any(thread.is_alive() for thread in adders)
+    release.set()
+    holder.join()
+    for thread in adders:
+        thread.join()
+    assert finished_while_held
+    assert sorted(r["ok"] for r in results) == [False, True]
+    assert TodoItem.objects.filter(workflow=workflow, node_id=node_id).count() == 1
