@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import multiprocessing
 import threading
 import time
 from collections import deque
@@ -31,6 +32,21 @@ logger = logging.getLogger("agents.dispatch")
 
 _inline = threading.local()
 _chain = threading.local()
+
+# Set by the worker's main process when a shutdown begins (`celery.signals.worker_shutting_down`). It lives in shared
+# memory made at import, before the prefork pool forks, so the pool's children see it: a child busy with a firing
+# then hands that firing's next steps to the broker instead of running them, and a warm shutdown waits for one
+# step, not for whole firings (a stop grace that ran out would otherwise cut provider calls short).
+_stopping = multiprocessing.RawValue("b", 0)
+
+
+def worker_stopping() -> bool:
+    return bool(_stopping.value)
+
+
+def mark_worker_stopping(**_signal_kwargs) -> None:
+    _stopping.value = 1
+
 
 # Continuations whose Celery task retries on database errors: one that failed on one is handed to the broker, where
 # that retry policy applies. `agent.execute_llm_step` is never handed on (one attempt; the watchdog finds a firing
@@ -125,6 +141,9 @@ def running_steps():
         functions = _step_functions()
         while queue:
             name, args, firing = queue.popleft()
+            if worker_stopping():
+                _send(name, args)
+                continue
             try:
                 functions[name](*args, **({"committed": firing} if firing is not None else {}))
             except Exception as exc:

@@ -265,3 +265,25 @@ def test_a_teammate_task_over_the_prompt_limit_is_an_error_the_model_sees(owner,
     assert not Firing.objects.filter(parent_id=firing_id).exists()
     (result,) = [b for m in firing.working_messages for b in m["blocks"] if b["type"] == "tool_result"]
     assert result["is_error"] and "at most 200" in result["content"]
+
+
+def test_a_worker_that_is_shutting_down_hands_the_next_steps_to_the_broker(owner, broker, monkeypatch):
+    # A warm shutdown waits for the running step only; the firing's next steps go to another worker.
+    from celery.signals import worker_shutting_down
+
+    monkeypatch.setattr(dispatch._stopping, "value", 0)
+    worker_shutting_down.send(sender="test-worker", sig="SIGTERM", how="Warm", exitcode=0)
+    assert dispatch.worker_stopping()
+
+    workflow, generation, ids = assistant_with(owner)
+    firing_id = str(fire_agent(workflow, generation, ids["lead"], "hello"))
+    broker.clear()
+    run_as_task("agent.prepare_payload", firing_id)
+    assert broker == [("agent.execute_llm_step", (firing_id, 1))]
+    assert Firing.objects.get(pk=firing_id).state == Firing.State.RUNNING
+    assert not LlmStep.objects.filter(firing_id=firing_id).exists()
+
+    monkeypatch.setattr(dispatch._stopping, "value", 0)  # another worker takes it from the broker
+    name, args = broker.pop()
+    run_as_task(name, *args)
+    assert Firing.objects.get(pk=firing_id).state == Firing.State.FINISHED
