@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 
 import pytest
 
@@ -25,10 +26,12 @@ from tests.security.conftest import open_socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-API_KEY = "sk-canaryapikey0c41d7"
-REMEMBERED = "canaryremembered5e8b"  # the model remembers it: a tool argument and then a memory item's content
-RECALLED = "canarytoolresult91fa"  # a planted memory the model recalls: it comes back in a tool result
-SIGNATURE = "canarysignature3d72"  # a thinking block's signature in the stored conversation
+# New per test run: a Redis or a log kept from an earlier run (a reused data folder) cannot hold these.
+_RUN = secrets.token_hex(3)
+API_KEY = f"sk-canaryapikey{_RUN}"
+REMEMBERED = f"canaryremembered{_RUN}"  # the model remembers it: a tool argument and then a memory item's content
+RECALLED = f"canarytoolresult{_RUN}"  # a planted memory the model recalls: it comes back in a tool result
+SIGNATURE = f"canarysignature{_RUN}"  # a thinking block's signature in the stored conversation
 CANARIES = (API_KEY, REMEMBERED, RECALLED, SIGNATURE)
 METADATA_EVENTS = ("context.updated", "memory.updated")
 
