@@ -64,6 +64,19 @@ def _as_outcome(result: dict) -> ToolOutcome:
     return ToolOutcome(json.dumps(result, ensure_ascii=False, default=str), is_error=failed)
 
 
+def prepare_tool_calls(*, bindings: list[dict], message: dict) -> None:
+    """Work a turn's tool calls can do before the transaction that answers them (under the firing's row lock, where
+    no remote call may run): today, embedding the queries of `memory` recalls. Never raises."""
+    names = {b["name"] for b in bindings if b.get("node_type") == "simpleMemory" and not b.get("is_teammate")}
+    calls = [b for b in message.get("blocks", []) if b.get("type") == "tool_call" and b.get("name") in names]
+    if not calls:
+        return
+    from memory.query_vectors import prefetch_recall_query
+
+    for call in calls:
+        prefetch_recall_query(call.get("arguments"))
+
+
 def run_tool(*, firing, binding: dict, call: dict) -> ToolOutcome:
     """Run one non-teammate tool call inside a savepoint, so a failing tool cannot poison the turn's transaction."""
     arguments = call.get("arguments")

@@ -11,11 +11,12 @@ from django.db.models import IntegerField, OuterRef, Q, QuerySet, Subquery
 
 from . import clock
 from .cursors import decode_cursor, encode_cursor, listing_digest
-from .embedders import EmbedderError, embedding_text, get_embedder
+from .embedders import EmbedderError, get_embedder
 from .embedders.indexes import vector_cast
 from .errors import item_not_found
 from .models import FTS_CONFIG, MemoryEmbedding, MemoryItem, MemoryNamespace
 from .presenters import item_as_dict
+from .query_vectors import recall_query_vector
 from .validation import clean_filter_list, clean_id, clean_limit, clean_query
 
 logger = logging.getLogger(__name__)
@@ -161,7 +162,7 @@ def memory_items_recall(
     want_hybrid = embedder.enabled and (position is None or position["kind"] == "hybrid")
     if want_hybrid and (position is not None or _namespace_has_vectors(namespace, embedder.model)):
         try:
-            query_vector = embedder.embed([embedding_text(title="", content=query)])[0]
+            query_vector = recall_query_vector(embedder, query)
         except EmbedderError as exc:
             logger.warning("memory recall falls back to full-text search: %s", exc)
         except Exception:

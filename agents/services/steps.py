@@ -32,7 +32,7 @@ from agents.services.firings import (
     firing_mark_changed,
     firing_save_changes,
 )
-from agents.tools import ToolOutcome, run_tool, tool_definition, unknown_tool_outcome
+from agents.tools import ToolOutcome, prepare_tool_calls, run_tool, tool_definition, unknown_tool_outcome
 from agents.usage import record_llm_usage
 from agents.wiring import AgentNotFound, agent_wiring
 
@@ -323,6 +323,7 @@ def execute_llm_step(firing_id: str, iteration: int, *, committed: Firing | None
         # The watchdog declared this step ambiguous meanwhile; its record stands and the answer is dropped.
         logger.warning("late provider answer dropped", extra={"firing_id": firing_id, "step_id": step.pk})
         return
+    prepare_tool_calls(bindings=firing.tool_bindings, message=result.message)  # outside any transaction
     continue_step("agent.persist_turn", firing_id, iteration)
     logger.info(
         "llm step done",

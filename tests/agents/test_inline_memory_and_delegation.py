@@ -185,3 +185,32 @@ def test_a_summarizer_failure_between_tool_steps_ends_the_firing(owner, monkeypa
     assert firing.state == Firing.State.FAILED and firing.error_code == "compaction_failed"
     stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
     assert [m["role"] for m in stored][:3] == ["system", "user", "assistant"]  # the prior list is kept
+
+
+def test_a_recall_query_is_embedded_before_the_turns_transaction(owner, settings, monkeypatch):
+    # Tool calls are answered under the firing's row lock; an embedder may be a remote API, so the recall query is
+    # embedded as soon as the answer is saved, outside any transaction, and the recall takes that vector.
+    from django.db import connection
+
+    from memory.models import MemoryItem
+    from memory.tasks import embed_item
+    from tests.memory.embedders import ConceptEmbedder
+
+    settings.MEMORY_EMBEDDER = "tests.memory.embedders:ConceptEmbedder"
+    workflow, generation, ids = assistant_with(owner, memory=True)
+    fire_agent(workflow, generation, ids["lead"], "remember: my favourite drink is espresso")
+    for item_id in MemoryItem.objects.values_list("pk", flat=True):
+        assert embed_item(item_id) == "ready"
+    embedded = []
+    real_embed = ConceptEmbedder.embed
+
+    def watched_embed(self, texts):
+        embedded.append((list(texts), connection.in_atomic_block))
+        return real_embed(self, texts)
+
+    monkeypatch.setattr(ConceptEmbedder, "embed", watched_embed)
+    firing = Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "recall: coffee"))
+    assert firing.state == Firing.State.FINISHED, firing.error_message
+    recalled = _results(load_conversation(conversation_key(workflow.pk, generation, ids["lead"])))[-1]
+    assert '"search": "hybrid"' in recalled["content"] and "espresso" in recalled["content"]
+    assert embedded == [(["coffee"], False)]  # once, and outside every transaction

@@ -1,0 +1,40 @@
+"""Recall query vectors embedded ahead of the transaction that uses them (memory/query_vectors.py)."""
+
+from memory.query_vectors import prefetch_recall_query, recall_query_vector
+from tests.memory.embedders import ConceptEmbedder
+
+
+class CountingEmbedder(ConceptEmbedder):
+    model = "test:counting"
+
+    def __init__(self):
+        self.texts = []
+
+    def embed(self, texts):
+        self.texts += texts
+        return super().embed(texts)
+
+
+def test_a_prefetched_query_vector_is_used_once(settings, monkeypatch):
+    embedder = CountingEmbedder()
+    monkeypatch.setattr("memory.query_vectors.get_embedder", lambda: embedder)
+    prefetch_recall_query({"operation": "recall", "query": "  morning tea  "})
+    assert embedder.texts == ["morning tea"]  # cleaned as the recall cleans it
+    assert recall_query_vector(embedder, "morning tea") == ConceptEmbedder().embed(["morning tea"])[0]
+    assert embedder.texts == ["morning tea"]  # taken from the prefetch, not embedded again
+    recall_query_vector(embedder, "morning tea")
+    assert embedder.texts == ["morning tea", "morning tea"]  # used once: the next recall embeds
+
+
+def test_prefetch_ignores_what_is_not_a_valid_recall_and_never_raises(monkeypatch):
+    embedder = CountingEmbedder()
+    monkeypatch.setattr("memory.query_vectors.get_embedder", lambda: embedder)
+    for arguments in (None, "recall", {"operation": "remember", "content": "x"}, {"operation": "recall"}):
+        prefetch_recall_query(arguments)
+    assert embedder.texts == []
+
+    def failing(texts):
+        raise RuntimeError("embedder down")
+
+    embedder.embed = failing
+    prefetch_recall_query({"operation": "recall", "query": "tea"})  # the recall itself will fall back to FTS
