@@ -333,6 +333,56 @@ def _check_list(messages) -> None:
         raise ConversationInvalid(message="messages must be a list of MessageWire dicts")
 
 
+@dataclass(frozen=True)
+class _NewRows:
+    """What a save writes for `messages[start:]`: each message with its `ts` stamped, as stored JSON, its hash and
+    the chain continuing from the prefix's digest. Built before any write, so a message that cannot be stored
+    fails the save before it changes anything."""
+
+    start: int
+    roles: list[str]
+    texts: list[str]
+    hashes: list[bytes]
+    chains: list[bytes]
+    sizes: list[int]
+    previous: bytes
+
+    @classmethod
+    def after(cls, messages: list[dict], start: int, previous: bytes) -> _NewRows:
+        now = timezone.now().isoformat()
+        suffix = [m if m.get("ts") else {**m, "ts": now} for m in messages[start:]]
+        try:
+            texts = [stored_json(m) for m in suffix]
+        except (TypeError, ValueError) as exc:
+            raise ConversationInvalid(message=f"A message is not JSON-serializable: {exc}") from exc
+        hashes = [message_hash(m) for m in suffix]
+        return cls(
+            start,
+            [m.get("role", "") for m in suffix],
+            texts,
+            hashes,
+            chain_of(hashes, previous),
+            [len(text.encode()) for text in texts],
+            previous,
+        )
+
+    @property
+    def digest(self) -> str:
+        return (self.chains[-1] if self.chains else self.previous).hex()
+
+    @property
+    def size(self) -> int:
+        return sum(self.sizes)
+
+    def values(self, i: int) -> list:
+        """(position, role, data, hash, chain, size_bytes) of the i-th new row."""
+        return [self.start + i, self.roles[i], self.texts[i], self.hashes[i], self.chains[i], self.sizes[i]]
+
+    def parsed(self) -> list[dict]:
+        """The new messages as this process's copy keeps them: parsed back from what was stored."""
+        return [json.loads(text) for text in self.texts]
+
+
 def _write_locked(key: ConversationKey, header: tuple, messages: list[dict], *, reason: str) -> SaveResult:
     conversation_id, version, stored_count, stored_size, stored_digest = header
     copy = _copies.get(key)
@@ -349,25 +399,9 @@ def _write_locked(key: ConversationKey, header: tuple, messages: list[dict], *, 
         # Nothing changed: no write, no version bump, no event (an idempotent replay announces nothing).
         return SaveResult(key, False, stored_count, kept, 0, 0, version, stored_digest)
     _validate_suffix(messages, kept)
-
-    now = timezone.now().isoformat()
-    suffix = [m if m.get("ts") else {**m, "ts": now} for m in messages[kept:]]
-    try:
-        texts = [stored_json(m) for m in suffix]
-    except (TypeError, ValueError) as exc:
-        raise ConversationInvalid(message=f"A message is not JSON-serializable: {exc}") from exc
     removed = stored_count - kept
 
     with connection.cursor() as cursor:
-        removed_size = 0
-        if removed:
-            cursor.execute(
-                f"WITH gone AS (DELETE FROM {_ROWS} WHERE conversation_id = %s AND position >= %s "
-                "RETURNING size_bytes) "
-                "SELECT coalesce(sum(size_bytes), 0) FROM gone",
-                [conversation_id, kept],
-            )
-            removed_size = cursor.fetchone()[0]
         if kept == stored_count:
             previous = bytes.fromhex(stored_digest)
         elif kept == 0:
@@ -377,37 +411,35 @@ def _write_locked(key: ConversationKey, header: tuple, messages: list[dict], *, 
                 f"SELECT chain FROM {_ROWS} WHERE conversation_id = %s AND position = %s", [conversation_id, kept - 1]
             )
             previous = bytes(cursor.fetchone()[0])
-        hashes = [message_hash(m) for m in suffix]
-        chains = chain_of(hashes, previous)
-        sizes = [len(text.encode()) for text in texts]
-        count = kept + len(suffix)
-        digest = (chains[-1] if chains else previous).hex()
+        rows = _NewRows.after(messages, kept, previous)  # raises before anything is written
+        removed_size = 0
+        if removed:
+            cursor.execute(
+                f"WITH gone AS (DELETE FROM {_ROWS} WHERE conversation_id = %s AND position >= %s "
+                "RETURNING size_bytes) "
+                "SELECT coalesce(sum(size_bytes), 0) FROM gone",
+                [conversation_id, kept],
+            )
+            removed_size = cursor.fetchone()[0]
+        count, digest, size = len(messages), rows.digest, stored_size - removed_size + rows.size
         header_update = (
             f"UPDATE {_HEADER} SET message_count = %s, size_bytes = %s, version = version + 1, digest = %s, "
             "updated_at = now() WHERE id = %s"
         )
-        header_params = [count, stored_size - removed_size + sum(sizes), digest, conversation_id]
-        starts = list(range(0, len(suffix), _INSERT_CHUNK))
+        header_params = [count, size, digest, conversation_id]
+        starts = list(range(0, len(rows.texts), _INSERT_CHUNK))
         if not starts:
             cursor.execute(header_update, header_params)
-        for start in starts:
-            chunk = range(start, min(start + _INSERT_CHUNK, len(suffix)))
+        for first in starts:
+            chunk = range(first, min(first + _INSERT_CHUNK, len(rows.texts)))
             values = ", ".join(["(%s, %s, %s, %s::json, %s, %s, %s)"] * len(chunk))
             params: list = []
             for i in chunk:
-                params += [
-                    conversation_id,
-                    kept + i,
-                    suffix[i].get("role", ""),
-                    texts[i],
-                    hashes[i],
-                    chains[i],
-                    sizes[i],
-                ]
+                params += [conversation_id, *rows.values(i)]
             insert = (
                 f"INSERT INTO {_ROWS} (conversation_id, position, role, data, hash, chain, size_bytes) VALUES {values}"
             )
-            if start == starts[-1]:
+            if first == starts[-1]:
                 # The last insert and the header update travel as one statement: one round trip fewer per turn.
                 cursor.execute(f"WITH inserted AS ({insert}) {header_update}", params + header_params)
             else:
@@ -415,13 +447,7 @@ def _write_locked(key: ConversationKey, header: tuple, messages: list[dict], *, 
     new_version = version + 1
 
     if copy is not None:
-        entry = _Copy(
-            conversation_id,
-            new_version,
-            copy.messages[:kept] + [json.loads(t) for t in texts],
-            stored_size - removed_size + sum(sizes),
-            digest,
-        )
+        entry = _Copy(conversation_id, new_version, copy.messages[:kept] + rows.parsed(), size, digest)
         # Only a committed state may be trusted as "what is stored".
         transaction.on_commit(lambda: _copies.put(key, entry))
     else:
@@ -429,18 +455,43 @@ def _write_locked(key: ConversationKey, header: tuple, messages: list[dict], *, 
     announce_change_on_commit(
         ConversationChange(key.workflow_id, key.generation, key.agent_node_id, count, new_version, reason)
     )
-    return SaveResult(key, True, count, kept, len(suffix), removed, new_version, digest)
+    return SaveResult(key, True, count, kept, len(rows.texts), removed, new_version, digest)
+
+
+def _append_where(key: ConversationKey, rows: _NewRows, claim: str, claim_params: list, *, version: int) -> bool:
+    """Append `rows` in one statement: the header update takes the header's row lock and the rows are inserted
+    only when `claim` (a condition on the header that pins its `version`) held, so it is exactly the locked save
+    without a transaction's round trips. False when the claim failed (the caller then takes the lock)."""
+    values = "(%s::integer, %s::varchar, %s::json, %s::bytea, %s::bytea, %s::integer)"
+    params: list = [rows.start + len(rows.texts), rows.size, rows.digest, *claim_params]
+    for i in range(len(rows.texts)):
+        params += rows.values(i)
+    sql = (
+        f"WITH claimed AS (UPDATE {_HEADER} SET message_count = %s, size_bytes = size_bytes + %s, "
+        f"version = version + 1, digest = %s, updated_at = now() WHERE {claim} RETURNING id) "
+        f"INSERT INTO {_ROWS} (conversation_id, position, role, data, hash, chain, size_bytes) "
+        "SELECT claimed.id, v.* FROM claimed, "
+        f"(VALUES {', '.join([values] * len(rows.texts))}) AS v(position, role, data, hash, chain, size_bytes)"
+    )
+    # Inside a caller's transaction a savepoint keeps it usable if the statement fails; in autocommit the
+    # statement is its own transaction.
+    with transaction.atomic() if connection.in_atomic_block else nullcontext(), connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        inserted = cursor.rowcount
+    if inserted != len(rows.texts):
+        return False
+    count = rows.start + len(rows.texts)
+    announce_change_on_commit(
+        ConversationChange(key.workflow_id, key.generation, key.agent_node_id, count, version, "save")
+    )
+    return True
 
 
 def _append_in_one_statement(
     key: ConversationKey, messages: list[dict], expected_version: int | None
 ) -> SaveResult | None:
-    """The common case — this process holds the verified copy and the caller appended a turn — as one statement.
-
-    The header update is conditional on the copy's version and takes the header's row lock, and the rows are
-    inserted only when it matched, so the statement is exactly the locked save, without the round trips of a
-    transaction. Returns None when the case does not apply or the header moved on; the caller then takes the lock.
-    """
+    """The common case — this process holds the verified copy and the caller appended a turn — as one statement
+    conditional on the copy's version. None when the case does not apply or the header moved on."""
     copy = _copies.get(key)
     if copy is None or (expected_version is not None and expected_version != copy.version):
         return None
@@ -449,48 +500,14 @@ def _append_in_one_statement(
     if added <= 0 or added > _INSERT_CHUNK or _common_prefix(messages, copy.messages, stored_count) != stored_count:
         return None
     _validate_suffix(messages, stored_count)
-    now = timezone.now().isoformat()
-    suffix = [m if m.get("ts") else {**m, "ts": now} for m in messages[stored_count:]]
-    try:
-        texts = [stored_json(m) for m in suffix]
-    except (TypeError, ValueError) as exc:
-        raise ConversationInvalid(message=f"A message is not JSON-serializable: {exc}") from exc
-    hashes = [message_hash(m) for m in suffix]
-    chains = chain_of(hashes, bytes.fromhex(copy.digest))
-    sizes = [len(text.encode()) for text in texts]
-    count, digest, size = len(messages), chains[-1].hex(), copy.size_bytes + sum(sizes)
-    row = "(%s::bigint, %s::integer, %s::varchar, %s::json, %s::bytea, %s::bytea, %s::integer)"
-    params: list = [count, size, digest, copy.conversation_id, copy.version]
-    for i, message in enumerate(suffix):
-        params += [
-            copy.conversation_id,
-            stored_count + i,
-            message.get("role", ""),
-            texts[i],
-            hashes[i],
-            chains[i],
-            sizes[i],
-        ]
-    sql = (
-        f"WITH claimed AS (UPDATE {_HEADER} SET message_count = %s, size_bytes = %s, version = version + 1, "
-        "digest = %s, updated_at = now() WHERE id = %s AND version = %s RETURNING id) "
-        f"INSERT INTO {_ROWS} (conversation_id, position, role, data, hash, chain, size_bytes) "
-        f"SELECT * FROM (VALUES {', '.join([row] * len(suffix))}) AS v WHERE EXISTS (SELECT 1 FROM claimed)"
-    )
-    # Inside a caller's transaction a savepoint keeps it usable if the statement fails; in autocommit the
-    # statement is its own transaction.
-    with transaction.atomic() if connection.in_atomic_block else nullcontext(), connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        inserted = cursor.rowcount
-    if inserted != len(suffix):
+    rows = _NewRows.after(messages, stored_count, bytes.fromhex(copy.digest))
+    version = copy.version + 1
+    if not _append_where(key, rows, "id = %s AND version = %s", [copy.conversation_id, copy.version], version=version):
         return None
-    new_version = copy.version + 1
-    entry = _Copy(copy.conversation_id, new_version, copy.messages + [json.loads(t) for t in texts], size, digest)
+    size = copy.size_bytes + rows.size
+    entry = _Copy(copy.conversation_id, version, copy.messages + rows.parsed(), size, rows.digest)
     transaction.on_commit(lambda: _copies.put(key, entry))
-    announce_change_on_commit(
-        ConversationChange(key.workflow_id, key.generation, key.agent_node_id, count, new_version, "save")
-    )
-    return SaveResult(key, True, count, stored_count, len(suffix), 0, new_version, digest)
+    return SaveResult(key, True, len(messages), stored_count, added, 0, version, rows.digest)
 
 
 @dataclass(frozen=True)
@@ -521,41 +538,15 @@ def _append_after_known_prefix(key: ConversationKey, messages: list[dict], prefi
     if prefix.length <= 0 or added <= 0 or added > _INSERT_CHUNK:
         return None
     _validate_suffix(messages, prefix.length)
-    now = timezone.now().isoformat()
-    suffix = [m if m.get("ts") else {**m, "ts": now} for m in messages[prefix.length :]]
-    try:
-        texts = [stored_json(m) for m in suffix]
-    except (TypeError, ValueError) as exc:
-        raise ConversationInvalid(message=f"A message is not JSON-serializable: {exc}") from exc
-    hashes = [message_hash(m) for m in suffix]
-    chains = chain_of(hashes, bytes.fromhex(prefix.digest))
-    count, digest = len(messages), chains[-1].hex()
-    row = "(%s::integer, %s::varchar, %s::json, %s::bytea, %s::bytea, %s::integer)"
-    params: list = [
-        count, sum(len(t.encode()) for t in texts), digest,
-        key.workflow_id, key.generation, key.agent_node_id, prefix.version, prefix.digest, prefix.length,
-    ]  # fmt: skip
-    for i, message in enumerate(suffix):
-        params += [prefix.length + i, message.get("role", ""), texts[i], hashes[i], chains[i], len(texts[i].encode())]
-    sql = (
-        f"WITH claimed AS (UPDATE {_HEADER} SET message_count = %s, size_bytes = size_bytes + %s, "
-        "version = version + 1, digest = %s, updated_at = now() WHERE workflow_id = %s AND generation = %s "
-        "AND agent_node_id = %s AND version = %s AND digest = %s AND message_count = %s RETURNING id) "
-        f"INSERT INTO {_ROWS} (conversation_id, position, role, data, hash, chain, size_bytes) "
-        "SELECT claimed.id, v.* FROM claimed, "
-        f"(VALUES {', '.join([row] * len(suffix))}) AS v(position, role, data, hash, chain, size_bytes)"
-    )
-    with transaction.atomic() if connection.in_atomic_block else nullcontext(), connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        inserted = cursor.rowcount
-    if inserted != len(suffix):
+    rows = _NewRows.after(messages, prefix.length, bytes.fromhex(prefix.digest))
+    claim = "workflow_id = %s AND generation = %s AND agent_node_id = %s AND version = %s AND digest = %s "
+    claim += "AND message_count = %s"
+    claim_params = [key.workflow_id, key.generation, key.agent_node_id, prefix.version, prefix.digest, prefix.length]
+    version = prefix.version + 1
+    if not _append_where(key, rows, claim, claim_params, version=version):
         return None
-    new_version = prefix.version + 1
     _copies.drop(key)  # a copy this process may hold is now behind
-    announce_change_on_commit(
-        ConversationChange(key.workflow_id, key.generation, key.agent_node_id, count, new_version, "save")
-    )
-    return SaveResult(key, True, count, prefix.length, len(suffix), 0, new_version, digest)
+    return SaveResult(key, True, len(messages), prefix.length, added, 0, version, rows.digest)
 
 
 def save_conversation(
