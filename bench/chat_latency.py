@@ -30,6 +30,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "opencompany.settings.base")
 os.environ.setdefault("LOG_LEVEL", "WARNING")
 
 import django  # noqa: E402
+from figures import percentile  # noqa: E402  (bench/, the script's own folder)
 
 django.setup()
 
@@ -41,11 +42,6 @@ from rest_framework.authtoken.models import Token  # noqa: E402
 from websockets.sync.client import connect  # noqa: E402
 
 from workflows.services import workflow_create, workflow_delete, workflow_start  # noqa: E402
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))]
 
 
 def free_port() -> int:

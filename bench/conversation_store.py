@@ -32,6 +32,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from figures import percentile  # noqa: E402  (bench/, the script's own folder)
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "opencompany.settings.test")
 
 
@@ -72,11 +75,6 @@ def make_turn(rng: random.Random, index: int) -> list[dict]:
         },
         {"role": "assistant", "blocks": [{"type": "text", "text": _text(rng, 400)}], "usage": {"input_tokens": 1500}},
     ]
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
 def main() -> int:
@@ -196,16 +194,20 @@ def main() -> int:
                 stored_bytes = cursor.fetchone()[0]
             results[size] = statistics.median(t["warm"])
             print(
-                f"{size:>8} | {pct(t['warm'], 0.5):>8.2f} {pct(t['warm'], 0.95):>6.2f} {pct(t['cpu'], 0.5):>7.2f} | "
-                f"{pct(t['event'], 0.5):>10.2f} {pct(t['event'], 0.95):>6.2f} | "
-                f"{pct(t['cold'], 0.5):>8.2f} {pct(t['cold'], 0.95):>6.2f} | "
-                f"{pct(t['load'], 0.5):>8.2f} {pct(t['load'], 0.95):>6.2f} | "
+                f"{size:>8} | {percentile(t['warm'], 0.5):>8.2f} {percentile(t['warm'], 0.95):>6.2f} "
+                f"{percentile(t['cpu'], 0.5):>7.2f} | "
+                f"{percentile(t['event'], 0.5):>10.2f} {percentile(t['event'], 0.95):>6.2f} | "
+                f"{percentile(t['cold'], 0.5):>8.2f} {percentile(t['cold'], 0.95):>6.2f} | "
+                f"{percentile(t['load'], 0.5):>8.2f} {percentile(t['load'], 0.95):>6.2f} | "
                 f"{stored_bytes:,} / {own:,} ({stored_bytes / max(own, 1):.2f}x)"
             )
         known = {size: timings[size]["known"] for size in sizes}
         print(
             "append after a known prefix, no process copy (what agent.persist_turn does): "
-            + "  ".join(f"{size}: p50 {pct(known[size], 0.5):.2f} p95 {pct(known[size], 0.95):.2f}" for size in sizes)
+            + "  ".join(
+                f"{size}: p50 {percentile(known[size], 0.5):.2f} p95 {percentile(known[size], 0.95):.2f}"
+                for size in sizes
+            )
         )
         cpu = {size: statistics.median(timings[size]["cpu"]) for size in sizes}
         print(f"client CPU of a verified appended save at 1,000 / at 100: {cpu[1000] / cpu[100]:.2f}x")

@@ -36,6 +36,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "opencompany.settings.base")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import django  # noqa: E402
+from figures import percentile  # noqa: E402  (bench/, the script's own folder)
 
 django.setup()
 
@@ -164,11 +165,6 @@ KEYWORD_QUERIES = [
     "{person} out",
     "{team} budget approved",
 ]
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
 def fill(rng: random.Random, template: str) -> str:

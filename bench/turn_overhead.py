@@ -38,6 +38,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "opencompany.settings.base")
 os.environ.setdefault("LOG_LEVEL", "WARNING")
 
 import django  # noqa: E402
+from figures import percentile  # noqa: E402  (bench/, the script's own folder)
 
 django.setup()
 
@@ -47,12 +48,6 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from agents.models import Firing  # noqa: E402
 from agents.services.firings import fire_agent  # noqa: E402
 from workflows.services import workflow_create, workflow_start  # noqa: E402
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(fraction * (len(ordered) - 1))))
-    return ordered[index]
 
 
 def make_workflow(owner, index: int):
