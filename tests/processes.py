@@ -80,6 +80,20 @@ class ManagedProcess:
         self._log.close()
 
 
+def celery_worker_args(
+    name: str, *, concurrency: int = 2, queues: str = "agent,housekeeping", beat_schedule: Path | None = None
+) -> list[str]:
+    args = [sys.executable, "-m", "celery", "-A", "opencompany", "worker", "-Q", queues, "-c", str(concurrency)]
+    args += ["-n", f"{name}@%h", "--loglevel", "INFO", "--without-mingle", "--without-gossip"]
+    if beat_schedule is not None:
+        args += ["-B", "-s", str(beat_schedule)]
+    return args
+
+
+def web_server_args(port: int) -> list[str]:
+    return [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "opencompany.asgi:application"]
+
+
 def start_celery_worker(
     tmp_path: Path,
     *,
@@ -89,26 +103,8 @@ def start_celery_worker(
     beat: bool = False,
     **env,
 ) -> ManagedProcess:
-    args = [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "opencompany",
-        "worker",
-        "-Q",
-        queues,
-        "-c",
-        str(concurrency),
-        "-n",
-        f"{name}@%h",
-        "--loglevel",
-        "INFO",
-        "--without-mingle",
-        "--without-gossip",
-    ]
-    if beat:
-        args += ["-B", "-s", str(tmp_path / f"beat-{name}")]
+    schedule = tmp_path / f"beat-{name}" if beat else None
+    args = celery_worker_args(name, concurrency=concurrency, queues=queues, beat_schedule=schedule)
     process = ManagedProcess(args, child_env(**env), tmp_path / f"worker-{name}.log")
     wait_for_log(process, "ready.", timeout=60)
     return process
@@ -116,8 +112,7 @@ def start_celery_worker(
 
 def start_web_server(tmp_path: Path, *, name: str = "web1", **env) -> tuple[ManagedProcess, str]:
     port = free_port()
-    args = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "opencompany.asgi:application"]
-    process = ManagedProcess(args, child_env(**env), tmp_path / f"{name}.log")
+    process = ManagedProcess(web_server_args(port), child_env(**env), tmp_path / f"{name}.log")
     wait_for_port(port, process, timeout=60)
     return process, f"http://127.0.0.1:{port}"
 

@@ -21,9 +21,15 @@ from pathlib import Path
 
 from websockets.sync.client import connect as ws_connect
 
-from tests.processes import REPO_ROOT, ManagedProcess, free_port, wait_for_log, wait_for_port
-
-SERVICES_CODE = "from opencompany import embedded as e; print(e.ensure_postgres()); print(e.ensure_redis())"
+from tests.processes import (
+    REPO_ROOT,
+    ManagedProcess,
+    celery_worker_args,
+    free_port,
+    wait_for_log,
+    wait_for_port,
+    web_server_args,
+)
 
 
 class Cluster:
@@ -59,104 +65,48 @@ class Cluster:
         )
 
     # --- services -----------------------------------------------------------------------------
-    def _services(self, action: str) -> tuple[str, str]:
-        code = SERVICES_CODE if action == "start" else "from opencompany import embedded as e; e.stop_all()"
+    def _services_python(self, code: str, *, timeout: float) -> str:
+        """Run `code` against the cluster's own embedded services (not the app's environment); its stdout."""
         env = {**self._base_env, "OPENCOMPANY_DATA_DIR": str(self.services_dir), "OPENCOMPANY_QUIET_EMBEDDED": "1"}
-        done = subprocess.run(
-            [sys.executable, "-c", code], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=180
-        )
-        assert done.returncode == 0, f"embedded services {action} failed:\n{done.stderr[-3000:]}"
-        out = done.stdout.split()
-        return (out[-2], out[-1]) if action == "start" else ("", "")
+        done = _run([sys.executable, "-c", f"from opencompany import embedded as e; {code}"], env, timeout, check=False)
+        assert done.returncode == 0, f"embedded services: {code} failed:\n{done.stderr[-3000:]}"
+        return done.stdout
+
+    def _services(self, action: str) -> tuple[str, str]:
+        if action != "start":
+            self._services_python("e.stop_all()", timeout=180)
+            return "", ""
+        out = self._services_python("print(e.ensure_postgres()); print(e.ensure_redis())", timeout=180).split()
+        return out[-2], out[-1]
 
     def restart_redis(self, *, down_seconds: float = 1.0) -> None:
-        env = {**self._base_env, "OPENCOMPANY_DATA_DIR": str(self.services_dir), "OPENCOMPANY_QUIET_EMBEDDED": "1"}
-        subprocess.run(
-            [sys.executable, "-c", "from opencompany import embedded as e; e.stop_redis()"],
-            cwd=REPO_ROOT,
-            env=env,
-            check=True,
-            timeout=60,
-        )
+        self._services_python("e.stop_redis()", timeout=60)
         time.sleep(down_seconds)
-        url = subprocess.run(
-            [sys.executable, "-c", "from opencompany import embedded as e; print(e.ensure_redis())"],
-            cwd=REPO_ROOT,
-            env=env,
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        ).stdout.split()[-1]
+        url = self._services_python("print(e.ensure_redis())", timeout=60).split()[-1]
         assert url == self.redis_url, "Redis came back on another port"
 
     def restart_postgres(self) -> None:
-        env = {**self._base_env, "OPENCOMPANY_DATA_DIR": str(self.services_dir), "OPENCOMPANY_QUIET_EMBEDDED": "1"}
-        code = "from opencompany import embedded as e; e.stop_postgres(); print(e.ensure_postgres())"
-        url = subprocess.run(
-            [sys.executable, "-c", code],
-            cwd=REPO_ROOT,
-            env=env,
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        ).stdout.split()[-1]
+        url = self._services_python("e.stop_postgres(); print(e.ensure_postgres())", timeout=120).split()[-1]
         assert url == self.database_url, "PostgreSQL came back on another port"
 
     # --- processes ----------------------------------------------------------------------------
     def _python(self, code: str) -> str:
-        return subprocess.run(
-            [sys.executable, "-c", code],
-            cwd=REPO_ROOT,
-            env=self.env,
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        ).stdout
+        return _run([sys.executable, "-c", code], self.env, 180).stdout
 
     def _manage(self, *args: str) -> str:
-        return subprocess.run(
-            [sys.executable, "manage.py", *args],
-            cwd=REPO_ROOT,
-            env=self.env,
-            check=True,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        ).stdout
+        return _run([sys.executable, "manage.py", *args], self.env, 300).stdout
 
     def start_web(self, name: str) -> str:
         port = free_port()
-        args = [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "opencompany.asgi:application"]
-        process = ManagedProcess(args, self.env, self.root / f"{name}.log")
+        process = ManagedProcess(web_server_args(port), self.env, self.root / f"{name}.log")
         wait_for_port(port, process, timeout=60)
         self.processes[name] = process
         self.web_urls[name] = f"http://127.0.0.1:{port}"
         return self.web_urls[name]
 
     def start_worker(self, name: str, *, beat: bool = False, concurrency: int = 2) -> ManagedProcess:
-        args = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "opencompany",
-            "worker",
-            "-Q",
-            "agent,housekeeping",
-            "-c",
-            str(concurrency),
-            "-n",
-            f"{name}@%h",
-            "--loglevel",
-            "INFO",
-            "--without-mingle",
-            "--without-gossip",
-        ]
-        if beat:
-            args += ["-B", "-s", str(self.root / f"beat-{name}")]
+        schedule = self.root / f"beat-{name}" if beat else None
+        args = celery_worker_args(name, concurrency=concurrency, beat_schedule=schedule)
         process = ManagedProcess(args, self.env, self.root / f"{name}.log")
         wait_for_log(process, "ready.", timeout=90)
         self.processes[name] = process
@@ -197,6 +147,10 @@ class Cluster:
     def socket(self, web: str, cookie: str):
         url = self.web_urls[web].replace("http://", "ws://") + f"/ws/workflows/{self.workflow_id}/"
         return ws_connect(url, additional_headers={"Cookie": cookie, "Origin": "http://localhost"}, open_timeout=20)
+
+
+def _run(args: list[str], env: dict, timeout: float, *, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run(args, cwd=REPO_ROOT, env=env, check=check, capture_output=True, text=True, timeout=timeout)
 
 
 def collect_until(socket, predicate, *, timeout: float) -> list[dict]:
