@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from workflows.graph.wiring import edge_kind, nodes_by_id
+from workflows.nodes import KIND_CONTEXT, KIND_TOOL
 from workflows.nodes.registry import IS_AGENT, IS_CONTEXT_PANEL, get_node_spec
 
 
@@ -37,12 +39,10 @@ class AgentWiring:
     tools: list[ToolBinding] = field(default_factory=list)
 
 
-def _nodes_by_id(graph: dict) -> dict[str, dict]:
-    return {n["id"]: n for n in graph.get("nodes", []) if isinstance(n, dict) and "id" in n}
-
-
 def agent_wiring(graph: dict, agent_node_id: str) -> AgentWiring:
-    nodes = _nodes_by_id(graph)
+    """The agent's Context and its tools in edge order (teammates included), as the runtime binds them. Edges are
+    read the way the workflows app reads them (`workflows.graph.edge_kind`)."""
+    nodes = nodes_by_id(graph)
     node = nodes.get(agent_node_id)
     spec = get_node_spec(node.get("type")) if node else None
     if node is None or spec is None or not spec.has(IS_AGENT):
@@ -53,36 +53,17 @@ def agent_wiring(graph: dict, agent_node_id: str) -> AgentWiring:
     for edge in graph.get("edges", []):
         if edge.get("target") != agent_node_id:
             continue
+        kind = edge_kind(edge, nodes)
         source = nodes.get(edge.get("source"))
         source_spec = get_node_spec(source.get("type")) if source else None
-        if source_spec is None:
+        if kind is None or source_spec is None:
             continue
-        handle = spec.input(edge.get("targetHandle", ""))
-        if handle is None:
-            continue
-        if handle.kind == "context" and source_spec.has(IS_CONTEXT_PANEL):
+        if kind == KIND_CONTEXT and source_spec.has(IS_CONTEXT_PANEL):
             context_node_id = source["id"]
-        elif handle.kind == "tool":
+        elif kind == KIND_TOOL:
             name = source_spec.tool_name_for(source)
             if not name or name in seen_names:
                 continue  # two tools with one name would be ambiguous to the model: the first wins
             seen_names.add(name)
             tools.append(ToolBinding(name, source["id"], source["type"], source_spec.has(IS_AGENT)))
     return AgentWiring(node=node, context_node_id=context_node_id, tools=tools)
-
-
-def trigger_agents(graph: dict) -> list[str]:
-    """Agent node ids a chat trigger feeds (`output-main -> input-main`)."""
-    from workflows.nodes.registry import IS_TRIGGER
-
-    nodes = _nodes_by_id(graph)
-    result = []
-    for edge in graph.get("edges", []):
-        source, target = nodes.get(edge.get("source")), nodes.get(edge.get("target"))
-        if not source or not target:
-            continue
-        source_spec, target_spec = get_node_spec(source.get("type")), get_node_spec(target.get("type"))
-        feeds_agent = source_spec and target_spec and source_spec.has(IS_TRIGGER) and target_spec.has(IS_AGENT)
-        if feeds_agent and edge.get("targetHandle") == "input-main" and target["id"] not in result:
-            result.append(target["id"])
-    return result

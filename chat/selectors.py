@@ -127,7 +127,8 @@ def chat_run_get(*, workflow, run_id) -> dict:
 
 def chat_panel_links(*, workflow) -> dict:
     """Where the page links: the Context panel, and the Memory panel of each memory node the answering agent uses."""
-    from agents.wiring import AgentNotFound, agent_wiring, trigger_agents
+    from agents.wiring import AgentNotFound, agent_wiring
+    from workflows.graph import trigger_agents
     from workflows.selectors import generation_graph
 
     links = {"context_url": f"/workflows/{workflow.pk}/context/", "memory": [], "agent_name": ""}

@@ -73,7 +73,7 @@ def answering_target(*, workflow) -> tuple[int, str]:
     """(live generation, answering agent node id). A workflow never started is started here: the first message
     of a fresh demo should just work. A stopped workflow is refused (starting it again would be a new
     generation, a fresh conversation, which the owner should choose on purpose)."""
-    from agents.wiring import trigger_agents
+    from workflows.graph import trigger_agents
     from workflows.models import Workflow, WorkflowGeneration
     from workflows.services import workflow_start
 

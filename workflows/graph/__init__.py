@@ -20,9 +20,10 @@ from .wiring import (
     agent_for_context,
     agent_nodes,
     agent_wiring,
-    answering_agent,
+    edge_kind,
     node_by_id,
     nodes_by_id,
+    trigger_agents,
 )
 
 __all__ = [
@@ -41,8 +42,8 @@ __all__ = [
     "agent_for_context",
     "agent_nodes",
     "agent_wiring",
-    "answering_agent",
     "edge_id",
+    "edge_kind",
     "errors_of",
     "graph_size_issues",
     "highest_numbers",
@@ -50,6 +51,7 @@ __all__ = [
     "is_canonical_id",
     "node_by_id",
     "nodes_by_id",
+    "trigger_agents",
     "normalize_workflow_graph",
     "validate_workflow_graph",
     "warnings_of",

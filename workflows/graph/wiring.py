@@ -41,7 +41,8 @@ def node_by_id(graph: dict, node_id: str) -> dict | None:
     return nodes_by_id(graph).get(node_id)
 
 
-def _edge_kind(edge: dict, by_id: dict) -> str | None:
+def edge_kind(edge: dict, by_id: dict) -> str | None:
+    """The kind (main, context, tool) an edge carries, or None when its ends or handles do not match."""
     source, target = by_id.get(edge.get("source")), by_id.get(edge.get("target"))
     if source is None or target is None:
         return None
@@ -63,7 +64,7 @@ def agent_wiring(graph: dict, agent_node_id: str) -> AgentWiring:
     for edge in graph.get("edges", []):
         if edge.get("target") != agent_node_id:
             continue
-        kind = _edge_kind(edge, by_id)
+        kind = edge_kind(edge, by_id)
         source = by_id.get(edge.get("source"))
         if kind is None or source is None:
             continue
@@ -83,25 +84,25 @@ def agent_wiring(graph: dict, agent_node_id: str) -> AgentWiring:
     return AgentWiring(agent_node_id, context_node_id, tools, teammates, trigger)
 
 
-def answering_agent(graph: dict) -> str | None:
-    """The agent the chat trigger feeds, or None when nothing is wired to answer."""
+def trigger_agents(graph: dict) -> list[str]:
+    """The agents a trigger feeds through a main edge (the one a chat trigger feeds answers the owner)."""
     by_id = nodes_by_id(graph)
+    agents: list[str] = []
     for edge in graph.get("edges", []):
-        source = by_id.get(edge.get("source"))
-        target = by_id.get(edge.get("target"))
-        if source is None or target is None or _edge_kind(edge, by_id) != KIND_MAIN:
+        source, target = by_id.get(edge.get("source")), by_id.get(edge.get("target"))
+        if source is None or target is None or edge_kind(edge, by_id) != KIND_MAIN:
             continue
         spec, target_spec = get_node_spec(source.get("type")), get_node_spec(target.get("type"))
-        if spec.has(IS_TRIGGER) and target_spec.has(IS_AGENT):
-            return target["id"]
-    return None
+        if spec.has(IS_TRIGGER) and target_spec.has(IS_AGENT) and target["id"] not in agents:
+            agents.append(target["id"])
+    return agents
 
 
 def agent_for_context(graph: dict, context_node_id: str) -> str | None:
     """The agent a Context node serves (the Context panel narrows to it), or None when it feeds nothing."""
     by_id = nodes_by_id(graph)
     for edge in graph.get("edges", []):
-        if edge.get("source") == context_node_id and _edge_kind(edge, by_id) == KIND_CONTEXT:
+        if edge.get("source") == context_node_id and edge_kind(edge, by_id) == KIND_CONTEXT:
             return edge.get("target")
     return None
 
