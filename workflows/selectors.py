@@ -26,11 +26,12 @@ def workflow_generations(*, workflow: Workflow):
     return WorkflowGeneration.objects.filter(workflow=workflow).order_by("-number")
 
 
-def generation_graph(workflow: Workflow, generation: int | None = None) -> dict:
+def generation_graph(workflow: Workflow, generation: int | None = None, *, normalize: bool = True) -> dict:
     """The normalized graph an agent firing of `generation` runs on.
 
     Generation 0 (a manual test run) runs the current draft; any other number runs its admitted snapshot;
-    None means the live generation. Raises NotFoundError for a generation the workflow never had."""
+    None means the live generation. Raises NotFoundError for a generation the workflow never had. Drafts and
+    snapshots are stored normalized, so `normalize=False` (the runtime, once per firing) skips doing it again."""
     number = workflow.live_generation if generation is None else int(generation)
     if number == 0:
         source = workflow.graph
@@ -39,7 +40,8 @@ def generation_graph(workflow: Workflow, generation: int | None = None) -> dict:
         source = snapshot.first()
         if source is None:
             raise NotFoundError(message="Generation not found.", extra={"generation": number})
-    return normalize_workflow_graph(source if isinstance(source, dict) else {}, workflow_id=workflow.pk).graph
+    source = source if isinstance(source, dict) else {}
+    return normalize_workflow_graph(source, workflow_id=workflow.pk).graph if normalize else source
 
 
 EXPORT_FORMAT = "opencompany.workflow"

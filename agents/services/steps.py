@@ -45,12 +45,13 @@ STOPPED_TOOL_TEXT = "Not run: the owner stopped this answer."
 
 
 def _generation_graph(firing: Firing) -> dict:
-    from workflows.models import WorkflowGeneration
+    from opencompany.errors import NotFoundError
+    from workflows.selectors import generation_graph
 
-    if firing.generation == 0:
-        return firing.workflow.graph  # a manual test run reads the saved (normalized) draft
-    generation = WorkflowGeneration.objects.filter(workflow_id=firing.workflow_id, number=firing.generation).first()
-    return generation.graph if generation else {}
+    try:
+        return generation_graph(firing.workflow, firing.generation, normalize=False)
+    except NotFoundError:
+        return {}  # the agent is then not found, and the firing fails saying so
 
 
 def _agent_config(node: dict) -> dict:
