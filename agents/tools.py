@@ -64,17 +64,21 @@ def _as_outcome(result: dict) -> ToolOutcome:
     return ToolOutcome(json.dumps(result, ensure_ascii=False, default=str), is_error=failed)
 
 
-def prepare_tool_calls(*, bindings: list[dict], message: dict) -> None:
+def prepare_tool_calls(*, firing, message: dict) -> None:
     """Work a turn's tool calls can do before the transaction that answers them (under the firing's row lock, where
     no remote call may run): today, embedding the queries of `memory` recalls. Never raises."""
-    names = {b["name"] for b in bindings if b.get("node_type") == "simpleMemory" and not b.get("is_teammate")}
-    calls = [b for b in message.get("blocks", []) if b.get("type") == "tool_call" and b.get("name") in names]
+    memory_nodes = {
+        b["name"]: b["node_id"]
+        for b in firing.tool_bindings
+        if b.get("node_type") == "simpleMemory" and not b.get("is_teammate")
+    }
+    calls = [b for b in message.get("blocks", []) if b.get("type") == "tool_call" and b.get("name") in memory_nodes]
     if not calls:
         return
     from memory.query_vectors import prefetch_recall_query
 
     for call in calls:
-        prefetch_recall_query(call.get("arguments"))
+        prefetch_recall_query(call.get("arguments"), workflow=firing.workflow, node_id=memory_nodes[call["name"]])
 
 
 def run_tool(*, firing, binding: dict, call: dict) -> ToolOutcome:

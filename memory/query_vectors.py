@@ -15,6 +15,7 @@ import time
 from collections import OrderedDict
 
 from .embedders import Embedder, embedding_text, get_embedder
+from .models import MemoryEmbedding
 from .validation import clean_query
 
 logger = logging.getLogger(__name__)
@@ -29,14 +30,17 @@ def _text(query: str) -> str:
     return embedding_text(title="", content=query)
 
 
-def prefetch_recall_query(arguments) -> None:
-    """Embed the query of a `memory` recall call ahead of time. Never raises: the recall embeds on a miss."""
+def prefetch_recall_query(arguments, *, workflow, node_id: str) -> None:
+    """Embed the query of a `memory` recall call in (workflow, node_id) ahead of time, when the recall will want it
+    (the namespace has vectors). Never raises: the recall embeds on a miss."""
     if not isinstance(arguments, dict) or arguments.get("operation") != "recall":
         return
     try:
         embedder = get_embedder()
         if not embedder.enabled:
             return
+        if not memory_node_has_vectors(workflow=workflow, node_id=node_id, model=embedder.model):
+            return  # the recall will be full-text only and embed nothing
         text = _text(clean_query(arguments.get("query")))
         vector = embedder.embed([text])[0]
     except Exception:  # a bad query or a failing embedder shows at the recall itself, which handles both
@@ -47,6 +51,16 @@ def prefetch_recall_query(arguments) -> None:
         _entries.move_to_end((embedder.model, text))
         while len(_entries) > _MAX_ENTRIES:
             _entries.popitem(last=False)
+
+
+def memory_node_has_vectors(*, workflow, node_id: str, model: str) -> bool:
+    return MemoryEmbedding.objects.filter(
+        namespace__owner_id=workflow.owner_id,
+        namespace__workflow_id=workflow.pk,
+        namespace__node_id=node_id,
+        model=model,
+        status=MemoryEmbedding.Status.READY,
+    ).exists()
 
 
 def recall_query_vector(embedder: Embedder, query: str) -> list[float]:

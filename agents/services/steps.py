@@ -324,7 +324,7 @@ def execute_llm_step(firing_id: str, iteration: int, *, committed: Firing | None
         # The watchdog declared this step ambiguous meanwhile; its record stands and the answer is dropped.
         logger.warning("late provider answer dropped", extra={"firing_id": firing_id, "step_id": step.pk})
         return
-    prepare_tool_calls(bindings=firing.tool_bindings, message=result.message)  # outside any transaction
+    prepare_tool_calls(firing=firing, message=result.message)  # outside any transaction
     continue_step("agent.persist_turn", firing_id, iteration)
     logger.info(
         "llm step done",

@@ -15,10 +15,19 @@ class CountingEmbedder(ConceptEmbedder):
         return super().embed(texts)
 
 
+def _with_vectors(monkeypatch, embedder, has_vectors=True):
+    monkeypatch.setattr("memory.query_vectors.get_embedder", lambda: embedder)
+    monkeypatch.setattr("memory.query_vectors.memory_node_has_vectors", lambda **kwargs: has_vectors)
+
+
+def prefetch(arguments):
+    prefetch_recall_query(arguments, workflow=None, node_id="1:simpleMemory:1")
+
+
 def test_a_prefetched_query_vector_is_used_once(settings, monkeypatch):
     embedder = CountingEmbedder()
-    monkeypatch.setattr("memory.query_vectors.get_embedder", lambda: embedder)
-    prefetch_recall_query({"operation": "recall", "query": "  morning tea  "})
+    _with_vectors(monkeypatch, embedder)
+    prefetch({"operation": "recall", "query": "  morning tea  "})
     assert embedder.texts == ["morning tea"]  # cleaned as the recall cleans it
     assert recall_query_vector(embedder, "morning tea") == ConceptEmbedder().embed(["morning tea"])[0]
     assert embedder.texts == ["morning tea"]  # taken from the prefetch, not embedded again
@@ -28,13 +37,20 @@ def test_a_prefetched_query_vector_is_used_once(settings, monkeypatch):
 
 def test_prefetch_ignores_what_is_not_a_valid_recall_and_never_raises(monkeypatch):
     embedder = CountingEmbedder()
-    monkeypatch.setattr("memory.query_vectors.get_embedder", lambda: embedder)
+    _with_vectors(monkeypatch, embedder)
     for arguments in (None, "recall", {"operation": "remember", "content": "x"}, {"operation": "recall"}):
-        prefetch_recall_query(arguments)
+        prefetch(arguments)
     assert embedder.texts == []
 
     def failing(texts):
         raise RuntimeError("embedder down")
 
     embedder.embed = failing
-    prefetch_recall_query({"operation": "recall", "query": "tea"})  # the recall itself will fall back to FTS
+    prefetch({"operation": "recall", "query": "tea"})  # the recall itself will fall back to FTS
+
+
+def test_no_query_is_embedded_ahead_for_a_memory_without_vectors(monkeypatch):
+    embedder = CountingEmbedder()
+    _with_vectors(monkeypatch, embedder, has_vectors=False)
+    prefetch({"operation": "recall", "query": "tea"})  # that recall is full-text only
+    assert embedder.texts == []
