@@ -137,19 +137,12 @@ def publish_chat_updated(*, workflow_id: int, revision: int, reason: str) -> Non
 
 
 def forget_run_stream(run_id: int) -> None:
-    """Drop a run's streamed text (its reply is saved); the seq counter stays so late events keep counting.
-
-    It goes through this process's sender, after the deltas queued there and before the run's end event; a delta
-    still on its way from another process finds no key and appends nothing (`_NEXT_SEQ_SCRIPT`)."""
-
-    def build():
-        try:
-            _redis().delete(_text_key(run_id))
-        except redis.RedisError:
-            pass
-        return None
-
-    sender.submit(build)
+    """Drop a run's streamed text (its reply is saved); the seq counter stays so late events keep counting. A delta
+    still on its way (this process's sender or another's) finds no key and appends nothing (`_NEXT_SEQ_SCRIPT`)."""
+    try:
+        _redis().delete(_text_key(run_id))
+    except redis.RedisError:
+        logger.warning("run stream forget failed", extra={"run_id": run_id})
 
 
 class DeltaBatcher:
