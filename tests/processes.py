@@ -151,3 +151,18 @@ def start_spare_redis(tmp_path: Path) -> tuple[subprocess.Popen, str]:
     )
     wait_for_port(port, timeout=10)
     return process, f"redis://127.0.0.1:{port}/0"
+
+
+# Debian's Chromium, as Playwright drives it here: no browser download, and none of Chromium's background
+# connections (this machine has no network; refused connections would only slow each start).
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]

@@ -6,16 +6,13 @@ shows them, served by the real web server; a single dialog fails the test.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.agents.factories import agent_node, edge, started_workflow
-from tests.processes import REPO_ROOT, start_web_server
+from tests.processes import CHROMIUM, CHROMIUM_ARGS, REPO_ROOT, start_web_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "xss"
 PAYLOADS = {
     "workflow": "<img src=x onerror=\"alert('workflow')\">",
@@ -82,16 +79,7 @@ def test_no_payload_runs_on_any_page(world, tmp_path):
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(
                 executable_path=str(CHROMIUM),
-                args=[
-                    "--headless",
-                    "--no-sandbox",
-                    "--disable-gpu",
-                    "--disable-quic",
-                    "--no-first-run",
-                    "--disable-background-networking",
-                    "--disable-component-update",
-                    "--disable-sync",
-                ],
+                args=CHROMIUM_ARGS,
             )
             context = browser.new_context()
             context.add_cookies([{**world["cookie"], "url": base_url}])

@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import mimetypes
 import re
-from pathlib import Path
 
 import pytest
 
 from tests.chat.conftest import chat_workflow
-from tests.processes import REPO_ROOT, start_celery_worker, start_web_server
+from tests.processes import CHROMIUM, CHROMIUM_ARGS, REPO_ROOT, start_celery_worker, start_web_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "chat"
 PASSWORD = "pw-for-browser-1"
 LONG = " ".join(f"word{i}" for i in range(300))
@@ -52,16 +50,7 @@ def browser_page(tmp_path):
             str(tmp_path / "profile"),
             executable_path=str(CHROMIUM),
             headless=True,
-            args=[
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-            ],
+            args=CHROMIUM_ARGS,
             viewport={"width": 1100, "height": 900},
         )
 
