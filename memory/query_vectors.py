@@ -26,7 +26,7 @@ _entries: OrderedDict[tuple[str, str], tuple[float, list[float]]] = OrderedDict(
 _lock = threading.Lock()
 
 
-def _text(query: str) -> str:
+def query_embedding_text(query: str) -> str:
     return embedding_text(title="", content=query)
 
 
@@ -41,7 +41,7 @@ def prefetch_recall_query(arguments, *, workflow, node_id: str) -> None:
             return
         if not memory_node_has_vectors(workflow=workflow, node_id=node_id, model=embedder.model):
             return  # the recall will be full-text only and embed nothing
-        text = _text(clean_query(arguments.get("query")))
+        text = query_embedding_text(clean_query(arguments.get("query")))
         vector = embedder.embed([text])[0]
     except Exception:  # a bad query or a failing embedder shows at the recall itself, which handles both
         return
@@ -63,11 +63,8 @@ def memory_node_has_vectors(*, workflow, node_id: str, model: str) -> bool:
     ).exists()
 
 
-def recall_query_vector(embedder: Embedder, query: str) -> list[float]:
-    """The vector of a cleaned recall query: the prefetched one if there is one, else from the embedder."""
-    text = _text(query)
+def prefetched_query_vector(embedder: Embedder, query: str) -> list[float] | None:
+    """The vector embedded ahead for this cleaned recall query, taken (each is used once); None when there is none."""
     with _lock:
-        entry = _entries.pop((embedder.model, text), None)
-    if entry is not None and entry[0] > time.monotonic():
-        return entry[1]
-    return embedder.embed([text])[0]
+        entry = _entries.pop((embedder.model, query_embedding_text(query)), None)
+    return entry[1] if entry is not None and entry[0] > time.monotonic() else None

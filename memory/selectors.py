@@ -16,7 +16,7 @@ from .embedders.indexes import vector_cast
 from .errors import item_not_found
 from .models import FTS_CONFIG, MemoryEmbedding, MemoryItem, MemoryNamespace
 from .presenters import item_as_dict
-from .query_vectors import recall_query_vector
+from .query_vectors import prefetched_query_vector, query_embedding_text
 from .validation import clean_filter_list, clean_id, clean_limit, clean_query
 
 logger = logging.getLogger(__name__)
@@ -160,9 +160,16 @@ def memory_items_recall(
 
     query_vector = None
     want_hybrid = embedder.enabled and (position is None or position["kind"] == "hybrid")
-    if want_hybrid and (position is not None or _namespace_has_vectors(namespace, embedder.model)):
+    if want_hybrid:
+        # Embedded ahead by the runtime (memory/query_vectors.py), which also checked the namespace has vectors.
+        query_vector = prefetched_query_vector(embedder, query)
+    if (
+        want_hybrid
+        and query_vector is None
+        and (position is not None or _namespace_has_vectors(namespace, embedder.model))
+    ):
         try:
-            query_vector = recall_query_vector(embedder, query)
+            query_vector = embedder.embed([query_embedding_text(query)])[0]
         except EmbedderError as exc:
             logger.warning("memory recall falls back to full-text search: %s", exc)
         except Exception:

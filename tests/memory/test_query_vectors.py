@@ -1,6 +1,6 @@
 """Recall query vectors embedded ahead of the transaction that uses them (memory/query_vectors.py)."""
 
-from memory.query_vectors import prefetch_recall_query, recall_query_vector
+from memory.query_vectors import prefetch_recall_query, prefetched_query_vector
 from tests.memory.embedders import ConceptEmbedder
 
 
@@ -29,10 +29,9 @@ def test_a_prefetched_query_vector_is_used_once(settings, monkeypatch):
     _with_vectors(monkeypatch, embedder)
     prefetch({"operation": "recall", "query": "  morning tea  "})
     assert embedder.texts == ["morning tea"]  # cleaned as the recall cleans it
-    assert recall_query_vector(embedder, "morning tea") == ConceptEmbedder().embed(["morning tea"])[0]
+    assert prefetched_query_vector(embedder, "morning tea") == ConceptEmbedder().embed(["morning tea"])[0]
     assert embedder.texts == ["morning tea"]  # taken from the prefetch, not embedded again
-    recall_query_vector(embedder, "morning tea")
-    assert embedder.texts == ["morning tea", "morning tea"]  # used once: the next recall embeds
+    assert prefetched_query_vector(embedder, "morning tea") is None  # used once: the next recall embeds itself
 
 
 def test_prefetch_ignores_what_is_not_a_valid_recall_and_never_raises(monkeypatch):
