@@ -43,11 +43,16 @@ class Firing(models.Model):
     # Resolved at prepare time from the generation's graph snapshot.
     agent_config = models.JSONField(default=dict)
     tool_bindings = models.JSONField(default=list)
-    # The list the next provider request is built from (SPEC §2 invariant 1).
-    working_messages = models.JSONField(default=list)
-    # {length, version, digest} of the stored conversation `working_messages` extends, when it does: the next save
-    # then appends without reading the stored list (conversations.store.StoredPrefix).
+    # A firing keeps no copy of its conversation. The next request is the stored list it extends plus the messages
+    # it added and has not saved yet (`agents.services.messages.firing_messages`); see docs/architecture.md.
+    # `stored_prefix`: {length, version, digest, size_bytes} of that stored list; or {"replaces": version} when the
+    # first save must rewrite the stored list (a changed system prompt, a repair in the middle) and
+    # `pending_messages` is the whole list; or null (no Context: `pending_messages` is the whole list). A
+    # "detached": true in it means the stored list moved on under the firing (cleared, rewound): it stops saving.
     stored_prefix = models.JSONField(null=True, blank=True)
+    pending_messages = models.JSONField(default=list)
+    # The last step whose tool results are in the firing's list (a re-entered persist continues after it).
+    results_iteration = models.PositiveIntegerField(default=0)
 
     tokens_used = models.PositiveIntegerField(default=0)
     final_text = models.TextField(blank=True, default="")

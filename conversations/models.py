@@ -95,6 +95,30 @@ class FiringLease(models.Model):
         return f"lease {self.workflow_id}/{self.generation}/{self.agent_node_id} by {self.owner_token}"
 
 
+class RetainedConversation(models.Model):
+    """A stored list that was rewritten (cleared, rewound, compacted) while a firing held its key's lease.
+
+    A firing builds each request from the stored list it extends plus its own unsaved messages, keeping no copy of
+    the conversation; when someone else rewrites that list mid-turn, the firing still sends what it was sending
+    (the store observes, it never steers). Kept until the lease is released; leftovers are pruned.
+    """
+
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="+")
+    generation = models.PositiveIntegerField()
+    agent_node_id = models.CharField(max_length=200)
+    version = models.PositiveBigIntegerField()
+    digest = models.CharField(max_length=64)
+    message_count = models.PositiveIntegerField()
+    messages = ExactJSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["workflow", "generation", "agent_node_id", "version"])]
+
+    def __str__(self) -> str:
+        return f"retained {self.workflow_id}/{self.generation}/{self.agent_node_id} v{self.version}"
+
+
 class UsageRecordQuerySet(models.QuerySet):
     # The ledger is append-only: code has no path to change or remove a row (a database trigger backs this up).
     def update(self, **kwargs):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 
+from conversations.store.readonly import ReadOnlyDict
 from conversations.wire import MessageWire, WireError
 
 from .adapters.common import Stream
@@ -34,6 +35,8 @@ class ChatUnifier:
         assistant MessageWire. One attempt, no retries. Raises a providers.errors.ProviderError subclass."""
         adapter = adapter_for(request.provider)
         for index, message in enumerate(request.messages):
+            if isinstance(message, ReadOnlyDict):
+                continue  # the store's own copy: validated when it was written, not again on every request
             try:
                 MessageWire.from_dict(message)
             except WireError as exc:

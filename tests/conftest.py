@@ -1,5 +1,6 @@
 import ipaddress
 import itertools
+import json
 import socket
 
 import pytest
@@ -121,3 +122,20 @@ def services_path():
     path.chmod(0o755)
     yield path
     shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def provider_requests(monkeypatch):
+    """Every request this process sends through ChatUnifier, as plain message lists (what the provider received;
+    a firing keeps no copy of its list once it ended)."""
+    from providers import ChatUnifier
+
+    sent: list[list[dict]] = []
+    original = ChatUnifier.chat
+
+    def recording_chat(self, request, on_event=None, should_stop=None):
+        sent.append(json.loads(json.dumps(list(request.messages))))
+        return original(self, request, on_event=on_event, should_stop=should_stop)
+
+    monkeypatch.setattr(ChatUnifier, "chat", recording_chat)
+    return sent

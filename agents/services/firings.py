@@ -112,7 +112,11 @@ def end_firing(
     if final_text is not None:
         firing.final_text = final_text
     firing.finished_at = timezone.now()
-    firing_save_changes(firing, "state", "end_reason", "error_code", "error_message", "final_text", "finished_at")
+    # A finished firing keeps no message list: its turn is in the store, its steps keep what run history needs.
+    firing.pending_messages = []
+    firing_save_changes(
+        firing, "state", "end_reason", "error_code", "error_message", "final_text", "finished_at", "pending_messages"
+    )
     if firing.uses_conversation and firing.lease_token:
         store.release_firing_lease(firing_key(firing), owner_token=firing.lease_token)
     if firing.parent_id:

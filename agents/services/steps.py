@@ -32,6 +32,7 @@ from agents.services.firings import (
     firing_mark_changed,
     firing_save_changes,
 )
+from agents.services.messages import firing_append, firing_messages, rewrite_firing_messages, seed_firing_messages
 from agents.tools import ToolOutcome, prepare_tool_calls, run_tool, tool_definition, unknown_tool_outcome
 from agents.usage import record_llm_usage
 from agents.wiring import AgentNotFound, agent_wiring
@@ -111,18 +112,19 @@ def prepare_payload(firing_id: str) -> None:
             contribution = observers.notify_prepared(firing=firing, stored_messages=stored)
         system_prompt = config["system_prompt"] + contribution.system_suffix
         user_prompt = contribution.user_prefix + firing.prompt
-        firing.working_messages = store.seed_request(system_prompt, stored, user_prompt)
-        firing.stored_prefix = _kept_prefix(snapshot, stored, firing.working_messages)
+        firing.uses_conversation = uses_conversation
+        seed_firing_messages(
+            firing, snapshot=snapshot, repaired=stored, seeded=store.seed_request(system_prompt, stored, user_prompt)
+        )
         firing.agent_config = config
         graph_nodes = {n["id"]: n for n in graph.get("nodes", [])}
         firing.tool_bindings = [_binding_with_definition(binding.to_dict(), graph_nodes) for binding in wiring.tools]
-        firing.uses_conversation = uses_conversation
         firing.state = Firing.State.RUNNING
         firing.started_at = timezone.now()
         firing.deadline_at = firing_deadline(config["max_wall_seconds"])
         firing.save(
             update_fields=[
-                "working_messages",
+                "pending_messages",
                 "stored_prefix",
                 "agent_config",
                 "tool_bindings",
@@ -136,49 +138,6 @@ def prepare_payload(firing_id: str) -> None:
         )
         continue_step("agent.execute_llm_step", str(firing.pk), 1, firing=firing)
     logger.info("firing prepared", extra={"firing_id": firing_id, "stored_messages": len(stored)})
-
-
-def _kept_prefix(snapshot, repaired: list[dict], working: list[dict]) -> dict | None:
-    """The stored list `working` starts with, if loading and seeding kept it as it is.
-
-    A repair may put closing results in the middle of the list, so a repaired list is never trusted. Seeding
-    replaces stored system messages by this firing's system prompt; when the stored list has exactly one system
-    message, first, with the same blocks, `working` begins with the stored list unchanged.
-    """
-    if snapshot is None or not snapshot.exists or not snapshot.messages or len(repaired) != len(snapshot.messages):
-        return None
-    stored = snapshot.messages
-    systems = [i for i, m in enumerate(stored) if m.get("role") == "system"]
-    if systems != [0] or stored[0].get("blocks") != working[0].get("blocks"):
-        return None
-    return {"length": len(stored), "version": snapshot.version, "digest": snapshot.digest}
-
-
-def _save_working(firing: Firing) -> None:
-    """Save the firing's list (never raising for a billed turn), appending after the prefix it knows is stored.
-
-    With a known prefix the save also names its version: if the owner cleared the Context (or anything else
-    rewrote the list) during the turn, the firing stops saving instead of writing the old list back.
-    """
-    from conversations import store
-
-    if firing.stored_prefix and firing.stored_prefix.get("stale"):
-        return
-    key = firing_key(firing)
-    known = store.StoredPrefix(**firing.stored_prefix) if firing.stored_prefix else None
-    try:
-        result = store.save_conversation(
-            key, firing.working_messages, known_prefix=known, expected_version=known.version if known else None
-        )
-    except store.ConversationConflict:
-        logger.info("conversation changed during the turn; not saved over it", extra=key.as_log())
-        result, firing.stored_prefix = None, {"stale": True}
-    except Exception as exc:  # a failed save after a billed call never fails the turn (SPEC §2 invariant 4)
-        logger.exception("conversation save failed", extra={**key.as_log(), "error_type": type(exc).__name__})
-        result, firing.stored_prefix = None, None
-    if result is not None:
-        firing.stored_prefix = {"length": result.message_count, "version": result.version, "digest": result.digest}
-    firing_mark_changed(firing, "stored_prefix")
 
 
 def _binding_with_definition(binding: dict, graph_nodes: dict) -> dict:
@@ -240,14 +199,14 @@ def _limit_reached(firing: Firing) -> str | None:
     return None
 
 
-def _build_request(firing: Firing):
+def _build_request(firing: Firing, messages: list[dict]):
     from providers.types import ChatRequest, ChatSettings, ToolDefinition
 
     config = firing.agent_config
     return ChatRequest(
         provider=config["provider"],
         model=config["model"],
-        messages=firing.working_messages,
+        messages=messages,
         tools=[ToolDefinition(b["name"], b["description"], b["parameters"]) for b in firing.tool_bindings],
         settings=ChatSettings(
             temperature=config.get("temperature"),
@@ -264,6 +223,7 @@ def execute_llm_step(firing_id: str, iteration: int, *, committed: Firing | None
     being where that step left it; anything else (a Stop, a reset, a limit, a duplicate, a message from the
     broker) takes the locked path, which reads the row and decides.
     """
+    from conversations import store
     from providers import ChatUnifier
     from providers.errors import ProviderError
 
@@ -290,7 +250,13 @@ def execute_llm_step(firing_id: str, iteration: int, *, committed: Firing | None
             step = _claim_step(firing, iteration)
             if step is None:
                 return  # this iteration was already attempted: one attempt, never a second call
-    request = _build_request(firing)
+    try:
+        # Outside any transaction: the stored list comes from this process's copy or one read, never under a lock.
+        messages = firing_messages(firing)
+    except (store.ConversationConflict, store.ConversationLoadFailed, store.ConversationTooLarge) as exc:
+        _record_unbuilt_step(firing, step, exc)
+        return
+    request = _build_request(firing, messages)
     on_event = None
     if firing.chat_run_id:
         chat_firing = firing
@@ -417,6 +383,19 @@ def _record_step_failure(firing: Firing, step: LlmStep, exc, duration_ms: int) -
         end_firing(locked, state=Firing.State.FAILED, error_code=f"provider_{exc.code}", error_message=exc.message)
 
 
+def _record_unbuilt_step(firing: Firing, step: LlmStep, exc) -> None:
+    """The request could not be built (the stored list the firing extends is gone or unreadable): the claimed step
+    made no call, so nothing is billed; the firing ends saying why."""
+    with transaction.atomic():
+        updated = LlmStep.objects.filter(pk=step.pk, state=LlmStep.State.STARTED).update(
+            state=LlmStep.State.FAILED, error_code=exc.code, finished_at=timezone.now(), duration_ms=0
+        )
+        if not updated:
+            return
+        locked = Firing.objects.select_for_update(of=("self",)).get(pk=firing.pk)
+        end_firing(locked, state=Firing.State.FAILED, error_code=exc.code, error_message=exc.message)
+
+
 # --- persist ------------------------------------------------------------------------------
 
 
@@ -458,31 +437,26 @@ def _save_assistant_turn(firing: Firing, step: LlmStep) -> None:
     result = step.result
     assistant = result["message"]
     usage = result.get("usage") or {}
-    firing.working_messages = [*firing.working_messages, assistant]
     firing.iteration = step.iteration
     firing.tokens_used += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
     record_llm_usage(firing, idempotency_key=f"llm-step:{step.pk}", kind="llm", outcome="ok", usage=usage)
     step.state = LlmStep.State.PERSISTED
     step.save(update_fields=["state"])
-    firing_mark_changed(firing, "working_messages", "iteration", "tokens_used")
-    if firing.uses_conversation:
-        # Invariant 3: the exact sent list plus the answer, after the provider call.
-        _save_working(firing)
-        if _tool_calls(assistant):  # more steps follow: keep the conversation ours
-            store.renew_firing_lease(
-                firing_key(firing), owner_token=firing.lease_token, ttl_seconds=settings.FIRING_LEASE_TTL_SECONDS
-            )
+    firing_mark_changed(firing, "iteration", "tokens_used")
+    # The exact sent list plus the answer, after the provider call (docs/invariants.md#save-after-call).
+    firing_append(firing, [assistant])
+    if firing.uses_conversation and _tool_calls(assistant):  # more steps follow: keep the conversation ours
+        store.renew_firing_lease(
+            firing_key(firing), owner_token=firing.lease_token, ttl_seconds=settings.FIRING_LEASE_TTL_SECONDS
+        )
 
 
 def _tool_phase_done(firing: Firing, step: LlmStep) -> bool:
-    """Whether this persisted step's tool results were already added to the firing's list.
-
-    Until they are, the list ends with the step's answer (a teammate it waits for, or a retry after a rollback);
-    afterwards it ends with the results (a compaction keeps the latest turn verbatim, so it still does).
-    """
+    """Whether this persisted step's tool results were already added to the firing's list (until they are, a
+    teammate it waits for or a retry after a rollback brings persist back here)."""
     if firing.state != Firing.State.RUNNING or firing.iteration != step.iteration:
         return firing.iteration > step.iteration
-    return not firing.working_messages or firing.working_messages[-1] != step.result["message"]
+    return firing.results_iteration >= step.iteration
 
 
 def _tool_calls(message: dict) -> list[dict]:
@@ -551,13 +525,13 @@ def _advance_tools(firing: Firing, step: LlmStep) -> None:
         }
         for call in calls
     ]
+    firing.results_iteration = step.iteration
+    firing_mark_changed(firing, "results_iteration")
     if results:
-        firing.working_messages = [*firing.working_messages, *results]
         firing.state = Firing.State.RUNNING
-        firing_mark_changed(firing, "working_messages", "state")
-        if firing.uses_conversation:
-            _save_working(firing)
-    _after_turn(firing, step, had_tool_calls=bool(calls), stopped=stopped)
+        firing_mark_changed(firing, "state")
+        firing_append(firing, results, context=[assistant])
+    _after_turn(firing, step, results=results, stopped=stopped)
 
 
 def _delegate(firing: Firing, step: LlmStep, call: dict, binding: dict) -> ToolOutcome | None:
@@ -610,23 +584,29 @@ def _delegate(firing: Firing, step: LlmStep, call: dict, binding: dict) -> ToolO
 
 
 def _end_for_limit(firing: Firing, limit: str) -> None:
+    """End a firing that reached a limit, the reason marked on its last answer (a rewrite of that answer and what
+    follows it: rare, once per firing)."""
+    from conversations import store
 
-    messages = firing.working_messages
+    try:
+        messages = list(firing_messages(firing))
+    except (store.ConversationConflict, store.ConversationLoadFailed, store.ConversationTooLarge):
+        messages = []
+    last_text = ""
     for index in range(len(messages) - 1, -1, -1):
         if messages[index].get("role") == "assistant":
             # A new dict: a message loaded from the store is read-only (conversations/store/readonly.py).
             messages[index] = {**messages[index], "meta": {**(messages[index].get("meta") or {}), "end_reason": limit}}
+            last_text = _text(messages[index])
+            rewrite_firing_messages(firing, messages)
             break
-    firing_mark_changed(firing, "working_messages")
-    if firing.uses_conversation:
-        _save_working(firing)
-    last_text = next((_text(m) for m in reversed(firing.working_messages) if m.get("role") == "assistant"), "")
     end_firing(firing, state=Firing.State.FINISHED, end_reason=limit, final_text=last_text)
 
 
-def _after_turn(firing: Firing, step: LlmStep, *, had_tool_calls: bool, stopped: bool) -> None:
+def _after_turn(firing: Firing, step: LlmStep, *, results: list[dict], stopped: bool) -> None:
     assistant = step.result["message"]
-    compaction_due = _record_pressure(firing, step)
+    had_tool_calls = bool(results)
+    compaction_due = _record_pressure(firing, step, added_messages=[assistant, *results])
     continues = not stopped and had_tool_calls and step.iteration < firing.agent_config["max_iterations"]
     if continues:
         if compaction_due:
@@ -659,7 +639,7 @@ def _after_turn(firing: Firing, step: LlmStep, *, had_tool_calls: bool, stopped:
 # --- pressure and compaction -----------------------------------------------------------------
 
 
-def _record_pressure(firing: Firing, step: LlmStep) -> bool:
+def _record_pressure(firing: Firing, step: LlmStep, *, added_messages: list[dict]) -> bool:
     """Store the agent's active context pressure; True when the projected next request crosses its threshold."""
     if not firing.uses_conversation:
         return False
@@ -669,8 +649,7 @@ def _record_pressure(firing: Firing, step: LlmStep) -> bool:
     config = firing.agent_config
     usage = step.result.get("usage") or {}
     window = capabilities(config["provider"], config["model"]).context_window
-    # What this turn added to the next request: the answer and its tool results (the tail of the list).
-    added_messages = firing.working_messages[-(1 + len(_tool_calls(step.result["message"]))) :]
+    # What this turn added to the next request: the answer and its tool results.
     added = sum(len(str(m)) for m in added_messages) // 4
     projected = int(usage.get("input_tokens", 0)) + added
     headroom = int(config.get("max_output_tokens") or 0)
@@ -747,14 +726,15 @@ def _continue_after_compaction(firing_id: str, next_iteration: int, *, compacted
         if firing is None or firing.state != Firing.State.RUNNING or firing.iteration != next_iteration - 1:
             return
         if compacted:
+            # The firing continues from the compacted list (its unsaved messages, if any, are in it: compaction
+            # keeps the latest turn verbatim).
             snapshot = store.load_conversation_snapshot(firing_key(firing))
-            firing.working_messages = store.close_unanswered_tool_calls(snapshot.messages)
-            firing.stored_prefix = {
-                "length": len(snapshot.messages),
-                "version": snapshot.version,
-                "digest": snapshot.digest,
-            }
-            firing_mark_changed(firing, "working_messages", "stored_prefix")
+            repaired = store.close_unanswered_tool_calls(snapshot.messages)
+            firing.stored_prefix = store.StoredPrefix.of_snapshot(snapshot).as_dict()
+            firing.pending_messages = []
+            if repaired is not snapshot.messages:
+                firing.stored_prefix, firing.pending_messages = {"replaces": snapshot.version}, repaired
+            firing_mark_changed(firing, "pending_messages", "stored_prefix")
         firing.compaction_pending = False
         firing_save_changes(firing, "compaction_pending")
         continue_step("agent.execute_llm_step", str(firing.pk), next_iteration)

@@ -24,7 +24,9 @@ from .persistence import (
     LockedConversation,
     SaveResult,
     StoredPrefix,
+    append_conversation,
     clear_conversation,
+    conversation_prefix_messages,
     conversation_pressure_record,
     forget_process_copies,
     list_conversations,
@@ -37,6 +39,7 @@ from .persistence import (
     stored_cursor,
     stored_starts_with,
 )
+from .retained import prune_retained
 from .transcript import (
     CLEARED_PLACEHOLDER,
     COMPACTION_SUMMARY_HEADER,
@@ -68,6 +71,9 @@ __all__ = [
     "LockedConversation",
     "SaveResult",
     "StoredPrefix",
+    "append_conversation",
+    "conversation_prefix_messages",
+    "prune_retained",
     "acquire_firing_lease",
     "cap_tool_result",
     "clear_conversation",

@@ -17,6 +17,7 @@ from conversations.wire import WireError, validate_messages
 from .errors import CompactionError
 from .keys import ConversationKey
 from .persistence import _lock_header, _write_locked, load_conversation_snapshot
+from .retained import retain_for_lease_holders
 from .transcript import COMPACTION_SUMMARY_HEADER, latest_turn_start, stored_json
 
 logger = logging.getLogger(__name__)
@@ -105,6 +106,7 @@ def compact_conversation(
         # Compare-and-swap: the list summarized must still be the stored one, else a concurrent turn would be lost.
         if header is None or header[1] != snapshot.version:
             return CompactionOutcome("conflict", "the conversation changed meanwhile", before, after, len(messages))
+        retain_for_lease_holders([header[0]])
         result = _write_locked(key, header, candidate, reason="compaction")
     logger.info("conversation compacted", extra={**key.as_log(), "tokens_before": before, "tokens_after": after})
     return CompactionOutcome("compacted", "ok", before, after, result.message_count, result.version)

@@ -19,6 +19,7 @@ from conversations.models import FiringLease
 
 from .errors import FiringLeaseBusy
 from .keys import ConversationKey
+from .retained import drop_retained
 
 _LEASES = FiringLease._meta.db_table
 
@@ -60,7 +61,10 @@ def release_firing_lease(key: ConversationKey, *, owner_token: str) -> bool:
             "AND owner_token = %s",
             [key.workflow_id, key.generation, key.agent_node_id, owner_token],
         )
-        return cursor.rowcount == 1
+        released = cursor.rowcount == 1
+    if released:
+        drop_retained(key)  # the firing it was kept for is done with it
+    return released
 
 
 def firing_lease_holder(key: ConversationKey) -> str | None:

@@ -32,6 +32,7 @@ from conversations.wire import ROLES, WireError, validate_messages
 from .errors import ConversationConflict, ConversationInvalid, ConversationLoadFailed, ConversationTooLarge
 from .keys import ConversationKey
 from .readonly import read_only
+from .retained import retain_for_lease_holders
 from .transcript import EMPTY_CHAIN, chain_of, close_unanswered_tool_calls, message_hash, stored_json, without_ts
 
 logger = logging.getLogger(__name__)
@@ -52,6 +53,7 @@ class SaveResult:
     version: int
     digest: str
     stored: bool = True  # False for generation 0 (manual test runs store nothing)
+    size_bytes: int | None = None  # the stored list's serialized size after the save, when the save knows it
 
 
 @dataclass(frozen=True)
@@ -349,8 +351,12 @@ class _NewRows:
 
     @classmethod
     def after(cls, messages: list[dict], start: int, previous: bytes) -> _NewRows:
+        return cls.of_suffix(messages[start:], start, previous)
+
+    @classmethod
+    def of_suffix(cls, new_messages: list[dict], start: int, previous: bytes) -> _NewRows:
         now = timezone.now().isoformat()
-        suffix = [m if m.get("ts") else {**m, "ts": now} for m in messages[start:]]
+        suffix = [m if m.get("ts") else {**m, "ts": now} for m in new_messages]
         try:
             texts = [stored_json(m) for m in suffix]
         except (TypeError, ValueError) as exc:
@@ -397,7 +403,7 @@ def _write_locked(key: ConversationKey, header: tuple, messages: list[dict], *, 
             kept = _common_prefix_by_hash(messages, [bytes(row[0]) for row in cursor.fetchall()])
     if kept == len(messages) == stored_count:
         # Nothing changed: no write, no version bump, no event (an idempotent replay announces nothing).
-        return SaveResult(key, False, stored_count, kept, 0, 0, version, stored_digest)
+        return SaveResult(key, False, stored_count, kept, 0, 0, version, stored_digest, size_bytes=stored_size)
     _validate_suffix(messages, kept)
     removed = stored_count - kept
 
@@ -455,7 +461,7 @@ def _write_locked(key: ConversationKey, header: tuple, messages: list[dict], *, 
     announce_change_on_commit(
         ConversationChange(key.workflow_id, key.generation, key.agent_node_id, count, new_version, reason)
     )
-    return SaveResult(key, True, count, kept, len(rows.texts), removed, new_version, digest)
+    return SaveResult(key, True, count, kept, len(rows.texts), removed, new_version, digest, size_bytes=size)
 
 
 def _append_where(key: ConversationKey, rows: _NewRows, claim: str, claim_params: list, *, version: int) -> bool:
@@ -507,22 +513,51 @@ def _append_in_one_statement(
     size = copy.size_bytes + rows.size
     entry = _Copy(copy.conversation_id, version, copy.messages + rows.parsed(), size, rows.digest)
     transaction.on_commit(lambda: _copies.put(key, entry))
-    return SaveResult(key, True, len(messages), stored_count, added, 0, version, rows.digest)
+    return SaveResult(key, True, len(messages), stored_count, added, 0, version, rows.digest, size_bytes=size)
 
 
 @dataclass(frozen=True)
 class StoredPrefix:
-    """What a caller knows of the stored list it is extending: `length` messages at `version` with `digest`.
+    """What a caller knows of the stored list it is extending: `length` messages at `version` with `digest`
+    (and, when known, their serialized `size_bytes`).
 
     The runtime keeps it from its load and from each `SaveResult`, in whatever process runs the next step."""
 
     length: int
     version: int
     digest: str
+    size_bytes: int | None = None
 
     @classmethod
     def of(cls, result: SaveResult) -> StoredPrefix:
-        return cls(result.message_count, result.version, result.digest)
+        return cls(result.message_count, result.version, result.digest, result.size_bytes)
+
+    @classmethod
+    def of_snapshot(cls, snapshot: LoadedConversation) -> StoredPrefix:
+        return cls(len(snapshot.messages), snapshot.version, snapshot.digest, snapshot.size_bytes)
+
+    def as_dict(self) -> dict:
+        return {"length": self.length, "version": self.version, "digest": self.digest, "size_bytes": self.size_bytes}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> StoredPrefix:
+        return cls(int(data["length"]), int(data["version"]), str(data["digest"]), data.get("size_bytes"))
+
+
+def _extend_copy_on_commit(key: ConversationKey, prefix: StoredPrefix, rows: _NewRows, version: int) -> None:
+    """After an append that named its prefix, keep this process's copy current when it held exactly that prefix
+    (the next step of the same firing, run in this process, then builds its request without reading the rows)."""
+    copy = _copies.get(key)
+    if copy is None or copy.version != prefix.version or copy.digest != prefix.digest:
+        _copies.drop(key)
+        return
+    if len(copy.messages) != prefix.length:
+        _copies.drop(key)
+        return
+    entry = _Copy(
+        copy.conversation_id, version, copy.messages + rows.parsed(), copy.size_bytes + rows.size, rows.digest
+    )
+    transaction.on_commit(lambda: _copies.put(key, entry))
 
 
 def _append_after_known_prefix(key: ConversationKey, messages: list[dict], prefix: StoredPrefix) -> SaveResult | None:
@@ -538,15 +573,111 @@ def _append_after_known_prefix(key: ConversationKey, messages: list[dict], prefi
     if prefix.length <= 0 or added <= 0 or added > _INSERT_CHUNK:
         return None
     _validate_suffix(messages, prefix.length)
-    rows = _NewRows.after(messages, prefix.length, bytes.fromhex(prefix.digest))
+    return _append_rows_after(key, _NewRows.after(messages, prefix.length, bytes.fromhex(prefix.digest)), prefix)
+
+
+def _append_rows_after(key: ConversationKey, rows: _NewRows, prefix: StoredPrefix) -> SaveResult | None:
     claim = "workflow_id = %s AND generation = %s AND agent_node_id = %s AND version = %s AND digest = %s "
     claim += "AND message_count = %s"
     claim_params = [key.workflow_id, key.generation, key.agent_node_id, prefix.version, prefix.digest, prefix.length]
     version = prefix.version + 1
     if not _append_where(key, rows, claim, claim_params, version=version):
         return None
-    _copies.drop(key)  # a copy this process may hold is now behind
-    return SaveResult(key, True, len(messages), prefix.length, added, 0, version, rows.digest)
+    _extend_copy_on_commit(key, prefix, rows, version)
+    size = None if prefix.size_bytes is None else prefix.size_bytes + rows.size
+    count = prefix.length + len(rows.texts)
+    return SaveResult(key, True, count, prefix.length, len(rows.texts), 0, version, rows.digest, size_bytes=size)
+
+
+def append_conversation(
+    key: ConversationKey, new_messages: list[dict], *, after: StoredPrefix, context: list[dict] = ()
+) -> SaveResult:
+    """Append `new_messages` to the stored list the caller knows (`after`), writing only the new rows.
+
+    The caller never passes (or holds) the stored list: this is how a firing saves its turn with a write the
+    size of the turn, in any process. `context`: the messages just before the new ones when the new ones start
+    with tool results (validation pairs each result with its call; they are not written). Raises
+    ConversationConflict when the stored list is no longer `after` (cleared, rewound, compacted meanwhile).
+    """
+    _check_list(new_messages)
+    if key.generation == 0:
+        return SaveResult(key, False, after.length + len(new_messages), 0, 0, 0, 0, EMPTY_DIGEST, stored=False)
+    if not new_messages:
+        return SaveResult(key, False, after.length, after.length, 0, 0, after.version, after.digest, after.size_bytes)
+    try:
+        validate_messages([*context, *new_messages])
+    except WireError as exc:
+        raise ConversationInvalid(message=f"Refusing to store an invalid conversation: {exc}") from exc
+    rows = _NewRows.of_suffix(new_messages, after.length, bytes.fromhex(after.digest))
+    if after.length > 0 and len(new_messages) <= _INSERT_CHUNK:
+        appended = _append_rows_after(key, rows, after)
+        if appended is not None:
+            return appended
+    with transaction.atomic():
+        conversation_id, version, count, size, digest = _lock_header(key, create=True)
+        if (version, count, digest) != (after.version, after.length, after.digest):
+            raise ConversationConflict(
+                message="The stored conversation changed since it was loaded.",
+                extra={**key.as_log(), "version": version},
+            )
+        header = (conversation_id, version, count, size, digest)
+        return _write_rows_locked(key, header, rows, after.length + len(new_messages), reason="save")
+
+
+def _write_rows_locked(key: ConversationKey, header: tuple, rows: _NewRows, count: int, *, reason: str) -> SaveResult:
+    """Insert `rows` after the locked header's list (which has exactly `rows.start` messages)."""
+    conversation_id, version, _stored_count, stored_size, _digest = header
+    with connection.cursor() as cursor:
+        for first in range(0, len(rows.texts), _INSERT_CHUNK):
+            chunk = range(first, min(first + _INSERT_CHUNK, len(rows.texts)))
+            values = ", ".join(["(%s, %s, %s, %s::json, %s, %s, %s)"] * len(chunk))
+            params: list = []
+            for i in chunk:
+                params += [conversation_id, *rows.values(i)]
+            cursor.execute(
+                f"INSERT INTO {_ROWS} (conversation_id, position, role, data, hash, chain, size_bytes) VALUES {values}",
+                params,
+            )
+        size = stored_size + rows.size
+        cursor.execute(
+            f"UPDATE {_HEADER} SET message_count = %s, size_bytes = %s, version = version + 1, digest = %s, "
+            "updated_at = now() WHERE id = %s",
+            [count, size, rows.digest, conversation_id],
+        )
+    new_version = version + 1
+    _copies.drop(key)
+    announce_change_on_commit(
+        ConversationChange(key.workflow_id, key.generation, key.agent_node_id, count, new_version, reason)
+    )
+    return SaveResult(key, True, count, rows.start, len(rows.texts), 0, new_version, rows.digest, size_bytes=size)
+
+
+def conversation_prefix_messages(key: ConversationKey, prefix: StoredPrefix) -> list[dict]:
+    """The stored list `prefix` names (read-only messages), from this process's copy when it is that list, else
+    read; when the stored list moved on since (the owner cleared it mid-turn, a branch move rewound it), the copy
+    the store kept for the firing that holds the key's lease (`retained.py`). Raises ConversationConflict when
+    neither has it. A firing builds every request from this plus its own unsaved messages."""
+    if prefix.length == 0:
+        return []
+    copy = _copies.get(key)
+    if copy is not None and (copy.version, copy.digest, len(copy.messages)) == (
+        prefix.version,
+        prefix.digest,
+        prefix.length,
+    ):
+        return list(copy.messages)
+    snapshot = load_conversation_snapshot(key)
+    if (snapshot.version, snapshot.digest, len(snapshot.messages)) == (prefix.version, prefix.digest, prefix.length):
+        return snapshot.messages
+    from .retained import retained_messages
+
+    kept = retained_messages(key, prefix)
+    if kept is None:
+        raise ConversationConflict(
+            message="The stored conversation this firing extends is gone.",
+            extra={**key.as_log(), "version": snapshot.version},
+        )
+    return kept
 
 
 def save_conversation(
@@ -605,6 +736,7 @@ def replace_conversation_locked(key: ConversationKey, messages: list[dict], *, r
     if not connection.in_atomic_block:
         raise RuntimeError("replace_conversation_locked must run inside lock_conversations()")
     header = _lock_header(key, create=True)  # re-locking a row this transaction holds returns at once
+    retain_for_lease_holders([header[0]])
     return _write_locked(key, header, messages, reason=reason)
 
 
@@ -644,6 +776,7 @@ def clear_conversation(workflow, generation: int | None = None, agent_node_id: s
         if not rows:
             return 0
         ids = [row[0] for row in rows]
+        retain_for_lease_holders(ids)
         cursor.execute(f"DELETE FROM {_ROWS} WHERE conversation_id = ANY(%s)", [ids])
         cursor.execute(f"DELETE FROM {_HEADER} WHERE id = ANY(%s)", [ids])
         for _, gen, node in rows:

@@ -42,12 +42,13 @@ def test_a_second_firing_continues_the_conversation(owner):
     assert [b["text"] for b in _blocks(stored, "text") if b["text"] in ("first", "second")] == ["first", "second"]
 
 
-def test_without_a_context_each_firing_starts_fresh_and_stores_nothing(owner):
+def test_without_a_context_each_firing_starts_fresh_and_stores_nothing(owner, provider_requests):
     workflow, generation, ids = assistant_with(owner, context=False)
     fire_agent(workflow, generation, ids["lead"], "first")
     second = Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "second"))
     assert second.state == Firing.State.FINISHED
-    assert [m["role"] for m in second.working_messages] == ["system", "user", "assistant"]
+    assert [m["role"] for m in provider_requests[-1]] == ["system", "user"]
+    assert second.pending_messages == [] and second.stored_prefix is None  # an ended firing keeps no list
     assert load_conversation(conversation_key(workflow.pk, generation, ids["lead"])) == []
 
 
@@ -110,7 +111,12 @@ def test_a_continuing_firing_appends_after_the_stored_prefix_it_knows(owner):
     second = Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "second"))
     header = AgentConversation.objects.get(workflow=workflow, generation=generation, agent_node_id=ids["lead"])
     # The firing knew the stored list it extends and kept track of the save it made.
-    assert second.stored_prefix == {"length": 5, "version": header.version, "digest": header.digest}
+    assert second.stored_prefix == {
+        "length": 5,
+        "version": header.version,
+        "digest": header.digest,
+        "size_bytes": header.size_bytes,
+    }
 
 
 def test_a_firing_after_a_crash_continues_from_the_repaired_list(owner):

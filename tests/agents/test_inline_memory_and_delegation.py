@@ -6,6 +6,7 @@ import pytest
 
 from agents.models import Firing
 from agents.services.firings import fire_agent
+from agents.services.messages import firing_messages
 from conversations.store import conversation_key, load_conversation
 from tests.agents.factories import agent_node, assistant_with, edge, started_workflow
 
@@ -38,7 +39,7 @@ def test_a_bad_memory_call_is_an_error_result_the_model_sees(owner):
     workflow, generation, ids = assistant_with(owner, memory=True)
     firing = Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "remember: " + "x" * 20000))
     assert firing.state == Firing.State.FINISHED
-    (result,) = _results(firing.working_messages)
+    (result,) = _results(firing_messages(firing))
     assert result["is_error"]
     assert json.loads(result["content"])["error"]["code"]
 
@@ -131,7 +132,7 @@ def test_after_reset_a_firing_starts_fresh(owner):
     new_generation = workflow.live_generation
     assert new_generation == generation + 1, outcome
     fresh = Firing.objects.get(pk=fire_agent(workflow, new_generation, ids["lead"], "after reset"))
-    assert [m["role"] for m in fresh.working_messages] == ["system", "user", "assistant"]
+    assert [m["role"] for m in firing_messages(fresh)] == ["system", "user", "assistant"]
     assert load_conversation(conversation_key(workflow.pk, generation, ids["lead"])) == []
 
 
@@ -153,7 +154,7 @@ def test_pressure_past_the_threshold_compacts_the_turns_before_the_latest(owner)
     assert UsageRecord.objects.filter(workflow_id=workflow.pk, kind="compaction").count() >= 1
 
 
-def test_compaction_between_tool_steps_continues_from_the_compacted_list(owner):
+def test_compaction_between_tool_steps_continues_from_the_compacted_list(owner, provider_requests):
     from conversations.store import COMPACTION_SUMMARY_HEADER
 
     workflow, generation, ids = assistant_with(owner, todos=True, compaction_threshold=0.1)
@@ -166,7 +167,10 @@ def test_compaction_between_tool_steps_continues_from_the_compacted_list(owner):
     assert [m["role"] for m in stored] == ["system", "user", "user", "assistant", "tool", "assistant"]
     assert stored[1]["blocks"][0]["text"].startswith(COMPACTION_SUMMARY_HEADER)
     # The second request of the firing was built from the compacted list, not the long one.
-    assert firing.working_messages[1]["blocks"][0]["text"].startswith(COMPACTION_SUMMARY_HEADER)
+    first_step, *_, second_step = [r for r in provider_requests if "todo: buy milk" in json.dumps(r)]
+    assert not first_step[1]["blocks"][0]["text"].startswith(COMPACTION_SUMMARY_HEADER)
+    assert second_step[1]["blocks"][0]["text"].startswith(COMPACTION_SUMMARY_HEADER)
+    assert second_step[-1]["role"] == "tool" and len(second_step) < len(first_step) + 2
 
 
 def test_a_summarizer_failure_between_tool_steps_ends_the_firing(owner, monkeypatch):

@@ -14,6 +14,7 @@ from agents import dispatch
 from agents.models import Firing, LlmStep, ToolCallResult
 from agents.services import steps
 from agents.services.firings import fire_agent
+from agents.services.messages import firing_messages
 from agents.services.watchdog import watchdog_sweep
 from conversations.models import UsageRecord
 from conversations.store import conversation_key, load_conversation
@@ -156,11 +157,11 @@ def test_a_persist_delivered_again_after_its_commit_adds_the_tool_results_once(o
     broker.clear()
     steps.persist_turn(firing_id, 1)
     assert broker == [("agent.execute_llm_step", (firing_id, 2))]
-    after_first = Firing.objects.get(pk=firing_id).working_messages
+    after_first = firing_messages(Firing.objects.get(pk=firing_id))
 
     steps.persist_turn(firing_id, 1)  # a redelivered message, a watchdog's or a teammate's late return
 
-    assert Firing.objects.get(pk=firing_id).working_messages == after_first
+    assert firing_messages(Firing.objects.get(pk=firing_id)) == after_first
     assert broker == [("agent.execute_llm_step", (firing_id, 2))]  # nothing new sent
     run_as_task("agent.execute_llm_step", firing_id, 2)
     firing = Firing.objects.get(pk=firing_id)
@@ -246,7 +247,7 @@ def test_only_early_acknowledged_tasks_continue_in_process(owner, broker):
     assert Firing.objects.get(pk=firing_id).state == Firing.State.FINISHED
 
 
-def test_a_teammate_task_over_the_prompt_limit_is_an_error_the_model_sees(owner, broker, settings):
+def test_a_teammate_task_over_the_prompt_limit_is_an_error_the_model_sees(owner, broker, settings, provider_requests):
     # fire_agent refuses such a prompt; refused inside persist it rolled the turn back on every retry, and the
     # firing hung until its deadline. The model gets a tool error instead and the firing goes on.
     nodes = [
@@ -263,7 +264,7 @@ def test_a_teammate_task_over_the_prompt_limit_is_an_error_the_model_sees(owner,
     firing = Firing.objects.get(pk=firing_id)
     assert firing.state == Firing.State.FINISHED, (firing.state, firing.error_code, broker)
     assert not Firing.objects.filter(parent_id=firing_id).exists()
-    (result,) = [b for m in firing.working_messages for b in m["blocks"] if b["type"] == "tool_result"]
+    (result,) = [b for m in provider_requests[-1] for b in m["blocks"] if b["type"] == "tool_result"]
     assert result["is_error"] and "at most 200" in result["content"]
 
 

@@ -8,6 +8,7 @@ import pytest
 from django.db import IntegrityError, connection
 
 from agents.models import Firing
+from agents.services.messages import firing_messages
 from chat.models import ChatBranchSnapshot, ChatMessage, ChatNote, ChatRun, ChatSession
 from chat.selectors import chat_thread
 from chat.services import (
@@ -335,7 +336,7 @@ def test_a_note_reaches_the_next_message_and_is_told_only_after_it_answered(owne
     note = ChatNote.objects.get()
     assert note.told_at is not None and note.claimed_by_id == third.pk
     firing = Firing.objects.get(pk=third.firing_id)
-    user_text = firing.working_messages[-2]["blocks"][0]["text"]
+    user_text = firing_messages(firing)[-2]["blocks"][0]["text"]
     assert user_text.startswith('[feedback]{"answer": "I see 2 earlier messages. You said: two", "rating": "bad"}')
     assert user_text.endswith("three")
     # Never in the stored system prompt.
@@ -343,7 +344,7 @@ def test_a_note_reaches_the_next_message_and_is_told_only_after_it_answered(owne
     assert system == "You are Lead." + NOTES_GUIDE and "You said: two" not in system
     # Told once: the next message carries no note.
     _, fourth = send(workflow, "four")
-    assert Firing.objects.get(pk=fourth.firing_id).working_messages[-2]["blocks"][0]["text"] == "four"
+    assert firing_messages(Firing.objects.get(pk=fourth.firing_id))[-2]["blocks"][0]["text"] == "four"
 
 
 def test_a_note_is_offered_again_after_a_failed_run(owner, inline, monkeypatch, settings):
@@ -358,7 +359,7 @@ def test_a_note_is_offered_again_after_a_failed_run(owner, inline, monkeypatch, 
     _, failed, _ = chat_message_send(workflow=workflow, text="three")
     # The answering agent is prepared (the note is claimed), then the runtime's watchdog fails the lost firing.
     prepare_payload(str(failed.firing_id))
-    claimed_prompt = Firing.objects.get(pk=failed.firing_id).working_messages[-1]["blocks"][0]["text"]
+    claimed_prompt = firing_messages(Firing.objects.get(pk=failed.firing_id))[-1]["blocks"][0]["text"]
     assert claimed_prompt.startswith("[feedback]")
     assert ChatNote.objects.get().claimed_by_id == failed.pk
     with transaction.atomic():
@@ -372,7 +373,7 @@ def test_a_note_is_offered_again_after_a_failed_run(owner, inline, monkeypatch, 
     # Offered again: the next message carries it.
     settings.AGENT_EXECUTION_MODE = "inline"
     _, fourth = send(workflow, "four")
-    assert Firing.objects.get(pk=fourth.firing_id).working_messages[-2]["blocks"][0]["text"].startswith("[feedback]")
+    assert firing_messages(Firing.objects.get(pk=fourth.firing_id))[-2]["blocks"][0]["text"].startswith("[feedback]")
     assert ChatNote.objects.get().told_at is not None
 
 

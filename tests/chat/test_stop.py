@@ -62,7 +62,7 @@ def test_stop_on_a_real_worker_keeps_the_partial_answer_and_the_next_message_con
         _, second, _ = chat_message_send(workflow=workflow, text="go on")
         second = wait_until(lambda: (r := ChatRun.objects.get(pk=second.pk)).state == "finished" and r, timeout=60,
                             what="the next answer")  # fmt: skip
-        sent = Firing.objects.get(pk=second.firing_id).working_messages
+        sent = stored(workflow, generation, ids["lead"])
         validate_messages(sent)
         assert texts(sent)[-1] == "I see 2 earlier messages. You said: go on"
     finally:
