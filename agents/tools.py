@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from providers.types import ToolDefinition
+from workflows.nodes.registry import ToolCall, get_node_spec
 
 logger = logging.getLogger(__name__)
 
@@ -32,16 +33,17 @@ class ToolOutcome:
     is_error: bool = False
 
 
-def _memory_definition() -> dict:
-    from memory.tool import memory_tool_definition
-
-    return memory_tool_definition()
+class ToolUnavailable(LookupError):
+    """A node wired as a tool whose type offers no tool contract (no schema or no call hook)."""
 
 
-def _todos_definition() -> dict:
-    from workflows.todos import todos_tool_schema
-
-    return todos_tool_schema()
+def _tool_spec(binding: dict):
+    spec = get_node_spec(binding["node_type"])
+    if spec is None or spec.tool_schema is None or spec.tool_call is None:
+        raise ToolUnavailable(
+            f"The node {binding['node_id']!r} ({binding['node_type']}) is wired as a tool, but its type offers no tool."
+        )
+    return spec
 
 
 def tool_definition(binding: dict, graph_nodes: dict[str, dict]) -> ToolDefinition:
@@ -53,7 +55,7 @@ def tool_definition(binding: dict, graph_nodes: dict[str, dict]) -> ToolDefiniti
             description=f"Delegate a task to your teammate {name}. Their final answer comes back as the result.",
             parameters=TEAMMATE_SCHEMA,
         )
-    definition = {"simpleMemory": _memory_definition, "todos": _todos_definition}[binding["node_type"]]()
+    definition = _tool_spec(binding).tool_schema()
     return ToolDefinition(
         name=binding["name"], description=definition["description"], parameters=definition["parameters"]
     )
@@ -66,19 +68,18 @@ def _as_outcome(result: dict) -> ToolOutcome:
 
 def prepare_tool_calls(*, firing, message: dict) -> None:
     """Work a turn's tool calls can do before the transaction that answers them (under the firing's row lock, where
-    no remote call may run): today, embedding the queries of `memory` recalls. Never raises."""
-    memory_nodes = {
-        b["name"]: b["node_id"]
-        for b in firing.tool_bindings
-        if b.get("node_type") == "simpleMemory" and not b.get("is_teammate")
-    }
-    calls = [b for b in message.get("blocks", []) if b.get("type") == "tool_call" and b.get("name") in memory_nodes]
-    if not calls:
-        return
-    from memory.query_vectors import prefetch_recall_query
-
-    for call in calls:
-        prefetch_recall_query(call.get("arguments"), workflow=firing.workflow, node_id=memory_nodes[call["name"]])
+    no remote call may run), through each tool's `tool_prepare` hook (a memory recall embeds its query). Never
+    raises."""
+    bindings = {b["name"]: b for b in firing.tool_bindings if not b.get("is_teammate")}
+    for call in message.get("blocks", []):
+        binding = bindings.get(call.get("name")) if call.get("type") == "tool_call" else None
+        spec = get_node_spec(binding["node_type"]) if binding else None
+        if spec is None or spec.tool_prepare is None:
+            continue
+        try:
+            spec.tool_prepare(call.get("arguments"), workflow=firing.workflow, node_id=binding["node_id"])
+        except Exception:
+            logger.warning("tool preparation failed", extra={"firing_id": str(firing.id), "tool": binding["name"]})
 
 
 def run_tool(*, firing, binding: dict, call: dict) -> ToolOutcome:
@@ -92,11 +93,10 @@ def run_tool(*, firing, binding: dict, call: dict) -> ToolOutcome:
             is_error=True,
         )
     try:
+        spec = _tool_spec(binding)
         with transaction.atomic():
-            if binding["node_type"] == "simpleMemory":
-                from memory.tool import memory_tool_call
-
-                result = memory_tool_call(
+            result = spec.tool_call(
+                ToolCall(
                     owner=firing.workflow.owner,
                     workflow=firing.workflow,
                     node_id=binding["node_id"],
@@ -105,12 +105,9 @@ def run_tool(*, firing, binding: dict, call: dict) -> ToolOutcome:
                     idempotency_key=f"{firing.id}:{call['id']}",
                     actor=f"agent:{firing.agent_node_id}",
                 )
-            elif binding["node_type"] == "todos":
-                from workflows.todos import todos_tool
-
-                result = todos_tool(workflow=firing.workflow, node_id=binding["node_id"], arguments=arguments)
-            else:
-                return ToolOutcome(f"Error: the tool `{binding['name']}` cannot be run here.", is_error=True)
+            )
+    except ToolUnavailable as exc:
+        return ToolOutcome(f"Error: {exc}", is_error=True)
     except Exception as exc:
         logger.exception("tool failed", extra={"firing_id": str(firing.id), "tool": binding["name"]})
         return ToolOutcome(f"Error: the tool `{binding['name']}` failed ({type(exc).__name__}). Try again later.", True)

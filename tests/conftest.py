@@ -139,3 +139,9 @@ def provider_requests(monkeypatch):
 
     monkeypatch.setattr(ChatUnifier, "chat", recording_chat)
     return sent
+
+
+@pytest.fixture
+def inline(settings):
+    """Firings run their steps in this process, one after another (AGENT_EXECUTION_MODE=inline)."""
+    settings.AGENT_EXECUTION_MODE = "inline"

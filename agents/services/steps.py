@@ -33,7 +33,14 @@ from agents.services.firings import (
     firing_save_changes,
 )
 from agents.services.messages import firing_append, firing_messages, rewrite_firing_messages, seed_firing_messages
-from agents.tools import ToolOutcome, prepare_tool_calls, run_tool, tool_definition, unknown_tool_outcome
+from agents.tools import (
+    ToolOutcome,
+    ToolUnavailable,
+    prepare_tool_calls,
+    run_tool,
+    tool_definition,
+    unknown_tool_outcome,
+)
 from agents.usage import record_llm_usage
 from agents.wiring import AgentNotFound, agent_wiring
 
@@ -118,7 +125,11 @@ def prepare_payload(firing_id: str) -> None:
         )
         firing.agent_config = config
         graph_nodes = {n["id"]: n for n in graph.get("nodes", [])}
-        firing.tool_bindings = [_binding_with_definition(binding.to_dict(), graph_nodes) for binding in wiring.tools]
+        try:
+            firing.tool_bindings = [_binding_with_definition(b.to_dict(), graph_nodes) for b in wiring.tools]
+        except ToolUnavailable as exc:
+            end_firing(firing, state=Firing.State.FAILED, error_code="tool_unavailable", error_message=str(exc))
+            return
         firing.state = Firing.State.RUNNING
         firing.started_at = timezone.now()
         firing.deadline_at = firing_deadline(config["max_wall_seconds"])

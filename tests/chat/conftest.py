@@ -1,11 +1,4 @@
-import pytest
-
 from tests.agents.factories import agent_node, edge, started_workflow
-
-
-@pytest.fixture
-def inline(settings):
-    settings.AGENT_EXECUTION_MODE = "inline"
 
 
 def chat_workflow(owner, *, memory: bool = False, teammate: bool = False, start: bool = True):

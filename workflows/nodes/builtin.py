@@ -140,6 +140,31 @@ def _todos_reset(workflow, node: dict, *, policy_context: ResetContext) -> int:
     return todos_clear(workflow=workflow, node_id=node["id"])
 
 
+def _memory_tool_call(call) -> dict:
+    from memory.tool import memory_tool_call
+
+    return memory_tool_call(
+        owner=call.owner,
+        workflow=call.workflow,
+        node_id=call.node_id,
+        arguments=call.arguments,
+        idempotency_key=call.idempotency_key,
+        actor=call.actor,
+    )
+
+
+def _memory_tool_prepare(arguments, *, workflow, node_id: str) -> None:
+    from memory.query_vectors import prefetch_recall_query
+
+    prefetch_recall_query(arguments, workflow=workflow, node_id=node_id)
+
+
+def _todos_tool_call(call) -> dict:
+    from workflows.todos import todos_tool
+
+    return todos_tool(workflow=call.workflow, node_id=call.node_id, arguments=call.arguments)
+
+
 def _todos_schema() -> dict:
     from workflows.todos import todos_tool_schema
 
@@ -188,6 +213,8 @@ SIMPLE_MEMORY = NodeSpec(
     outputs=(Handle("output-tool", KIND_TOOL),),
     tool_name="memory",
     tool_schema=_memory_schema,
+    tool_call=_memory_tool_call,
+    tool_prepare=_memory_tool_prepare,
     reset_execution_state=_memory_reset,
     clear_memory=_memory_clear,
     legacy_outputs=("output-memory",),
@@ -202,6 +229,7 @@ TODOS = NodeSpec(
     outputs=(Handle("output-tool", KIND_TOOL),),
     tool_name="todos",
     tool_schema=_todos_schema,
+    tool_call=_todos_tool_call,
     reset_execution_state=_todos_reset,
     description="A small checklist the model keeps through the `todos` tool.",
 )

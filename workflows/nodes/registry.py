@@ -45,6 +45,19 @@ class ResetContext:
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """One call of a node's tool, as the runtime hands it to the node's `tool_call` hook."""
+
+    owner: Any
+    workflow: Any
+    node_id: str
+    arguments: dict
+    # Stable per call: a retried step must get the first answer, not a second effect (receipts).
+    idempotency_key: str
+    actor: str  # who calls, for audit: "agent:<node id>"
+
+
+@dataclass(frozen=True)
 class NodeSpec:
     type: str
     label: str
@@ -55,8 +68,14 @@ class NodeSpec:
     # The name the model sees when this node is wired as a tool: a string, or a function of the node (an agent
     # used as a tool is named after its display name).
     tool_name: str | Callable[[dict], str] | None = None
-    # JSON Schema of the tool's arguments, when the workflows app owns the tool (todos). Memory's schema is memory's.
+    # The tool contract: `tool_schema() -> {"description", "parameters" (JSON Schema)}` is what the model is offered;
+    # `tool_call(call: ToolCall) -> dict` answers one call (an "error" key or "ok": False marks a refusal the model
+    # can act on); `tool_prepare(arguments, *, workflow, node_id)` does what a call needs from a remote service
+    # before the transaction that answers it (no remote call may run under the firing's row lock). The runtime
+    # reads only these, never a node type's name.
     tool_schema: Callable[[], dict] | None = None
+    tool_call: Callable[[ToolCall], dict] | None = None
+    tool_prepare: Callable[..., None] | None = None
     # reset_execution_state(workflow, node, *, policy_context: ResetContext) -> int | None (items cleared)
     reset_execution_state: Callable[..., Any] | None = None
     # clear_memory(workflow, node, *, actor) -> int: the admin/panel "Clear Memory" for nodes that hold memory.
