@@ -19,7 +19,7 @@ from celery import shared_task
 from django.db import DatabaseError
 
 from agents.dispatch import running_steps
-from agents.services import steps, watchdog
+from agents.services import retention, steps, watchdog
 
 
 @shared_task(
@@ -63,3 +63,8 @@ def compact_context(
 @shared_task(name="agents.watchdog", ignore_result=True)
 def watchdog_sweep() -> None:
     watchdog.watchdog_sweep()
+
+
+@shared_task(name="agents.prune_firings", ignore_result=True)
+def prune_firings() -> None:
+    retention.firings_prune()

@@ -12,6 +12,8 @@ from opencompany.schema import ErrorResponse
 from workflows.selectors import access_workflow
 
 from . import selectors
+from .models import OwnerConversationSettings
+from .services import owner_conversation_settings_update
 from .store import clear_conversation, list_conversations
 
 
@@ -128,3 +130,40 @@ class ConversationDetailApi(APIView):
         if workflow.live_generation:
             deleted = clear_conversation(workflow, generation=workflow.live_generation, agent_node_id=agent_node_id)
         return Response({"deleted": deleted})
+
+
+class OwnerConversationSettingsApi(APIView):
+    """The signed-in owner's own conversation limits (they may lower the site's, never raise them)."""
+
+    class InputSerializer(serializers.Serializer):
+        tool_result_max_chars = serializers.IntegerField(allow_null=True, min_value=100)
+
+    class OutputSerializer(serializers.Serializer):
+        tool_result_max_chars = serializers.IntegerField(allow_null=True)
+        effective_tool_result_max_chars = serializers.IntegerField()
+        site_tool_result_max_chars = serializers.IntegerField()
+
+    def _output(self, request) -> dict:
+        own = (
+            OwnerConversationSettings.objects.filter(owner=request.user)
+            .values_list("tool_result_max_chars", flat=True)
+            .first()
+        )
+        return self.OutputSerializer(
+            {
+                "tool_result_max_chars": own,
+                "effective_tool_result_max_chars": selectors.owner_tool_result_max_chars(request.user.pk),
+                "site_tool_result_max_chars": settings.TOOL_RESULT_MAX_CHARS,
+            }
+        ).data
+
+    @extend_schema(responses={200: OutputSerializer})
+    def get(self, request):
+        return Response(self._output(request))
+
+    @extend_schema(request=InputSerializer, responses={200: OutputSerializer, 400: ErrorResponse})
+    def put(self, request):
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        owner_conversation_settings_update(owner=request.user, **data.validated_data)
+        return Response(self._output(request))

@@ -5,6 +5,7 @@ A conversation is a header row (`AgentConversation`, the thing that is locked) p
 appending a turn inserts the turn's rows and updates the header, whatever the length of the conversation.
 """
 
+from django.conf import settings
 from django.db import models
 
 from workflows.models import Workflow
@@ -117,6 +118,19 @@ class RetainedConversation(models.Model):
 
     def __str__(self) -> str:
         return f"retained {self.workflow_id}/{self.generation}/{self.agent_node_id} v{self.version}"
+
+
+class OwnerConversationSettings(models.Model):
+    """An owner's own limits for their agents' conversations, at most the site's (never above them)."""
+
+    owner = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    # Tool results longer than this are cut before they enter a conversation (docs/invariants.md#tool-result-cap);
+    # null: the site's TOOL_RESULT_MAX_CHARS.
+    tool_result_max_chars = models.PositiveIntegerField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"conversation settings of {self.owner_id}"
 
 
 class UsageRecordQuerySet(models.QuerySet):

@@ -11,7 +11,7 @@ from workflows.graph.wiring import agent_for_context, node_by_id
 from workflows.models import Workflow, WorkflowGeneration
 from workflows.nodes import IS_CONTEXT_PANEL, get_node_spec
 
-from .models import AgentConversation, ConversationMessage, UsageRecord
+from .models import AgentConversation, ConversationMessage, OwnerConversationSettings, UsageRecord
 
 
 @dataclass(frozen=True)
@@ -102,3 +102,15 @@ def pressure_of(header: AgentConversation | None) -> dict | None:
 
 def pretty_json(value) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
+
+
+def owner_tool_result_max_chars(owner_id: int) -> int:
+    """The cap a tool result of this owner's agents is cut to: the owner's own when set, never above the site's."""
+    from django.conf import settings
+
+    own = (
+        OwnerConversationSettings.objects.filter(owner_id=owner_id)
+        .values_list("tool_result_max_chars", flat=True)
+        .first()
+    )
+    return min(own, settings.TOOL_RESULT_MAX_CHARS) if own else settings.TOOL_RESULT_MAX_CHARS

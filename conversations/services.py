@@ -8,7 +8,7 @@ from decimal import Decimal
 from django.db import connection
 from django.utils import timezone
 
-from .models import UsageRecord
+from .models import OwnerConversationSettings, UsageRecord
 
 _USAGE = UsageRecord._meta.db_table
 _COLUMNS = (
@@ -81,3 +81,20 @@ def usage_record_append(
             values,
         )
         return cursor.fetchone() is not None
+
+
+def owner_conversation_settings_update(*, owner, tool_result_max_chars: int | None) -> OwnerConversationSettings:
+    """Set the owner's own tool-result cap (None: the site's). It may only lower the site's cap."""
+    from django.conf import settings
+
+    from opencompany.errors import ServiceError
+
+    if tool_result_max_chars is not None and not 100 <= tool_result_max_chars <= settings.TOOL_RESULT_MAX_CHARS:
+        raise ServiceError(
+            "invalid_request",
+            f"tool_result_max_chars must be between 100 and the site's {settings.TOOL_RESULT_MAX_CHARS:,} (or null).",
+        )
+    row, _ = OwnerConversationSettings.objects.update_or_create(
+        owner=owner, defaults={"tool_result_max_chars": tool_result_max_chars}
+    )
+    return row

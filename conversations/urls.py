@@ -4,6 +4,11 @@ from . import apis
 
 urlpatterns = [
     path(
+        "settings/conversations/",
+        apis.OwnerConversationSettingsApi.as_view(),
+        name="conversations-api-owner-settings",
+    ),
+    path(
         "workflows/<int:workflow_id>/conversations/",
         apis.ConversationListApi.as_view(),
         name="conversations-api-list",

@@ -43,6 +43,7 @@ from agents.tools import (
 )
 from agents.usage import record_llm_usage
 from agents.wiring import AgentNotFound, agent_wiring
+from conversations.selectors import owner_tool_result_max_chars
 
 logger = logging.getLogger("agents.step")
 
@@ -491,6 +492,7 @@ def _advance_tools(firing: Firing, step: LlmStep) -> None:
         else {}
     )
     bindings = {b["name"]: b for b in firing.tool_bindings}
+    cap = None  # the owner's tool-result cap, read once when a tool answers
     for call in calls:
         if call["id"] in answered:
             continue
@@ -508,7 +510,9 @@ def _advance_tools(firing: Firing, step: LlmStep) -> None:
                 if firing.chat_run_id:
                     observers.notify_tool_step(firing=firing, tool_call=call, phase="started")
                 outcome = run_tool(firing=firing, binding=binding, call=call)
-                outcome = ToolOutcome(store.cap_tool_result(outcome.content), outcome.is_error)
+                if cap is None:
+                    cap = owner_tool_result_max_chars(firing.workflow.owner_id)
+                outcome = ToolOutcome(store.cap_tool_result(outcome.content, cap), outcome.is_error)
         answered[call["id"]] = ToolCallResult.objects.create(
             firing=firing,
             iteration=step.iteration,
@@ -542,7 +546,30 @@ def _advance_tools(firing: Firing, step: LlmStep) -> None:
         firing.state = Firing.State.RUNNING
         firing_mark_changed(firing, "state")
         firing_append(firing, results, context=[assistant])
+        _clear_old_tool_results(firing)
     _after_turn(firing, step, results=results, stopped=stopped)
+
+
+def _clear_old_tool_results(firing: Firing) -> None:
+    """Past the stored conversation's tool-result budget, turn the oldest results of earlier turns into placeholders
+    (docs/invariants.md#old-results-cleared). Checked when a turn's results are saved and the stored size (known from
+    the save, no read) is over the budget; the rewrite goes down to half the budget, so it happens once per half a
+    budget of new results, not every turn."""
+    from conversations import store
+
+    prefix = firing.stored_prefix or {}
+    size = prefix.get("size_bytes")
+    if "length" not in prefix or size is None or size <= settings.CONVERSATION_TOOL_RESULT_BUDGET_BYTES:
+        return
+    try:
+        messages = firing_messages(firing)
+    except (store.ConversationConflict, store.ConversationLoadFailed, store.ConversationTooLarge):
+        return
+    teammates = {b["name"] for b in firing.tool_bindings if b["is_teammate"]}
+    cleared = store.clear_old_tool_results(messages, teammate_tools=teammates)
+    if len(cleared) == len(messages) and all(a is b for a, b in zip(cleared, messages, strict=True)):
+        return  # nothing of earlier turns left to clear
+    rewrite_firing_messages(firing, cleared)
 
 
 def _delegate(firing: Firing, step: LlmStep, call: dict, binding: dict) -> ToolOutcome | None:

@@ -344,6 +344,15 @@ CELERY_BEAT_SCHEDULE["agent-watchdog"] = {
     "options": {"queue": CELERY_QUEUE_HOUSEKEEPING},
 }
 
+# Ended firings (their steps and tool results) are kept this long for run history, then pruned; the usage
+# ledger is kept regardless.
+AGENT_FIRING_RETENTION_DAYS = env_int("AGENT_FIRING_RETENTION_DAYS", 30, minimum=1)
+CELERY_BEAT_SCHEDULE["agent-prune-firings"] = {
+    "task": "agents.prune_firings",
+    "schedule": timedelta(seconds=env_int("AGENT_PRUNE_INTERVAL_SECONDS", 3600, minimum=60)),
+    "options": {"queue": CELERY_QUEUE_HOUSEKEEPING},
+}
+
 # --- chat (the owner's chat: runs and the lane, streaming, branch snapshots, notes) ------------------------
 CHAT_MESSAGE_MAX_CHARS = env_int("CHAT_MESSAGE_MAX_CHARS", 20_000, minimum=1)
 CHAT_MAX_SNAPSHOTS_PER_SESSION = env_int("CHAT_MAX_SNAPSHOTS_PER_SESSION", 200, minimum=1)
