@@ -104,6 +104,10 @@ MATRIX: dict[str, Entry] = {
         order={"post": MUTATE},
     ),
     # --- conversations API ----------------------------------------------------------------------------------
+    # The signed-in owner's own settings: nothing of another owner is addressable through it.
+    "api/settings/conversations/": Entry(
+        API, lambda w: "/api/settings/conversations/", ("get", "put"), bodies={"put": {"tool_result_max_chars": 500}}
+    ),
     "api/workflows/<int:workflow_id>/conversations/": Entry(API, lambda w: wf(w) + "conversations/", ("get",)),
     "api/workflows/<int:workflow_id>/conversations/<str:agent_node_id>/": Entry(
         API, lambda w: f"{wf(w)}conversations/{w.agent_node_id}/", ("get", "delete"), order={"delete": DESTROY}
@@ -193,7 +197,13 @@ MATRIX: dict[str, Entry] = {
     "workflows/<int:workflow_id>/chat/": Entry(PAGE, lambda w: page(w) + "chat/", ("get",)),
 }
 
-NOT_UNDER_A_WORKFLOW = {"", "settings/token/", "api/workflows/", "api/workflows/import/"}
+NOT_UNDER_A_WORKFLOW = {
+    "",
+    "settings/token/",
+    "api/workflows/",
+    "api/workflows/import/",
+    "api/settings/conversations/",
+}
 
 SOCKETS: dict[str, Callable[[World], str]] = {
     "ws/workflows/<int:workflow_id>/": lambda w: f"/ws/workflows/{w.workflow.pk}/",
