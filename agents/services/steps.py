@@ -561,12 +561,15 @@ def _clear_old_tool_results(firing: Firing) -> None:
     size = prefix.get("size_bytes")
     if "length" not in prefix or size is None or size <= settings.CONVERSATION_TOOL_RESULT_BUDGET_BYTES:
         return
+    sizes = store.clearable_result_sizes(firing_key(firing), store.StoredPrefix.from_dict(prefix))
+    if sizes is None:
+        return  # no result of an earlier turn left to clear: decided from the rows' columns, nothing loaded
     try:
         messages = firing_messages(firing)
     except (store.ConversationConflict, store.ConversationLoadFailed, store.ConversationTooLarge):
         return
     teammates = {b["name"] for b in firing.tool_bindings if b["is_teammate"]}
-    cleared = store.clear_old_tool_results(messages, teammate_tools=teammates)
+    cleared = store.clear_old_tool_results(messages, teammate_tools=teammates, sizes=sizes)
     if len(cleared) == len(messages) and all(a is b for a, b in zip(cleared, messages, strict=True)):
         return  # nothing of earlier turns left to clear
     rewrite_firing_messages(firing, cleared)

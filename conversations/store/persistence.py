@@ -786,6 +786,30 @@ def clear_conversation(workflow, generation: int | None = None, agent_node_id: s
     return len(rows)
 
 
+def clearable_result_sizes(key: ConversationKey, prefix: StoredPrefix) -> list[int] | None:
+    """The stored size of each message of the list `prefix` names, when it holds a tool result of an earlier turn
+    that is not yet a placeholder; None when it holds none (or the list is no longer `prefix`).
+
+    One statement over the rows' own columns (role, size, the result's `meta.cleared`): deciding that nothing is
+    left to clear costs no read of the messages, so a long conversation over its tool-result budget does not pay a
+    serialization of itself every turn."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"WITH c AS (SELECT id FROM {_HEADER} WHERE workflow_id = %s AND generation = %s AND agent_node_id = %s "
+            "AND version = %s AND digest = %s), "
+            f"latest AS (SELECT coalesce(max(m.position), 0) AS start FROM {_ROWS} m, c WHERE m.conversation_id = c.id "
+            "AND m.role = 'user' AND coalesce(m.data->'meta'->>'compaction_summary', '') <> 'true') "
+            f"SELECT CASE WHEN EXISTS (SELECT 1 FROM {_ROWS} m, c, latest WHERE m.conversation_id = c.id "
+            "AND m.role = 'tool' AND m.position < latest.start AND coalesce(m.data->'meta'->>'cleared', '') <> 'true') "
+            f"THEN (SELECT array_agg(m.size_bytes ORDER BY m.position) FROM {_ROWS} m, c "
+            "WHERE m.conversation_id = c.id) END",
+            [key.workflow_id, key.generation, key.agent_node_id, prefix.version, prefix.digest],
+        )
+        row = cursor.fetchone()
+    sizes = row[0] if row else None
+    return list(sizes) if sizes and len(sizes) == prefix.length else None
+
+
 def list_conversations(workflow) -> list[dict]:
     """Panel metadata of every stored conversation of `workflow`, newest generation first."""
     workflow_id = int(getattr(workflow, "pk", workflow))

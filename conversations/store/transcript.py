@@ -202,15 +202,22 @@ def _cleared(message: dict, result: dict) -> dict:
 
 
 def clear_old_tool_results(
-    messages: list[dict], budget_bytes: int | None = None, *, teammate_tools: Collection[str] = ()
+    messages: list[dict],
+    budget_bytes: int | None = None,
+    *,
+    teammate_tools: Collection[str] = (),
+    sizes: list[int] | None = None,
 ) -> list[dict]:
     """Past `budget_bytes`, replace results of earlier turns by a short placeholder down to half the budget.
 
     Oldest first and external tools before teammate answers; each placeholder keeps its `tool_call_id` and name
     so every call still has an answer. The latest turn is never cleared. Returns the same list when under budget.
+    `sizes`: each message's stored size when the caller has them (the store keeps them per row), so the list is not
+    serialized again to measure it.
     """
     budget = settings.CONVERSATION_TOOL_RESULT_BUDGET_BYTES if budget_bytes is None else budget_bytes
-    sizes = [message_size(m) for m in messages]
+    if sizes is None or len(sizes) != len(messages):
+        sizes = [message_size(m) for m in messages]
     total = sum(sizes)
     if total <= budget:
         return messages

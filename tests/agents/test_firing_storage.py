@@ -12,7 +12,7 @@ from django.utils import timezone
 from agents.models import Firing, LlmStep, ToolCallResult
 from agents.services.firings import fire_agent
 from agents.services.retention import firings_prune
-from conversations.models import UsageRecord
+from conversations.models import AgentConversation, UsageRecord
 from conversations.services import owner_conversation_settings_update
 from conversations.store import (
     CLEARED_PLACEHOLDER,
@@ -106,6 +106,20 @@ def test_old_tool_results_become_placeholders_past_the_budget_in_a_firing(owner,
     assert cleared == results[:7]
     assert results[-1]["content"] != CLEARED_PLACEHOLDER  # the latest turn is never cleared
     assert all(r["tool_call_id"] and r["name"] == "memory" for r in results)
+
+
+def test_a_conversation_over_budget_with_nothing_to_clear_is_not_rewritten(owner, inline, settings):
+    settings.CONVERSATION_TOOL_RESULT_BUDGET_BYTES = 2_000
+    workflow, generation, ids = assistant_with(owner, memory=True)
+    key = conversation_key(workflow.pk, generation, ids["lead"])
+    save_conversation(key, _history(41))  # ~4 KB of plain text: over the budget, no tool result in it
+    before = AgentConversation.objects.get(workflow=workflow).version
+    fire_agent(workflow, generation, ids["lead"], "remember: the launch is on Friday")
+    # Three appends (the message and the call, the result, the answer): no rewrite, the text stays as it was.
+    assert AgentConversation.objects.get(workflow=workflow).version == before + 3
+    assert load_conversation(key)[:41] == _history(41) or [m["blocks"] for m in load_conversation(key)[:41]] == [
+        m["blocks"] for m in _history(41)
+    ]
 
 
 def test_an_owner_can_lower_the_tool_result_cap_for_their_agents(owner, inline):
