@@ -188,45 +188,73 @@ def _check_loaded(messages: list) -> None:
             raise WireError(f"messages[{index}] is not a message")
 
 
-def load_conversation_snapshot(key: ConversationKey) -> LoadedConversation:
-    """The stored messages exactly as stored. Raises ConversationLoadFailed / ConversationTooLarge."""
-    if key.generation == 0:
-        return LoadedConversation(key, [], 0, EMPTY_DIGEST, 0, False)
+def _read_rows(key: ConversationKey, start: int) -> tuple | None:
+    """Header and the rows from `start` on, in one statement (one snapshot), with the chain at `start - 1` so the
+    caller can tell whether the messages before `start` are still the ones it holds. The rows are aggregated into
+    one JSON array (one parse instead of one per row) and skipped entirely when the conversation is over the cap."""
     try:
         with connection.cursor() as cursor:
-            # One statement, so the header's version and the rows are one snapshot; the rows are aggregated into
-            # one JSON array (one parse instead of one per row) and skipped entirely when the row is over the cap.
             cursor.execute(
-                f"SELECT c.id, c.version, c.digest, c.size_bytes, c.message_count, agg.data, agg.row_count "
+                f"SELECT c.id, c.version, c.digest, c.size_bytes, c.message_count, "
+                f"(SELECT p.chain FROM {_ROWS} p WHERE p.conversation_id = c.id AND p.position = %s), "
+                "agg.data, agg.row_count "
                 f"FROM {_HEADER} c LEFT JOIN LATERAL (SELECT json_agg(m.data ORDER BY m.position)::text AS data, "
-                f"count(*) AS row_count FROM {_ROWS} m WHERE m.conversation_id = c.id AND c.size_bytes <= %s) agg "
+                f"count(*) AS row_count FROM {_ROWS} m WHERE m.conversation_id = c.id AND m.position >= %s "
+                "AND c.size_bytes <= %s) agg "
                 "ON true WHERE c.workflow_id = %s AND c.generation = %s AND c.agent_node_id = %s",
-                [settings.CONVERSATION_SEED_MAX_BYTES, key.workflow_id, key.generation, key.agent_node_id],
+                [
+                    start - 1,
+                    start,
+                    settings.CONVERSATION_SEED_MAX_BYTES,
+                    key.workflow_id,
+                    key.generation,
+                    key.agent_node_id,
+                ],
             )
-            row = cursor.fetchone()
+            return cursor.fetchone()
     except DatabaseError as exc:
         raise ConversationLoadFailed(
             message=f"The stored conversation could not be read: {exc}", extra=key.as_log()
         ) from exc
+
+
+def load_conversation_snapshot(key: ConversationKey) -> LoadedConversation:
+    """The stored messages exactly as stored. Raises ConversationLoadFailed / ConversationTooLarge.
+
+    A process that holds a copy of the conversation reads only the rows past it, after checking (by the stored
+    chain digest at the copy's last message) that the stored list still starts with the copy: a worker that ran
+    an earlier turn of this conversation pays for the new messages, not for the whole list."""
+    if key.generation == 0:
+        return LoadedConversation(key, [], 0, EMPTY_DIGEST, 0, False)
+    copy = _copies.get(key)
+    start = len(copy.messages) if copy is not None else 0
+    row = _read_rows(key, start)
+    if (
+        row is not None
+        and start
+        and (row[0] != copy.conversation_id or row[5] is None or bytes(row[5]).hex() != copy.digest)
+    ):
+        start, row = 0, _read_rows(key, 0)  # the stored list no longer starts with the copy: read it whole
     if row is None:
         return LoadedConversation(key, [], 0, EMPTY_DIGEST, 0, False)
-    conversation_id, version, digest, size_bytes, message_count, data, row_count = row
+    conversation_id, version, digest, size_bytes, message_count, _chain, data, row_count = row
     if size_bytes > settings.CONVERSATION_SEED_MAX_BYTES:
         raise _too_large(key, size_bytes)
     try:
-        if row_count != message_count:
-            raise WireError(f"{row_count} message rows for {message_count} messages")
+        if row_count != message_count - start:
+            raise WireError(f"{row_count} message rows past {start} for {message_count} messages")
         with _gc_paused():
-            messages = read_only(json.loads(data)) if data else []
-        _check_loaded(messages)
+            new = read_only(json.loads(data)) if data else []
+        _check_loaded(new)
     except (ValueError, WireError) as exc:
         logger.error("stored conversation is unreadable", extra={**key.as_log(), "error": str(exc)})
         raise ConversationLoadFailed(
             message=f"The stored conversation is unreadable ({exc}).", extra=key.as_log()
         ) from exc
+    messages = [*copy.messages, *new] if start else list(new)
     # The caller and the copy share the read-only messages, each with its own list around them.
     _copies.put(key, _Copy(conversation_id, version, list(messages), size_bytes, digest))
-    return LoadedConversation(key, list(messages), version, digest, size_bytes, True)
+    return LoadedConversation(key, messages, version, digest, size_bytes, True)
 
 
 def load_conversation(key: ConversationKey) -> list[dict]:

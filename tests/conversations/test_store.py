@@ -431,3 +431,36 @@ def test_a_non_message_anywhere_in_the_list_is_refused(key):
         with pytest.raises(ConversationInvalid):
             save_conversation(key, broken)
     assert _without_ts(load_conversation(key)) == [user("q1"), assistant("a1")]
+
+
+def test_a_process_holding_a_copy_reads_only_the_rows_past_it(key):
+    from conversations.store import persistence
+
+    base = [system("s"), *turn(1, tool=False)]
+    save_conversation(key, base)
+    load_conversation_snapshot(key)
+    held = persistence._copies.get(key)
+    grown = save_conversation(key, [*load_conversation_snapshot(key).messages, *turn(2, tool=False)])
+    # Another process wrote the new turn: this one still holds the copy of the first messages. Its first message
+    # is marked so the test can see whether the load took it from the copy or read it again.
+    marked = {**held.messages[0], "meta": {"from": "copy"}}
+    persistence._copies._entries[key] = persistence._Copy(
+        held.conversation_id, held.version, [marked, *held.messages[1:]], held.size_bytes, held.digest
+    )
+    snapshot = load_conversation_snapshot(key)
+    assert snapshot.version == grown.version and len(snapshot.messages) == grown.message_count
+    assert snapshot.messages[0]["meta"] == {"from": "copy"}  # the prefix was not read again
+    assert [m["blocks"] for m in snapshot.messages[len(base) :]] == [m["blocks"] for m in turn(2, tool=False)]
+
+
+def test_a_copy_whose_prefix_was_rewritten_is_not_reused(key):
+    from conversations.store import persistence
+
+    save_conversation(key, [system("s"), *turn(1, tool=False)])
+    load_conversation_snapshot(key)
+    held = persistence._copies.get(key)
+    with lock_conversations([key]):
+        replace_conversation_locked(key, [system("s"), user("rewritten"), *turn(2, tool=False)])
+    persistence._copies._entries[key] = held  # stale: same length, other content
+    snapshot = load_conversation_snapshot(key)
+    assert snapshot.messages[1]["blocks"][0]["text"] == "rewritten"
