@@ -291,7 +291,7 @@ FIRING_LEASE_TTL_SECONDS = env_int("FIRING_LEASE_TTL_SECONDS", 600, minimum=5)
 CONVERSATION_API_PAGE_SIZE = env_int("CONVERSATION_API_PAGE_SIZE", 100, minimum=1, maximum=1000)
 
 # --- memory (the `memory` tool: namespaces, FTS + pgvector recall, receipts, expiry) ------
-MEMORY_EMBEDDER = env_str("MEMORY_EMBEDDER", "none")  # none | openai | local | package.module:ClassName
+MEMORY_EMBEDDER = env_str("MEMORY_EMBEDDER", "minilm")  # minilm | none | openai | local | package.module:ClassName
 MEMORY_OPENAI_EMBEDDING_MODEL = env_str("MEMORY_OPENAI_EMBEDDING_MODEL", "text-embedding-3-small")
 MEMORY_OPENAI_EMBEDDING_DIMS = env_int("MEMORY_OPENAI_EMBEDDING_DIMS", 0, minimum=0) or None
 MEMORY_EMBED_TIMEOUT_S = env_float("MEMORY_EMBED_TIMEOUT_S", 10.0)
