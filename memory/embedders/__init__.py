@@ -2,8 +2,8 @@
 
 `settings.MEMORY_EMBEDDER` picks one: `minilm` (default: all-MiniLM-L6-v2 int8 on ONNX Runtime, installed with the
 project), `none` (full-text search only), `openai`, `local` (the full-precision model on torch, an optional extra),
-or a dotted path `package.module:ClassName` (tests use this for a deterministic or failing embedder). Switching embedder is a
-`manage.py memory_reindex`, not a migration: projections are keyed by `Embedder.model`.
+or a dotted path `package.module:ClassName` (tests use this for a deterministic or failing embedder). Switching
+embedder is a `manage.py memory_reindex`, not a migration: projections are keyed by `Embedder.model`.
 """
 
 from __future__ import annotations
