@@ -72,3 +72,35 @@ def test_a_broad_query_with_filters_applies_them_in_the_old_matches_too(call, bo
     recalled = call({"operation": "recall", "query": "Nora", "tags": ["vip"], "limit": 5})
     assert recalled["items"][0]["id"] == tagged
     assert all("vip" in item["tags"] for item in recalled["items"])
+
+
+def test_a_recall_is_one_statement_and_hybrid_sets_its_hnsw_walk_itself(call, owner, workflow, settings):
+    from django.db import connection as db
+    from django.test.utils import CaptureQueriesContext
+
+    from memory.query_vectors import prefetch_recall_query
+    from memory.selectors import memory_items_recall
+    from memory.tasks import embed_item
+
+    settings.MEMORY_EMBEDDER = "tests.memory.embedders:ConceptEmbedder"
+    settings.MEMORY_RECALL_HNSW_EF_SEARCH = 123
+    for text in ("The owner drinks espresso at breakfast", "Printer toner is in the cupboard"):
+        embed_item(call({"operation": "remember", "content": text})["item"]["id"])
+    namespace = memory_namespace_get_or_create(owner=owner, workflow=workflow, node_id=NODE)
+    arguments = {"operation": "recall", "query": "morning coffee"}
+    prefetch_recall_query(arguments, workflow=workflow, node_id=NODE)  # as the runtime does, before its lock
+
+    with CaptureQueriesContext(db) as queries:
+        recalled = memory_items_recall(namespace=namespace, query="morning coffee")
+    assert recalled["search"] == "hybrid" and "vector" in recalled["items"][0]["matched_by"]
+    assert len(queries.captured_queries) == 1, [q["sql"][:80] for q in queries.captured_queries]
+    # The statement set the walk's width for its own transaction (the test runs inside one)
+    with db.cursor() as cursor:
+        cursor.execute("SELECT current_setting('hnsw.ef_search'), current_setting('hnsw.iterative_scan')")
+        assert cursor.fetchone() == ("123", "relaxed_order")
+
+    settings.MEMORY_EMBEDDER = "none"
+    with CaptureQueriesContext(db) as queries:
+        recalled = memory_items_recall(namespace=namespace, query="espresso")
+    assert recalled["search"] == "fts" and len(recalled["items"]) == 1
+    assert len(queries.captured_queries) == 1
