@@ -48,10 +48,21 @@ class MemoryItem(models.Model):
         output_field=SearchVectorField(),
         db_persist=True,
     )
+    # The lexemes that make a text match rank above "once, in the content": the title's, and the content's that
+    # occur at least twice (SQL function memory_salient_tsvector, migration 0005). A broad query ranks older
+    # matches only through this small index (memory/selectors.py).
+    search_salient = models.GeneratedField(
+        expression=models.Func(
+            models.F("title"), models.F("content"), function="memory_salient_tsvector", output_field=SearchVectorField()
+        ),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
 
     class Meta:
         indexes = [
             GinIndex(fields=["search_vector"], name="memory_item_fts"),
+            GinIndex(fields=["search_salient"], name="memory_item_salient"),
             models.Index(fields=["namespace", "-id"], name="memory_item_ns_id"),
             models.Index(fields=["namespace", "category"], name="memory_item_ns_category"),
             GinIndex(fields=["tags"], name="memory_item_tags"),

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import logging
-from contextlib import nullcontext
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.db.models import IntegerField, OuterRef, Q, QuerySet, Subquery
 
 from . import clock
@@ -50,14 +49,14 @@ def memory_item_get(*, namespace: MemoryNamespace, item_id) -> dict:
     return {"item": item_as_dict(item)}
 
 
-def _filter_sql(categories: list[str], tags: list[str], params: list) -> str:
+def _filter_sql(categories: list[str], tags: list[str], params: dict, alias: str = "i") -> str:
     sql = ""
     if categories:
-        sql += " AND i.category = ANY(%s)"
-        params.append(categories)
+        sql += f" AND {alias}.category = ANY(%(categories)s)"
+        params["categories"] = categories
     if tags:
-        sql += " AND i.tags && %s::varchar[]"
-        params.append(tags)
+        sql += f" AND {alias}.tags && %(tags)s::varchar[]"
+        params["tags"] = tags
     return sql
 
 
@@ -89,44 +88,92 @@ def _namespace_has_vectors(namespace: MemoryNamespace, model: str) -> bool:
     ).exists()
 
 
+# The text matches a recall ranks. Ranking needs each match's tsvector, which the GIN index does not hold: every
+# ranked match is a heap visit (~1 us), so a query matching 6,000 items cost 6-8 ms. The work is bounded:
+# - the newest MEMORY_RECALL_FTS_WINDOW items of the namespace are always ranked (one bitmap AND of the text index
+#   and an id range);
+# - when fewer than MEMORY_RECALL_FTS_BROAD_MATCHES of them match, the query is narrow and every older match is
+#   ranked too, as before;
+# - when at least that many match, the query is broad and, of the older matches, only the salient ones are ranked:
+#   a query word in the title or twice in the content (`search_salient`, a small second index). Those are the only
+#   matches a single-word query ranks above "once, in the content"; the rest tie, and ties go newest first, so the
+#   window already holds the best of them. What is given up is the order of the older non-salient matches of a
+#   broad multi-word query (ts_rank's proximity between the words), and paging past the window's matches.
+# The expiry, category and tag filters apply in every branch. docs/memory.md has the figures.
+_MATCHES_CTE = """
+q AS (SELECT websearch_to_tsquery(%(fts_config)s::regconfig, %(query)s) AS tsq),
+window_floor AS (
+    SELECT coalesce((
+        SELECT w.id FROM memory_memoryitem w WHERE w.namespace_id = %(ns)s
+        ORDER BY w.namespace_id DESC, w.id DESC OFFSET %(window)s LIMIT 1
+    ), 0) AS id
+),
+recent AS MATERIALIZED (
+    SELECT i.id, i.search_vector
+    FROM memory_memoryitem i, q, window_floor f
+    WHERE i.namespace_id = %(ns)s AND i.search_vector @@ q.tsq AND i.id > f.id
+      AND (i.expires_at IS NULL OR i.expires_at > %(now)s){filters}
+),
+broad AS (SELECT count(*) >= %(broad)s AS yes FROM recent),
+matches AS (
+    SELECT id, search_vector FROM recent
+    UNION ALL
+    SELECT i.id, i.search_vector
+    FROM memory_memoryitem i, q, window_floor f
+    WHERE NOT (SELECT yes FROM broad) AND i.namespace_id = %(ns)s AND i.search_vector @@ q.tsq AND i.id <= f.id
+      AND (i.expires_at IS NULL OR i.expires_at > %(now)s){filters}
+    UNION ALL
+    -- The full tsvector is checked on the few salient rows only (coalesce keeps the planner off its big index).
+    SELECT i.id, i.search_vector
+    FROM memory_memoryitem i, q, window_floor f
+    WHERE (SELECT yes FROM broad) AND i.namespace_id = %(ns)s AND i.search_salient @@ q.tsq
+      AND coalesce(i.search_vector @@ q.tsq, false) AND i.id <= f.id
+      AND (i.expires_at IS NULL OR i.expires_at > %(now)s){filters}
+)"""
+
 _FTS_SQL = """
-SELECT i.id, ts_rank(i.search_vector, q.tsq)::float8 AS score, 1 AS fts_rank, NULL::bigint AS vector_rank
-FROM memory_memoryitem i, (SELECT websearch_to_tsquery(%s::regconfig, %s) AS tsq) q
-WHERE i.namespace_id = %s AND i.search_vector @@ q.tsq AND (i.expires_at IS NULL OR i.expires_at > %s){filters}{after}
-ORDER BY score DESC, i.id DESC
-LIMIT %s
+WITH {matches}
+SELECT m.id, ts_rank(m.search_vector, q.tsq)::float8 AS score, 1 AS fts_rank, NULL::bigint AS vector_rank
+FROM matches m, q
+WHERE TRUE{after}
+ORDER BY score DESC, m.id DESC
+LIMIT %(limit)s
 """
 
-# Reciprocal rank fusion of the full-text ranking (authoritative: every text match is ranked) and the nearest
-# vectors (an accelerator: the top candidates within a distance). Filters apply inside both lists, in SQL.
+# Reciprocal rank fusion of the full-text ranking and the nearest vectors (the top candidates within a distance).
+# Filters apply inside both lists, in SQL. The HNSW walk's settings are set by the statement itself: the one-time
+# filter on `nearest` runs before the index scan fetches its first row, which is when pgvector reads them, so a
+# hybrid recall is one statement (no SET round trips, no transaction of its own).
 _HYBRID_SQL = """
-WITH q AS (SELECT websearch_to_tsquery(%s::regconfig, %s) AS tsq),
+WITH {matches},
 fts AS (
-    SELECT i.id, row_number() OVER (ORDER BY ts_rank(i.search_vector, q.tsq) DESC, i.id DESC) AS rnk
-    FROM memory_memoryitem i, q
-    WHERE i.namespace_id = %s AND i.search_vector @@ q.tsq AND (i.expires_at IS NULL OR i.expires_at > %s){filters}
+    SELECT m.id, row_number() OVER (ORDER BY ts_rank(m.search_vector, q.tsq) DESC, m.id DESC) AS rnk
+    FROM matches m, q
 ),
 nearest AS (
-    SELECT i.id, (e.embedding::{cast} <=> %s::{cast}) AS distance
+    SELECT i.id, (e.embedding::{cast} <=> %(vector)s::{cast}) AS distance
     FROM memory_memoryembedding e JOIN memory_memoryitem i ON i.id = e.item_id
-    WHERE e.model = %s AND e.status = 'ready' AND e.namespace_id = %s AND e.item_version = i.version
-      AND i.namespace_id = %s AND (i.expires_at IS NULL OR i.expires_at > %s){filters}
-    ORDER BY e.embedding::{cast} <=> %s::{cast}
-    LIMIT %s
+    WHERE (SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)
+                  || set_config('hnsw.ef_search', %(ef_search)s, true)) IS NOT NULL
+      AND e.model = %(model)s AND e.status = 'ready' AND e.namespace_id = %(ns)s AND e.item_version = i.version
+      AND i.namespace_id = %(ns)s AND (i.expires_at IS NULL OR i.expires_at > %(now)s){filters}
+    ORDER BY e.embedding::{cast} <=> %(vector)s::{cast}
+    LIMIT %(candidates)s
 ),
 vec AS (
-    SELECT id, row_number() OVER (ORDER BY distance, id DESC) AS rnk FROM nearest WHERE distance <= %s
+    SELECT id, row_number() OVER (ORDER BY distance, id DESC) AS rnk FROM nearest WHERE distance <= %(max_distance)s
 ),
 fused AS (
     SELECT coalesce(fts.id, vec.id) AS id,
-           (coalesce(1.0::float8 / (%s + fts.rnk), 0) + coalesce(1.0::float8 / (%s + vec.rnk), 0))::float8 AS score,
+           (coalesce(1.0::float8 / (%(rrf_k)s + fts.rnk), 0) + coalesce(1.0::float8 / (%(rrf_k)s + vec.rnk), 0))::float8
+               AS score,
            fts.rnk AS fts_rank, vec.rnk AS vector_rank
     FROM fts FULL OUTER JOIN vec ON fts.id = vec.id
 )
 SELECT id, score, fts_rank, vector_rank FROM fused
 WHERE TRUE{after}
 ORDER BY score DESC, id DESC
-LIMIT %s
+LIMIT %(limit)s
 """
 
 
@@ -183,34 +230,39 @@ def memory_items_recall(
             code="invalid_cursor",
         )
 
-    now = clock.now()
-    filter_params: list = []
-    filters = _filter_sql(categories, tags, filter_params)
+    params: dict = {
+        "fts_config": FTS_CONFIG,
+        "query": query,
+        "ns": namespace.pk,
+        "now": clock.now(),
+        "window": settings.MEMORY_RECALL_FTS_WINDOW,
+        "broad": settings.MEMORY_RECALL_FTS_BROAD_MATCHES,
+        "limit": limit + 1,
+        "model": embedder.model,
+    }
+    filters = _filter_sql(categories, tags, params)
+    matches = _MATCHES_CTE.format(filters=filters)
+    after = ""
     if query_vector is None:
         mode, digest = "fts", fts_digest
-        params: list = [FTS_CONFIG, query, namespace.pk, now, *filter_params]
-        after = ""
         if position is not None:
-            after = " AND (ts_rank(i.search_vector, q.tsq)::float8, i.id) < (%s, %s)"
-            params += [position["score"], position["last_id"]]
-        sql = _FTS_SQL.format(filters=filters, after=after)
-        params.append(limit + 1)
-        rows = _run(sql, params, embedder.model, hybrid=False)
+            after = " AND (ts_rank(m.search_vector, q.tsq)::float8, m.id) < (%(after_score)s, %(after_id)s)"
+        sql = _FTS_SQL.format(matches=matches, after=after)
     else:
         mode, digest = "hybrid", hybrid_digest
-        cast = vector_cast(embedder.dims)
-        literal = _vector_literal(query_vector)
-        k = settings.MEMORY_RECALL_RRF_K
-        params = [FTS_CONFIG, query, namespace.pk, now, *filter_params]
-        params += [literal, embedder.model, namespace.pk, namespace.pk, now, *filter_params, literal]
-        params += [settings.MEMORY_RECALL_VECTOR_CANDIDATES, settings.MEMORY_RECALL_MAX_DISTANCE, k, k]
-        after = ""
+        params.update(
+            vector=_vector_literal(query_vector),
+            ef_search=str(max(settings.MEMORY_RECALL_HNSW_EF_SEARCH, settings.MEMORY_RECALL_VECTOR_CANDIDATES)),
+            candidates=settings.MEMORY_RECALL_VECTOR_CANDIDATES,
+            max_distance=settings.MEMORY_RECALL_MAX_DISTANCE,
+            rrf_k=settings.MEMORY_RECALL_RRF_K,
+        )
         if position is not None:
-            after = " AND (score, id) < (%s, %s)"
-            params += [position["score"], position["last_id"]]
-        params.append(limit + 1)
-        sql = _HYBRID_SQL.format(filters=filters, after=after, cast=cast)
-        rows = _run(sql, params, embedder.model, hybrid=True)
+            after = " AND (score, id) < (%(after_score)s, %(after_id)s)"
+        sql = _HYBRID_SQL.format(matches=matches, filters=filters, after=after, cast=vector_cast(embedder.dims))
+    if position is not None:
+        params.update(after_score=position["score"], after_id=position["last_id"])
+    rows = _run(sql, params)
 
     page, more = rows[:limit], len(rows) > limit
     results = []
@@ -229,28 +281,19 @@ def memory_items_recall(
 _ITEM_COLUMNS = ("id", "content", "title", "category", "tags", "version", "expires_at", "created_at", "updated_at")
 
 # The ranked ids come back with their items and projection states in the same statement: a recall is one round
-# trip (two for hybrid, whose index settings go first), not a ranking query followed by an ORM fetch.
+# trip, not a ranking query followed by an ORM fetch.
 _WITH_ITEMS_SQL = """
 WITH ranked AS ({ranked})
 SELECT ranked.score, ranked.fts_rank, ranked.vector_rank, e.status, e.item_version, {columns}
 FROM ranked JOIN memory_memoryitem i ON i.id = ranked.id
-LEFT JOIN memory_memoryembedding e ON e.item_id = i.id AND e.model = %s
+LEFT JOIN memory_memoryembedding e ON e.item_id = i.id AND e.model = %(model)s
 ORDER BY ranked.score DESC, ranked.id DESC
 """
 
 
-def _run(sql: str, params: list, model: str, *, hybrid: bool) -> list[tuple[MemoryItem, float, int | None, int | None]]:
+def _run(sql: str, params: dict) -> list[tuple[MemoryItem, float, int | None, int | None]]:
     sql = _WITH_ITEMS_SQL.format(ranked=sql.strip(), columns=", ".join(f"i.{column}" for column in _ITEM_COLUMNS))
-    params = [*params, model]
-    with transaction.atomic() if hybrid else nullcontext(), connection.cursor() as cursor:
-        if hybrid:
-            # Keep walking the HNSW graph until enough neighbours pass the namespace and filter conditions
-            # (one round trip for both settings, local to this transaction).
-            cursor.execute(
-                "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
-                "set_config('hnsw.ef_search', %s, true)",
-                [str(max(settings.MEMORY_RECALL_HNSW_EF_SEARCH, settings.MEMORY_RECALL_VECTOR_CANDIDATES))],
-            )
+    with connection.cursor() as cursor:
         cursor.execute(sql, params)
         rows = cursor.fetchall()
     ranked = []

@@ -1,8 +1,9 @@
 """Embedders behind one interface. Vectors are an accelerator: every caller copes with `EmbedderError`.
 
-`settings.MEMORY_EMBEDDER` picks one: `none` (default: full-text search only), `openai`, `local`, or a dotted
-path `package.module:ClassName` (tests use this for a deterministic or failing embedder). Switching embedder is a
-`manage.py memory_reindex`, not a migration: projections are keyed by `Embedder.model`.
+`settings.MEMORY_EMBEDDER` picks one: `minilm` (default: all-MiniLM-L6-v2 int8 on ONNX Runtime, installed with the
+project), `none` (full-text search only), `openai`, `local` (the full-precision model on torch, an optional extra),
+or a dotted path `package.module:ClassName` (tests use this for a deterministic or failing embedder). Switching
+embedder is a `manage.py memory_reindex`, not a migration: projections are keyed by `Embedder.model`.
 """
 
 from __future__ import annotations
@@ -55,6 +56,10 @@ def _build(name: str) -> Embedder:
             dims=settings.MEMORY_OPENAI_EMBEDDING_DIMS,
             timeout_s=settings.MEMORY_EMBED_TIMEOUT_S,
         )
+    if name == "minilm":
+        from .minilm_onnx import MiniLMOnnxEmbedder
+
+        return MiniLMOnnxEmbedder()
     if name == "local":
         from .local import LocalMiniLMEmbedder
 

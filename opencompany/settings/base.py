@@ -291,7 +291,7 @@ FIRING_LEASE_TTL_SECONDS = env_int("FIRING_LEASE_TTL_SECONDS", 600, minimum=5)
 CONVERSATION_API_PAGE_SIZE = env_int("CONVERSATION_API_PAGE_SIZE", 100, minimum=1, maximum=1000)
 
 # --- memory (the `memory` tool: namespaces, FTS + pgvector recall, receipts, expiry) ------
-MEMORY_EMBEDDER = env_str("MEMORY_EMBEDDER", "none")  # none | openai | local | package.module:ClassName
+MEMORY_EMBEDDER = env_str("MEMORY_EMBEDDER", "minilm")  # minilm | none | openai | local | package.module:ClassName
 MEMORY_OPENAI_EMBEDDING_MODEL = env_str("MEMORY_OPENAI_EMBEDDING_MODEL", "text-embedding-3-small")
 MEMORY_OPENAI_EMBEDDING_DIMS = env_int("MEMORY_OPENAI_EMBEDDING_DIMS", 0, minimum=0) or None
 MEMORY_EMBED_TIMEOUT_S = env_float("MEMORY_EMBED_TIMEOUT_S", 10.0)
@@ -313,6 +313,11 @@ MEMORY_RECALL_HNSW_EF_SEARCH = env_int("MEMORY_RECALL_HNSW_EF_SEARCH", 40, minim
 MEMORY_RECALL_RRF_K = env_int("MEMORY_RECALL_RRF_K", 60, minimum=1)
 # Cosine distance above which a vector neighbour is not a match (all-MiniLM: unrelated texts sit near 0.8-1.0).
 MEMORY_RECALL_MAX_DISTANCE = env_float("MEMORY_RECALL_MAX_DISTANCE", 0.75)
+# Full-text recall ranks every match among the namespace's newest MEMORY_RECALL_FTS_WINDOW items; when at least
+# MEMORY_RECALL_FTS_BROAD_MATCHES of them match, older matches are ranked only when salient (a query word in the
+# title or twice in the content). See memory/selectors.py and docs/memory.md (what ranking that gives up).
+MEMORY_RECALL_FTS_WINDOW = env_int("MEMORY_RECALL_FTS_WINDOW", 5_000, minimum=100)
+MEMORY_RECALL_FTS_BROAD_MATCHES = env_int("MEMORY_RECALL_FTS_BROAD_MATCHES", 100, minimum=51)
 MEMORY_RECEIPT_TTL_HOURS = env_int("MEMORY_RECEIPT_TTL_HOURS", 48, minimum=1)
 MEMORY_REINDEX_BATCH_SIZE = env_int("MEMORY_REINDEX_BATCH_SIZE", 128, minimum=1)
 MEMORY_PURGE_INTERVAL_S = env_int("MEMORY_PURGE_INTERVAL_S", 300, minimum=10)

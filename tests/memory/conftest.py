@@ -49,6 +49,12 @@ def call(owner, workflow):
 
 
 @pytest.fixture
+def fts_only(settings):
+    """No embedder: the install that chose full-text search only (`MEMORY_EMBEDDER=none`)."""
+    settings.MEMORY_EMBEDDER = "none"
+
+
+@pytest.fixture
 def concept_embedder(settings):
     settings.MEMORY_EMBEDDER = "tests.memory.embedders:ConceptEmbedder"
 

@@ -62,3 +62,19 @@ class RaisingEmbedder(Embedder):
 
     def embed(self, texts):
         raise RuntimeError("boom")
+
+
+class InterruptedConceptEmbedder(ConceptEmbedder):
+    """The same vector space as ConceptEmbedder; counts the texts it embeds and stops the process (as Ctrl-C does)
+    on call number `interrupt_on` (None: never)."""
+
+    interrupt_on: int | None = None
+    texts: list[str] = []
+
+    def embed(self, texts):
+        cls = type(self)
+        cls.calls += 1
+        if cls.interrupt_on is not None and cls.calls == cls.interrupt_on:
+            raise KeyboardInterrupt
+        cls.texts = [*cls.texts, *texts]
+        return [concept_vector(text) for text in texts]

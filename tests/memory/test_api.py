@@ -11,7 +11,7 @@ def base(workflow):
     return f"/api/workflows/{workflow.pk}/memory/{NODE}/"
 
 
-def test_crud_search_and_clear(owner_client, base):
+def test_crud_search_and_clear(owner_client, base, fts_only):
     created = owner_client.post(
         f"{base}items/",
         {"content": "Ship the beta on June 3", "tags": ["launch"], "category": "decision"},

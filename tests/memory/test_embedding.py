@@ -27,7 +27,7 @@ def test_with_the_embedder_raising_remember_succeeds_fts_finds_it_and_reindex_fi
     # When the embedder works again, memory_reindex fills the vector
     flaky_embedder.fail = False
     call_command("memory_reindex")
-    assert "1/1 items" in capsys.readouterr().err
+    assert "1/1" in capsys.readouterr().err
     projection.refresh_from_db()
     assert projection.status == "ready" and len(projection.embedding) == 16 and projection.item_version == 1
     recalled = call({"operation": "recall", "query": "deploy key rotation"})

@@ -25,7 +25,7 @@ def test_definition_is_one_schema_without_namespace_fields():
     assert len(definition["description"]) > 100
 
 
-def test_remember_recall_list_get_update_forget_happy_path(call):
+def test_remember_recall_list_get_update_forget_happy_path(call, fts_only):
     item = remember(call, title="Tea", category="preference", tags=["drinks"])
     assert item["version"] == 1 and item["indexing_state"] == "fts_only" and item["tags"] == ["drinks"]
 

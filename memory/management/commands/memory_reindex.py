@@ -1,13 +1,21 @@
-"""Rebuild embedding projections for the configured embedder (switching embedder is a reindex, not a migration)."""
+"""Rebuild embedding projections for the configured embedder (switching embedder is a reindex, not a migration).
+
+Resumable by construction: items go in id order, batch by batch, and each batch's vectors are stored as soon as
+they are made. Without `--all` the work is "items with no current vector", so a rerun after a stop (Ctrl-C, a
+crash, a failing embedder) skips what is done. With `--all` the work is "items whose vector was made before the
+run started"; a stopped run prints the `--before` that makes the next one continue it instead of starting over.
+"""
 
 from __future__ import annotations
 
 import sys
-import time
+from datetime import datetime
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 from django.db.models import Exists, OuterRef, Q
+from django.utils import timezone
+from tqdm import tqdm
 
 from memory import clock
 from memory.embedders import get_embedder
@@ -16,22 +24,20 @@ from memory.embedding import embed_items
 from memory.models import MemoryEmbedding, MemoryItem
 
 
-def _progress(done: int, total: int, started: float, stream) -> None:
-    width = 30
-    filled = int(width * done / total) if total else width
-    rate = done / max(time.monotonic() - started, 1e-6)
-    stream.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} items, {rate:.0f}/s")
-    stream.flush()
-
-
 class Command(BaseCommand):
     help = "Embed memory items that lack a current vector for the configured embedder (MEMORY_EMBEDDER)."
 
     def add_arguments(self, parser):
         parser.add_argument("--all", action="store_true", help="re-embed every item, not only missing/stale/failed")
+        parser.add_argument(
+            "--before",
+            help="with --all: re-embed only items whose vector was made before this ISO time (a stopped --all run "
+            "prints it, so the next run continues it)",
+        )
         parser.add_argument("--namespace", type=int, help="only this namespace id")
         parser.add_argument("--batch-size", type=int, default=settings.MEMORY_REINDEX_BATCH_SIZE)
         parser.add_argument("--embedder", help="override MEMORY_EMBEDDER for this run")
+        parser.add_argument("--no-progress", action="store_true", help="no progress bar (logs, CI)")
 
     def handle(self, *args, **options):
         embedder = get_embedder(options.get("embedder"))
@@ -39,34 +45,60 @@ class Command(BaseCommand):
             raise CommandError(
                 "MEMORY_EMBEDDER is 'none': there is nothing to index (full-text search needs no index)."
             )
+        if options.get("before") and not options["all"]:
+            raise CommandError("--before goes with --all")
+        before = _parse_time(options["before"]) if options.get("before") else timezone.now()
         ensure_vector_index(embedder.model, embedder.dims)
-        now = clock.now()
-        items = MemoryItem.objects.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now))
+        items = MemoryItem.objects.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=clock.now()))
         if options.get("namespace"):
             items = items.filter(namespace_id=options["namespace"])
-        if not options["all"]:
-            current = MemoryEmbedding.objects.filter(
-                item=OuterRef("pk"),
-                model=embedder.model,
-                status=MemoryEmbedding.Status.READY,
-                item_version=OuterRef("version"),
-            )
-            items = items.filter(~Exists(current))
-        ids = list(items.order_by("pk").values_list("pk", flat=True))
-        total, done, counts = len(ids), 0, {"ready": 0, "failed": 0, "skipped": 0}
-        stream = sys.stderr
-        started = time.monotonic()
-        _progress(0, total, started, stream)
+        current = MemoryEmbedding.objects.filter(
+            item=OuterRef("pk"),
+            model=embedder.model,
+            status=MemoryEmbedding.Status.READY,
+            item_version=OuterRef("version"),
+        )
+        if options["all"]:
+            # Made by this run (or the stopped run it continues): done.
+            current = current.filter(updated_at__gte=before)
+        todo = items.filter(~Exists(current))
+        counts = {"ready": 0, "failed": 0, "skipped": 0}
         batch = max(1, options["batch_size"])
-        for start in range(0, total, batch):
-            chunk = ids[start : start + batch]
-            for state in embed_items(chunk, embedder=embedder):
-                counts[state] = counts.get(state, 0) + 1
-            done += len(chunk)
-            _progress(done, total, started, stream)
-        stream.write("\n")
+        bar = tqdm(
+            total=todo.count(),
+            unit="item",
+            file=sys.stderr,
+            disable=options["no_progress"],
+            desc=embedder.model,
+            dynamic_ncols=True,
+        )
+        last_id = 0
+        try:
+            while True:
+                chunk = list(todo.filter(pk__gt=last_id).order_by("pk").values_list("pk", flat=True)[:batch])
+                if not chunk:
+                    break
+                for state in embed_items(chunk, embedder=embedder):
+                    counts[state] = counts.get(state, 0) + 1
+                last_id = chunk[-1]
+                bar.update(len(chunk))
+        except KeyboardInterrupt:
+            bar.close()
+            resume = "manage.py memory_reindex" + (f" --all --before {before.isoformat()}" if options["all"] else "")
+            raise CommandError(
+                f"stopped after {sum(counts.values())} item(s); what is embedded is kept. Continue with: {resume}"
+            ) from None
+        bar.close()
         self.stdout.write(
             f"{embedder.model}: {counts['ready']} embedded, {counts['failed']} failed, {counts['skipped']} skipped"
         )
         if counts["failed"]:
             raise CommandError(f"{counts['failed']} item(s) could not be embedded; they stay searchable by text")
+
+
+def _parse_time(value: str) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError as exc:
+        raise CommandError(f"--before is not an ISO time: {value!r}") from exc
+    return parsed if parsed.tzinfo else timezone.make_aware(parsed)
