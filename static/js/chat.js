@@ -34,6 +34,8 @@
   let refetchTimer = null;
   let editing = null; // the id of the owner's message being edited
   let stick = true; // follow the newest text; false once the owner scrolls up
+  let followedTop = 0; // where following last put the view
+  const toggledByOwner = new Set(); // disclosures the owner opened or closed themselves
   let renderTimer = null;
   let renderInFlight = false;
   let reconnectTimer = null;
@@ -153,7 +155,7 @@
       details.appendChild(node("pre", { class: "step-json", text: JSON.stringify(step.arguments, null, 2) }));
     }
     if (step.result) {
-      details.appendChild(node("details", { class: "step-full" }, [
+      details.appendChild(node("details", { class: "step-full", "data-step": step.id }, [
         node("summary", { text: "Full result" }),
         node("pre", { class: "step-json", text: prettyMaybe(step.result) }),
       ]));
@@ -168,9 +170,9 @@
   function stepsDisclosure(run, { live: isLive } = {}) {
     if (!run) return null;
     const n = run.steps.length;
-    if (!n && run.duration_ms == null) return null;
-    const worked = isLive ? (run.state === "stopping" ? "Stopping" : "Working") : "Worked for " + seconds(run.duration_ms);
-    if (!n) return node("p", { class: "steps flat", text: worked });
+    const worked = isLive ? (run.state === "stopping" ? "Stopping" : "Working") : "Worked for " + seconds(run.duration_ms || 0);
+    // An answer without tool steps needs no "worked for" line; a long one says how long it took.
+    if (!n) return isLive || run.duration_ms >= 10000 ? node("p", { class: "steps flat", text: worked }) : null;
     const list = node("ul", { class: "step-list" }, run.steps.map(stepItem));
     return node("details", { class: "steps", "data-run": run.id, open: isLive || null }, [
       node("summary", { text: worked + " · " + n + (n === 1 ? " step" : " steps") }),
@@ -224,8 +226,8 @@
       const bad = message.rating === "bad";
       tools.append(
         button("Copy", { class: "copy", "aria-label": "Copy this answer", "data-action": "copy-answer" }),
-        button(good ? "👍 Good" : "👍", { class: "rate-good", "aria-pressed": String(good), "aria-label": "Good answer", "data-action": "rate", "data-rating": "good" }),
-        button(bad ? "👎 Bad" : "👎", { class: "rate-bad", "aria-pressed": String(bad), "aria-label": "Bad answer", "data-action": "rate", "data-rating": "bad" }),
+        button(good ? "✓ Good" : "Good", { class: "rate-good", "aria-pressed": String(good), "aria-label": "Good answer", "data-action": "rate", "data-rating": "good" }),
+        button(bad ? "✓ Bad" : "Bad", { class: "rate-bad", "aria-pressed": String(bad), "aria-label": "Bad answer", "data-action": "rate", "data-rating": "bad" }),
       );
       if (message.can_regenerate) tools.appendChild(button("Try again", { class: "regenerate", "data-action": "regenerate" }));
     }
@@ -248,9 +250,13 @@
     const li = node("li", { class: "msg assistant streaming", id: "run-" + live.id, "data-run-id": live.id, "aria-busy": "true" });
     li.appendChild(node("div", { class: "msg-head" }, [who("assistant")]));
     li.appendChild(node("span", { class: "visually-hidden", text: "Answer being written:" }));
-    const tail = live.text.slice(live.htmlText.length);
+    let tail = live.text.slice(live.htmlText.length);
+    // The rendered prefix dropped its trailing blank; keep the space between it and the plain tail.
+    if (tail && /\s$/.test(live.htmlText) && !/^\s/.test(tail)) tail = " " + tail;
     const body = answerBody(live.html, tail);
-    body.appendChild(node("span", { class: "caret", "aria-hidden": "true" }));
+    const last = body.lastElementChild;
+    const caretHome = last && (last.tagName === "P" || last.tagName === "LI") ? last : body;
+    caretHome.appendChild(node("span", { class: "caret", "aria-hidden": "true" }));
     li.appendChild(body);
     const steps = stepsDisclosure({ ...live, duration_ms: null }, { live: true });
     li.appendChild(steps || node("p", { class: "steps flat", text: live.state === "stopping" ? "Stopping…" : "" }));
@@ -274,12 +280,21 @@
   const preserve = {
     beforeNodeMorphed(oldNode) { return !(oldNode.classList && oldNode.classList.contains("edit-box") && oldNode.dataset.live); },
     beforeNodeRemoved(oldNode) { return !(oldNode.classList && oldNode.classList.contains("edit-box") && oldNode.dataset.live && editing); },
-    beforeAttributeUpdated(name, element, mutation) {
-      return !(name === "open" && element.tagName === "DETAILS" && mutation === "remove" && !element.closest(".streaming"));
+    // A disclosure the owner opened or closed keeps their choice; others follow the page (open while working).
+    beforeAttributeUpdated(name, element) {
+      return !(name === "open" && element.tagName === "DETAILS" && toggledByOwner.has(disclosureKey(element)));
     },
   };
 
+  function disclosureKey(details) {
+    if (details.dataset.run) return "run:" + details.dataset.run;
+    if (details.dataset.step) return "step:" + details.dataset.step + (details.classList.contains("step-full") ? ":full" : "");
+    return "";
+  }
+
   function render() {
+    // The owner moved the view up since we last followed (a scroll event may not have fired yet): stop following.
+    if (stick && el.scroller.scrollTop + 4 < followedTop) stick = false;
     const wasAtBottom = stick;
     window.Idiomorph.morph(el.thread, buildThread(), { morphStyle: "outerHTML", callbacks: preserve });
     el.thread = document.getElementById("thread");
@@ -294,14 +309,20 @@
 
   function distanceFromBottom() { return el.scroller.scrollHeight - el.scroller.scrollTop - el.scroller.clientHeight; }
 
-  function scrollToLatest() { el.scroller.scrollTop = el.scroller.scrollHeight; stick = true; }
+  function scrollToLatest() {
+    el.scroller.scrollTop = el.scroller.scrollHeight;
+    followedTop = el.scroller.scrollTop;
+    stick = true;
+  }
 
   function updateJump() { el.jump.hidden = stick || distanceFromBottom() < 40; }
 
   el.scroller.addEventListener("scroll", () => {
     stick = distanceFromBottom() < 40;
+    if (stick) followedTop = el.scroller.scrollTop;
     updateJump();
   }, { passive: true });
+  el.scroller.addEventListener("wheel", (event) => { if (event.deltaY < 0) { stick = false; updateJump(); } }, { passive: true });
   el.jump.addEventListener("click", () => { scrollToLatest(); updateJump(); el.composer.focus(); });
 
   // --- the snapshot -----------------------------------------------------------------------------------------
@@ -468,6 +489,8 @@
 
   // One listener for every button in the thread: it reads the current snapshot, never a closure of an old one.
   document.getElementById("thread-scroll").addEventListener("click", (event) => {
+    const summary = event.target.closest("summary");
+    if (summary && summary.parentElement.tagName === "DETAILS") toggledByOwner.add(disclosureKey(summary.parentElement));
     const target = event.target.closest("button[data-action]");
     if (!target) return;
     const li = target.closest("li.msg");
