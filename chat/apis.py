@@ -42,6 +42,16 @@ class StepOutputSerializer(serializers.Serializer):
     state = serializers.ChoiceField(choices=["started", "finished"])
     is_error = serializers.BooleanField()
     agent_node_id = serializers.CharField()
+    arguments = serializers.JSONField(help_text="The arguments the agent called the tool with.")
+    summary = serializers.CharField(help_text="A short line about the result, in plain words.")
+    result = serializers.CharField(allow_blank=True, help_text="The tool's result as it answered (capped).")
+
+
+class MarkerOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    kind = serializers.ChoiceField(choices=["context_cleared"])
+    after_message_id = serializers.IntegerField(allow_null=True, help_text="Shown after this message (null: first).")
+    created_at = serializers.DateTimeField()
 
 
 class RunOutputSerializer(serializers.Serializer):
@@ -63,6 +73,9 @@ class RunOutputSerializer(serializers.Serializer):
     steps = StepOutputSerializer(many=True)
     seq = serializers.IntegerField(help_text="The last event seq of this run; apply only later events.")
     partial_text = serializers.CharField(allow_blank=True, help_text="Text streamed so far (active runs only).")
+    partial_html = serializers.CharField(
+        allow_blank=True, help_text="partial_text rendered like a finished answer (active runs only)."
+    )
 
 
 class SiblingsOutputSerializer(serializers.Serializer):
@@ -78,7 +91,11 @@ class MessageOutputSerializer(serializers.Serializer):
     role = serializers.ChoiceField(choices=["user", "assistant"])
     kind = serializers.ChoiceField(choices=["message", "edit", "answer", "retry"])
     text = serializers.CharField(allow_blank=True)
-    html = serializers.CharField(allow_blank=True, help_text="Markdown rendered and sanitized server-side.")
+    html = serializers.CharField(
+        allow_blank=True,
+        help_text="Answers: Markdown rendered and sanitized server-side. The owner's messages: the text as typed, "
+        "escaped, line breaks kept.",
+    )
     status = serializers.ChoiceField(choices=["complete", "stopped", "error"])
     generation = serializers.IntegerField()
     created_at = serializers.DateTimeField()
@@ -97,6 +114,7 @@ class ThreadOutputSerializer(serializers.Serializer):
     revision = serializers.IntegerField(help_text="Send it back as expected_revision with a move.")
     hub_epoch = serializers.CharField()
     messages = MessageOutputSerializer(many=True, help_text="The active path, oldest first.")
+    markers = MarkerOutputSerializer(many=True, help_text="Where the agent's context was cleared, on this path.")
     active_run = RunOutputSerializer(allow_null=True)
 
 

@@ -18,6 +18,17 @@ PLAIN_WORDS = {
 }
 
 
+# Why an answer ended without finishing, in the owner's words (the badge under it); unknown codes show as is.
+RUN_END_WORDS = {
+    "reset": "the workflow was reset",
+    "not_delivered": "no worker picked it up",
+    "timed_out": "it took too long",
+    "interrupted": "the worker stopped",
+    "max_iterations": "too many tool steps",
+    "failed": "the agent failed",
+}
+
+
 def refuse(code: str, message: str | None = None, **extra) -> ServiceError:
     text = message or PLAIN_WORDS.get(code, code.replace("_", " "))
     if code == "not_found":

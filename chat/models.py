@@ -131,7 +131,9 @@ class ChatRun(models.Model):
 
 
 class ChatRunStep(models.Model):
-    """A tool call of a run, shown under the answer ("Worked for 3s · 2 steps"). Names only, never arguments."""
+    """A tool call of a run, shown under the answer as a step ("Worked for 3s · 2 steps"): the tool's name, its
+    arguments and a short result (the full result is the ToolCallResult the runtime keeps). The owner's page and
+    API read these; events carry the name only."""
 
     class State(models.TextChoices):
         STARTED = "started"
@@ -144,6 +146,8 @@ class ChatRunStep(models.Model):
     name = models.CharField(max_length=200)
     state = models.CharField(max_length=16, choices=State.choices, default=State.STARTED)
     is_error = models.BooleanField(default=False)
+    arguments = models.JSONField(default=dict, blank=True)
+    result = models.TextField(blank=True, default="")  # as the tool answered, capped (chat.observer.STEP_RESULT_CHARS)
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -197,6 +201,27 @@ class ChatNote(models.Model):
 
     def __str__(self) -> str:
         return f"note {self.key} ({'told' if self.told_at else 'untold'})"
+
+
+class ChatMarker(models.Model):
+    """A mark in the thread where the agent's context changed under the owner's eyes (a Clear context): shown after
+    the message that was the latest when it happened."""
+
+    class Kind(models.TextChoices):
+        CONTEXT_CLEARED = "context_cleared"
+
+    session = models.ForeignKey(ChatSession, on_delete=models.CASCADE, related_name="markers")
+    after_message = models.ForeignKey(
+        ChatMessage, null=True, blank=True, on_delete=models.CASCADE, related_name="markers_after"
+    )
+    kind = models.CharField(max_length=32, choices=Kind.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} after message {self.after_message_id}"
 
 
 class ChatFeedback(models.Model):

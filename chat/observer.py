@@ -13,6 +13,31 @@ from chat.models import ChatRun, ChatRunStep
 from chat.services.notes import NOTES_GUIDE, claim_notes
 from chat.services.runs import finish_run_from_firing
 
+# What a step keeps of a tool's result for the owner's page (the runtime keeps the whole result for the agent).
+STEP_RESULT_CHARS = 4000
+STEP_ARGUMENTS_CHARS = 4000
+
+
+def _step_arguments(tool_call: dict) -> dict:
+    arguments = tool_call.get("arguments")
+    if not isinstance(arguments, dict):
+        raw = str(tool_call.get("arguments_raw") or "")
+        return {"raw": raw[:STEP_ARGUMENTS_CHARS]} if raw else {}
+    return arguments if len(str(arguments)) <= STEP_ARGUMENTS_CHARS else {"raw": str(arguments)[:STEP_ARGUMENTS_CHARS]}
+
+
+def _step_result(firing, tool_call_id: str) -> str:
+    from agents.models import ToolCallResult
+
+    content = (
+        ToolCallResult.objects.filter(firing_id=firing.pk, tool_call_id=tool_call_id)
+        .order_by("-id")
+        .values_list("content", flat=True)
+        .first()
+    )
+    content = content or ""
+    return content if len(content) <= STEP_RESULT_CHARS else content[:STEP_RESULT_CHARS] + "…"
+
 
 class ChatObserver(FiringObserver):
     def __init__(self) -> None:
@@ -89,13 +114,18 @@ class ChatObserver(FiringObserver):
             run_id=run_id,
             firing_id=firing.pk,
             tool_call_id=str(tool_call.get("id", "")),
-            defaults={"agent_node_id": firing.agent_node_id, "name": str(tool_call.get("name", ""))[:200]},
+            defaults={
+                "agent_node_id": firing.agent_node_id,
+                "name": str(tool_call.get("name", ""))[:200],
+                "arguments": _step_arguments(tool_call),
+            },
         )
         if phase == "finished" and step.state != ChatRunStep.State.FINISHED:
             step.state = ChatRunStep.State.FINISHED
             step.is_error = bool((result or {}).get("is_error"))
+            step.result = _step_result(firing, step.tool_call_id)
             step.finished_at = timezone.now()
-            step.save(update_fields=["state", "is_error", "finished_at"])
+            step.save(update_fields=["state", "is_error", "result", "finished_at"])
         publish_run_event(
             workflow_id=firing.workflow_id,
             run_id=run_id,

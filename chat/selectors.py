@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 from chat.events import run_stream_state
-from chat.models import ChatFeedback, ChatMessage, ChatRun, ChatRunStep, ChatSession
-from chat.rendering import render_markdown
+from chat.models import ChatFeedback, ChatMarker, ChatMessage, ChatRun, ChatRunStep, ChatSession
+from chat.rendering import render_markdown, render_plain
 from opencompany.errors import NotFoundError
 from opencompany.hub import hub_epoch
 
@@ -13,6 +15,50 @@ def _duration_ms(run: ChatRun) -> int | None:
     if run.finished_at is None:
         return None
     return int((run.finished_at - run.created_at).total_seconds() * 1000)
+
+
+STEP_SUMMARY_CHARS = 140
+
+
+def _clip(text: str, limit: int = STEP_SUMMARY_CHARS) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def step_summary(step: ChatRunStep) -> str:
+    """A short line for a finished step: what a person would say about the result, not the JSON."""
+    if step.state != ChatRunStep.State.FINISHED:
+        return "Running…"
+    try:
+        data = json.loads(step.result)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        if isinstance(data.get("error"), dict):
+            return "Refused: " + _clip(data["error"].get("message") or data["error"].get("code") or "")
+        if isinstance(data.get("item"), dict):
+            item = data["item"]
+            return _clip(f"Memory #{item.get('id')}, version {item.get('version')}: {item.get('content') or ''}")
+        if isinstance(data.get("items"), list):
+            count = len(data["items"])
+            return "Nothing found." if not count else f"Found {count} memor{'y' if count == 1 else 'ies'}."
+        if isinstance(data.get("forgotten"), dict):
+            return f"Forgot memory #{data['forgotten'].get('id')}."
+    prefix = "Failed: " if step.is_error else ""
+    return prefix + (_clip(step.result) if step.result else "No result.")
+
+
+def step_data(step: ChatRunStep) -> dict:
+    return {
+        "id": step.pk,
+        "name": step.name,
+        "state": step.state,
+        "is_error": step.is_error,
+        "agent_node_id": step.agent_node_id,
+        "arguments": step.arguments or {},
+        "summary": step_summary(step),
+        "result": step.result,
+    }
 
 
 def run_data(run: ChatRun, steps: list[ChatRunStep] | None = None, *, stream: bool = False) -> dict:
@@ -31,17 +77,17 @@ def run_data(run: ChatRun, steps: list[ChatRunStep] | None = None, *, stream: bo
         "started_at": run.started_at,
         "finished_at": run.finished_at,
         "duration_ms": _duration_ms(run),
-        "steps": [
-            {"id": s.pk, "name": s.name, "state": s.state, "is_error": s.is_error, "agent_node_id": s.agent_node_id}
-            for s in steps
-        ],
+        "steps": [step_data(s) for s in steps],
         "seq": run.seq,
         "partial_text": "",
+        "partial_html": "",
     }
     if stream and run.is_active:
         # The text streamed so far and the seq it stands at, read together: the page renders the text and applies
-        # only deltas with a higher seq.
+        # only deltas with a higher seq. The HTML is that text through the same renderer as the finished answer,
+        # so what the owner reads while it streams is what stays.
         data["seq"], data["partial_text"] = run_stream_state(run.pk)
+        data["partial_html"] = render_markdown(data["partial_text"]) if data["partial_text"] else ""
     return data
 
 
@@ -53,6 +99,7 @@ def chat_thread(*, workflow) -> dict:
         "revision": session.revision if session else 0,
         "hub_epoch": hub_epoch(),
         "messages": [],
+        "markers": [],
         "active_run": None,
     }
     if session is None:
@@ -87,7 +134,9 @@ def chat_thread(*, workflow) -> dict:
                 "role": message.role,
                 "kind": message.kind,
                 "text": message.text,
-                "html": render_markdown(message.text),
+                "html": render_markdown(message.text)
+                if message.role == ChatMessage.Role.ASSISTANT
+                else render_plain(message.text),
                 "status": message.status,
                 "generation": message.generation,
                 "created_at": message.created_at,
@@ -110,6 +159,12 @@ def chat_thread(*, workflow) -> dict:
             }
         )
     base["messages"] = out
+    on_path = {m.pk for m in path}
+    base["markers"] = [
+        {"id": m.pk, "kind": m.kind, "after_message_id": m.after_message_id, "created_at": m.created_at}
+        for m in ChatMarker.objects.filter(session=session)
+        if m.after_message_id is None or m.after_message_id in on_path
+    ]
     base["active_run"] = run_data(active, steps.get(active.pk, []), stream=True) if active else None
     return base
 
@@ -144,7 +199,15 @@ def chat_panel_links(*, workflow) -> dict:
     except AgentNotFound:
         return links
     links["agent_name"] = (wiring.node.get("params") or {}).get("name") or agents[0]
+    nodes = {n.get("id"): n for n in graph.get("nodes", [])}
     for tool in wiring.tools:
         if tool.node_type == "simpleMemory":
-            links["memory"].append({"node_id": tool.node_id, "url": f"/workflows/{workflow.pk}/memory/{tool.node_id}/"})
+            params = (nodes.get(tool.node_id) or {}).get("params") or {}
+            links["memory"].append(
+                {
+                    "node_id": tool.node_id,
+                    "label": params.get("name") or params.get("label") or "Memory",
+                    "url": f"/workflows/{workflow.pk}/memory/{tool.node_id}/",
+                }
+            )
     return links

@@ -1,12 +1,13 @@
 """The chat page: server-rendered shell plus the thread snapshot; static/js/chat.js renders and streams."""
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 
 from chat.apis import ThreadOutputSerializer
-from chat.errors import PLAIN_WORDS
+from chat.errors import PLAIN_WORDS, RUN_END_WORDS
 from chat.selectors import chat_panel_links, chat_thread
 from opencompany.errors import NotFoundError
 from workflows.selectors import access_workflow
@@ -20,11 +21,15 @@ def chat_page(request, workflow_id: int):
     except NotFoundError:
         raise Http404("Workflow not found.") from None
     thread = ThreadOutputSerializer(chat_thread(workflow=workflow)).data
+    links = chat_panel_links(workflow=workflow)
     context = {
         "workflow": workflow,
         "thread": thread,
-        "links": chat_panel_links(workflow=workflow),
+        "links": links,
         "config": {
+            "agent_name": links["agent_name"],
+            "max_chars": settings.CHAT_MESSAGE_MAX_CHARS,
+            "plain_codes": RUN_END_WORDS,
             "workflow_id": workflow.pk,
             "api": f"/api/workflows/{workflow.pk}/chat/",
             "socket": f"/ws/workflows/{workflow.pk}/",

@@ -103,5 +103,9 @@ def context_panel_clear(request, workflow_id: int):
     if target is None or not target.agent_node_id or not workflow.live_generation:
         raise Http404("Nothing to clear.")
     deleted = clear_conversation(workflow, generation=workflow.live_generation, agent_node_id=target.agent_node_id)
+    # The chat marks where the context was cleared and drops notes about the conversation that is gone.
+    from chat.services import chat_context_cleared
+
+    chat_context_cleared(workflow=workflow, agent_node_ids=[target.agent_node_id])
     flash.success(request, "Context cleared." if deleted else "The Context was already empty.")
     return redirect(f"{reverse('conversations:context-panel', args=[workflow.pk])}?node={target.context_node_id}")

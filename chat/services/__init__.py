@@ -3,11 +3,20 @@
 from .branches import chat_message_edit, chat_message_regenerate, chat_message_switch
 from .notes import NOTES_GUIDE, chat_note_drop, chat_note_put, note_line
 from .runs import chat_message_send, chat_run_stop, chat_session_get, finish_run, finish_run_from_firing
-from .thread import chat_clear, chat_feedback_set, chat_memory_edit_listener, chat_reset_listener
+from .thread import (
+    chat_clear,
+    chat_context_archive_listener,
+    chat_context_cleared,
+    chat_feedback_set,
+    chat_memory_edit_listener,
+    chat_reset_listener,
+)
 
 __all__ = [
     "NOTES_GUIDE",
     "chat_clear",
+    "chat_context_archive_listener",
+    "chat_context_cleared",
     "chat_feedback_set",
     "chat_memory_edit_listener",
     "chat_message_edit",

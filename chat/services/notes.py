@@ -1,8 +1,13 @@
 """Notes to the agent (SPEC §6): what the owner did between turns, told as bracketed lines ahead of the next message.
 
 A note is keyed per session: a newer note replaces the one with the same key (and is untold again). The answering
-agent's `agent.prepare_payload` claims the untold notes for its run; they are marked told only when that run
-answered, so a stopped or failed run leaves them to be offered again.
+agent's `agent.prepare_payload` claims the untold notes for its run; they are marked told once that run's turn (the
+user message the notes were put ahead of) was saved in the agent's conversation — an answered run, and a stopped
+or failed one whose turn was saved too. A run that ended before its turn was saved releases them for the next one.
+
+Notes that no longer describe the conversation the agent is in are dropped: a rating of an answer on a branch the
+owner left is not offered to a run on another branch, and a Clear context drops every untold note (the agent starts
+fresh; what the owner did before the clear is about a conversation it no longer has).
 """
 
 from __future__ import annotations
@@ -49,12 +54,42 @@ def chat_note_drop(*, session: ChatSession, key: str) -> int:
     return deleted
 
 
+FEEDBACK_PREFIX = "feedback:"
+
+
+def _path_to(message_id: int | None) -> set[int]:
+    """The ids of `message_id` and every message above it (the conversation a run answers on)."""
+    from chat.models import ChatMessage
+
+    path: set[int] = set()
+    node = message_id
+    while node is not None and node not in path:
+        path.add(node)
+        node = ChatMessage.objects.filter(pk=node).values_list("parent_id", flat=True).first()
+    return path
+
+
+def _on_path(note: ChatNote, path: set[int]) -> bool:
+    """A rating speaks about one answer: only an answer on the run's path is part of what the agent remembers."""
+    if not note.key.startswith(FEEDBACK_PREFIX):
+        return True
+    try:
+        return int(note.key[len(FEEDBACK_PREFIX) :]) in path
+    except ValueError:
+        return True
+
+
 def claim_notes(*, run: ChatRun) -> str:
     """Inside prepare's transaction: claim the session's untold notes for `run`; returns the user prefix.
 
     A prepare delivered twice claims the same notes again (claimed_by=run), so the prefix is the same both times.
+    A rating of an answer that is not on the run's path (a branch the owner left) is not offered; it stays untold,
+    so it reaches the agent if the owner switches back to that branch and writes there.
     """
     untold = list(ChatNote.objects.select_for_update().filter(session_id=run.session_id, told_at__isnull=True))
+    if any(n.key.startswith(FEEDBACK_PREFIX) for n in untold):
+        path = _path_to(run.user_message_id)
+        untold = [n for n in untold if _on_path(n, path)]
     busy = set(
         ChatRun.objects.filter(
             pk__in={n.claimed_by_id for n in untold if n.claimed_by_id}, state__in=ChatRun.ACTIVE_STATES
@@ -69,9 +104,18 @@ def claim_notes(*, run: ChatRun) -> str:
     return "\n".join(n.text for n in chosen) + "\n\n"
 
 
-def settle_notes(*, run: ChatRun, answered: bool) -> int:
-    """Told when the run answered; otherwise released, so the next run offers them again."""
+def settle_notes(*, run: ChatRun, told: bool) -> int:
+    """Told when the run's turn was saved (the agent keeps the notes in its conversation); otherwise released, so
+    the next run offers them again."""
     claimed = ChatNote.objects.filter(claimed_by=run, told_at__isnull=True)
-    if answered:
+    if told:
         return claimed.update(told_at=timezone.now(), updated_at=timezone.now())
     return claimed.update(claimed_by=None, updated_at=timezone.now())
+
+
+def drop_untold_notes(*, session: ChatSession) -> int:
+    """The agent's context was cleared: what the owner did before is about a conversation the agent no longer has.
+    Notes claimed by a run still in progress stay with it (that run settles them)."""
+    active = ChatRun.objects.filter(session=session, state__in=ChatRun.ACTIVE_STATES)
+    deleted, _ = ChatNote.objects.filter(session=session, told_at__isnull=True).exclude(claimed_by__in=active).delete()
+    return deleted

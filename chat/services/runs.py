@@ -98,6 +98,20 @@ def answering_target(*, workflow) -> tuple[int, str]:
     return number, agents[0]
 
 
+def answering_agent_of(workflow) -> str | None:
+    """The agent that answers the chat in the live generation (None when there is none). A read, starts nothing."""
+    from workflows.graph import trigger_agents
+    from workflows.models import WorkflowGeneration
+
+    graph = (
+        WorkflowGeneration.objects.filter(workflow_id=workflow.pk, number=F("workflow__live_generation"))
+        .values_list("graph", flat=True)
+        .first()
+    )
+    agents = trigger_agents(graph or {})
+    return agents[0] if agents else None
+
+
 def check_text(text) -> str:
     if not isinstance(text, str) or not text.strip():
         raise refuse("invalid_request", "Write a message first.")
@@ -300,7 +314,7 @@ def finish_run(
     run.finished_at = timezone.now()
     run.seq = seq  # the last delta's seq; the end event takes the next one when it is sent
     run.save()
-    settle_notes(run=run, answered=state == ChatRun.State.FINISHED)
+    settle_notes(run=run, told=state == ChatRun.State.FINISHED or _turn_saved(run))
     if session.active_leaf_id == run.user_message_id:
         bump(session, leaf=reply)
     else:
@@ -325,6 +339,16 @@ def finish_run(
         extra={"run_id": run.pk, "state": state, "error_code": error_code, "workflow_id": workflow_id},
     )
     return run
+
+
+def _turn_saved(run: ChatRun) -> bool:
+    """Whether the run's firing saved a turn (its user message, notes included, is in the stored conversation):
+    a stopped answer keeps what arrived, so the agent heard the notes even though the owner stopped it."""
+    from agents.models import LlmStep
+
+    if not run.firing_id:
+        return False
+    return LlmStep.objects.filter(firing_id=run.firing_id, state=LlmStep.State.PERSISTED).exists()
 
 
 def finish_run_from_firing(run: ChatRun, firing) -> ChatRun:

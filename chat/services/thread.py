@@ -8,8 +8,8 @@ from django.db import transaction
 
 from chat.errors import refuse
 from chat.events import publish_chat_updated
-from chat.models import ChatFeedback, ChatMessage, ChatRun, ChatSession
-from chat.services.notes import chat_note_drop, chat_note_put, note_line
+from chat.models import ChatFeedback, ChatMarker, ChatMessage, ChatRun, ChatSession
+from chat.services.notes import chat_note_drop, chat_note_put, drop_untold_notes, note_line
 from chat.services.runs import bump, check_lane, finish_run, lock_session
 
 logger = logging.getLogger("chat.thread")
@@ -69,6 +69,7 @@ def _clear_thread(session: ChatSession) -> dict:
         "runs": ChatRun.objects.filter(session=session).delete()[0],
         "snapshots": session.snapshots.all().delete()[0],
         "notes": session.notes.all().delete()[0],
+        "markers": session.markers.all().delete()[0],
         "feedback": session.feedback.all().delete()[0],
     }
     # Children point at parents with CASCADE; deleting the roots takes every message with it.
@@ -111,3 +112,40 @@ def chat_memory_edit_listener(edit) -> None:
         payload["version"] = edit.version
     payload["note"] = "The owner changed your memory outside this chat; recall it again if it matters."
     chat_note_put(session=session, key=edit.note_key, text=note_line("memory", payload))
+
+
+def chat_context_cleared(*, workflow, agent_node_ids=None) -> ChatMarker | None:
+    """The answering agent's context was cleared (the Context panel's Clear, or the admin's Clear context): drop
+    the untold notes (they describe a conversation the agent no longer has) and mark the thread where it happened.
+    A clear of other agents only (a teammate's) changes nothing the owner talks to."""
+    from chat.services.runs import answering_agent_of
+
+    with transaction.atomic():
+        session = ChatSession.objects.select_for_update().filter(workflow=workflow).first()
+        if session is None:
+            return None
+        if agent_node_ids is not None:
+            answering = answering_agent_of(workflow)
+            if answering is None or answering not in set(agent_node_ids):
+                return None
+        drop_untold_notes(session=session)
+        if (
+            session.active_leaf_id is not None
+            and ChatMarker.objects.filter(
+                session=session, after_message_id=session.active_leaf_id, kind=ChatMarker.Kind.CONTEXT_CLEARED
+            ).exists()
+        ):
+            return None  # cleared twice with nothing said in between: one mark is enough
+        marker = ChatMarker.objects.create(
+            session=session, after_message_id=session.active_leaf_id, kind=ChatMarker.Kind.CONTEXT_CLEARED
+        )
+        bump(session)
+        publish_chat_updated(workflow_id=workflow.pk, revision=session.revision, reason="context_cleared")
+    return marker
+
+
+def chat_context_archive_listener(*, workflow_id, workflow=None, reason="", agent_node_ids=(), **_) -> int:
+    """Archive listener: a Clear context (admin action or API) of the answering agent marks the chat."""
+    if workflow is None or reason != "context_cleared":
+        return 0
+    return 1 if chat_context_cleared(workflow=workflow, agent_node_ids=list(agent_node_ids or ())) else 0

@@ -21,6 +21,8 @@ RESULT_MENTION_CHARS = 300
 
 COMMAND = re.compile(r"^\s*(remember|recall|todo)\s*:\s*(.+?)\s*$", re.IGNORECASE)
 ASK = re.compile(r"^\s*ask\s+([A-Za-z0-9_.-]+)\s*:\s*(.+?)\s*$", re.IGNORECASE)
+# A note OpenCompany puts ahead of the owner's message (chat/services/notes.py): `[kind]{json}[/kind]`.
+NOTE_LINE = re.compile(r"^\[([a-z_]+)\]\{.*\}\[/\1\]$")
 
 
 def _log_call(model: str) -> None:
@@ -62,6 +64,64 @@ def _commands(text: str, tools: dict[str, str]) -> tuple[list[tuple[str, dict]],
     return calls, notes
 
 
+def _split_notes(text: str) -> tuple[list[str], str]:
+    """(kinds of the notes at the top of a user message, the owner's own words). A real model reads the notes; the
+    offline one only counts them, so it never echoes OpenCompany's bookkeeping back as if the owner had said it."""
+    lines = text.split("\n")
+    kinds = []
+    index = 0
+    while index < len(lines):
+        match = NOTE_LINE.match(lines[index].strip())
+        if not match:
+            break
+        kinds.append(match.group(1))
+        index += 1
+    if not kinds:
+        return [], text
+    return kinds, "\n".join(lines[index:]).lstrip("\n")
+
+
+def _notes_mention(kinds: list[str]) -> str:
+    if not kinds:
+        return ""
+    noun = "note" if len(kinds) == 1 else "notes"
+    return f"({len(kinds)} {noun} from OpenCompany: {', '.join(dict.fromkeys(kinds))}.) "
+
+
+def _result_sentence(name: str, content: str, is_error: bool) -> str:
+    """One plain sentence about a tool result: what a person would say, not the JSON."""
+    try:
+        data = json.loads(content)
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and isinstance(data.get("error"), dict):
+        return f"The {name} tool refused: {data['error'].get('message') or data['error'].get('code')}"
+    if is_error:
+        return f"The {name} tool failed: {_clip(content)}"
+    if isinstance(data, dict) and isinstance(data.get("item"), dict):
+        item = data["item"]
+        what = item.get("title") or item.get("content") or ""
+        return f"Saved to memory as #{item.get('id')} (version {item.get('version')}): {_clip(what)}"
+    if isinstance(data, dict) and isinstance(data.get("items"), list):
+        items = data["items"]
+        if not items:
+            return "Nothing in memory matched."
+        found = "; ".join(_clip(str((i or {}).get("content") or (i or {}).get("title") or ""), 80) for i in items[:3])
+        noun = "memory" if len(items) == 1 else "memories"
+        more = f" and {len(items) - 3} more" if len(items) > 3 else ""
+        return f"I found {len(items)} {noun}: {found}{more}."
+    if isinstance(data, dict) and isinstance(data.get("forgotten"), dict):
+        return f"Forgot memory #{data['forgotten'].get('id')}."
+    if data is not None:
+        return f"The {name} tool answered."
+    return f"{name} answered: {_clip(content)}"
+
+
+def _clip(text: str, limit: int = RESULT_MENTION_CHARS) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 def _results_reply(messages: list[dict]) -> str:
     results = []
     for message in reversed(messages):
@@ -71,14 +131,11 @@ def _results_reply(messages: list[dict]) -> str:
             if block.get("type") == "tool_result":
                 results.append(block)
     results.reverse()
-    mentions = []
-    for block in results:
-        content = block.get("content", "")
-        if len(content) > RESULT_MENTION_CHARS:
-            content = content[:RESULT_MENTION_CHARS] + "…"
-        status = "failed" if block.get("is_error") else "returned"
-        mentions.append(f"{block.get('name')} {status}: {content}")
-    return "Done. " + " ".join(f"({n}) {m}" for n, m in enumerate(mentions, 1))
+    sentences = [
+        _result_sentence(str(b.get("name") or "tool"), str(b.get("content", "")), bool(b.get("is_error")))
+        for b in results
+    ]
+    return "Done. " + " ".join(s if s.endswith((".", "…", "!", "?")) else s + "." for s in sentences)
 
 
 def _summary_reply(text: str) -> str:
@@ -102,16 +159,18 @@ def plan_reply(request: ChatRequest) -> tuple[str, list[tuple[str, dict]]]:
     said = text_of(messages[last_user_index]) if last_user_index is not None else ""
     if TRANSCRIPT_MARKER in said:
         return _summary_reply(said), []
+    note_kinds, said = _split_notes(said)
+    heard = _notes_mention(note_kinds)
     tools = {tool.name.lower(): tool.name for tool in request.tools}
     calls, notes = _commands(said, tools)
     if calls:
         names = ", ".join(dict.fromkeys(name for name, _ in calls))
-        return " ".join([*notes, f"Calling {names}."]), calls
+        return heard + " ".join([*notes, f"Calling {names}."]), calls
     if notes:
-        return " ".join(notes), []
+        return heard + " ".join(notes), []
     earlier = sum(1 for m in messages[: last_user_index or 0] if m.get("role") != "system")
     noun = "message" if earlier == 1 else "messages"
-    return f"I see {earlier} earlier {noun}. You said: {said}", []
+    return f"{heard}I see {earlier} earlier {noun}. You said: {said}", []
 
 
 def _chunks(text: str) -> list[str]:

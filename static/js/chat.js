@@ -1,28 +1,48 @@
 // The chat page: renders the thread snapshot, streams the answer over the workflow socket, and calls the REST
 // handlers for every action. The server is the source of truth: after anything but a delta the page refetches the
-// snapshot (GET /api/workflows/<id>/chat/) and re-renders. Stored messages arrive as sanitized HTML; streaming
-// text is escaped first and only then lightly formatted.
+// snapshot (GET /api/workflows/<id>/chat/) and re-renders.
+//
+// Rendering: the owner's messages are shown as typed (text, never HTML). Answers arrive as sanitized HTML from the
+// server's one Markdown renderer (chat/rendering.py); while an answer streams the page asks the server for the
+// text so far rendered the same way (GET runs/<id>/, `partial_html`), so nothing jumps when the answer ends. The
+// thread is rebuilt as a detached tree and morphed into the page (Idiomorph), so focus, selection, open
+// disclosures and the edit box survive an update. Buttons are handled by delegation: a morphed button keeps no
+// stale closure.
 (function () {
   "use strict";
 
   const config = JSON.parse(document.getElementById("chat-config").textContent);
   let thread = JSON.parse(document.getElementById("chat-thread").textContent);
   const el = {
+    scroller: document.getElementById("thread-scroll"),
     thread: document.getElementById("thread"),
     empty: document.getElementById("empty"),
     notice: document.getElementById("notice"),
+    connection: document.getElementById("connection"),
     status: document.getElementById("status"),
     form: document.getElementById("composer-form"),
     composer: document.getElementById("composer"),
     send: document.getElementById("send"),
     stop: document.getElementById("stop"),
     clear: document.getElementById("clear-chat"),
+    jump: document.getElementById("jump-latest"),
   };
-  // The active run as the page knows it: id, last applied seq, text so far.
+  // The active run as the page knows it: id, last applied seq, text so far, and the server's rendering of a
+  // prefix of that text (`html` renders `htmlText`).
   let live = null;
   let hubEpoch = thread.hub_epoch;
   let refetchTimer = null;
-  let editing = null;
+  let editing = null; // the id of the owner's message being edited
+  let stick = true; // follow the newest text; false once the owner scrolls up
+  let followedTop = 0; // where following last put the view
+  const toggledByOwner = new Set(); // disclosures the owner opened or closed themselves
+  let renderTimer = null;
+  let renderInFlight = false;
+  let reconnectTimer = null;
+  const RENDER_EVERY_MS = 200;
+
+  const timeFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+  const shortTime = new Intl.DateTimeFormat(undefined, { hour: "numeric", minute: "2-digit" });
 
   function csrfToken() {
     const match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
@@ -53,151 +73,259 @@
     const words = config.plain_words[error.code] || error.message || "Something went wrong.";
     el.notice.textContent = words;
     el.notice.dataset.code = error.code || "";
-    el.notice.className = "notice";
     el.notice.hidden = false;
     if (error.code === "revision_conflict" || error.code === "run_in_progress") refetch();
   }
 
-  function clearNotice() { el.notice.hidden = true; el.notice.textContent = ""; el.notice.dataset.code = ""; }
+  function clearNotice(code) {
+    if (code && el.notice.dataset.code !== code) return;
+    el.notice.hidden = true; el.notice.textContent = ""; el.notice.dataset.code = "";
+  }
 
   function announce(text) { el.status.textContent = ""; setTimeout(() => { el.status.textContent = text; }, 30); }
 
-  // --- rendering -------------------------------------------------------------------------------------------
+  // --- building the thread ---------------------------------------------------------------------------------
 
   function escapeHtml(text) {
     return text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
   }
 
-  // Escaped first, so the only markup is what this adds: `code` and **bold**.
-  function formatStreaming(text) {
-    return escapeHtml(text)
-      .replace(/`([^`\n]+)`/g, "<code>$1</code>")
-      .replace(/\*\*([^*\n]+)\*\*/g, "<strong>$1</strong>");
+  function node(tag, attrs, children) {
+    const n = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === null || v === undefined || v === false) continue;
+      if (k === "text") n.textContent = v; else n.setAttribute(k, v === true ? "" : v);
+    }
+    for (const child of children || []) if (child) n.appendChild(child);
+    return n;
   }
 
-  function button(label, attrs, onClick) {
-    const b = document.createElement("button");
-    b.type = "button";
-    b.textContent = label;
-    for (const [k, v] of Object.entries(attrs || {})) b.setAttribute(k, v);
-    if (onClick) b.addEventListener("click", onClick);
-    return b;
-  }
+  function button(label, attrs) { return node("button", { type: "button", text: label, ...attrs }); }
 
   function seconds(ms) { return ms < 1000 ? "<1s" : Math.round(ms / 1000) + "s"; }
 
-  function stepsDisclosure(run) {
-    if (!run || !run.steps.length && run.duration_ms == null) return null;
+  function stamp(iso) {
+    if (!iso) return null;
+    const when = new Date(iso);
+    return node("time", { datetime: iso, title: timeFormat.format(when), class: "stamp", text: shortTime.format(when) });
+  }
+
+  // Answer HTML (already sanitized by the server) with a copy button on each code block.
+  function answerBody(html, tail) {
+    const body = node("div", { class: "body answer-body" });
+    body.innerHTML = html || "";
+    if (tail) {
+      const last = body.lastElementChild;
+      const target = last && last.tagName === "P" ? last : body.appendChild(document.createElement("p"));
+      target.appendChild(document.createTextNode(tail));
+    }
+    for (const pre of body.querySelectorAll("pre")) {
+      const wrap = node("div", { class: "code-block" });
+      const head = node("div", { class: "code-head" }, [
+        node("span", { class: "code-lang", text: pre.dataset.lang || "code" }),
+        button("Copy code", { class: "copy-code", "data-action": "copy-code", "aria-label": "Copy this code" }),
+      ]);
+      pre.replaceWith(wrap);
+      wrap.append(head, pre);
+    }
+    return body;
+  }
+
+  function argumentsLine(args) {
+    const parts = [];
+    for (const [key, value] of Object.entries(args || {})) {
+      const shown = typeof value === "string" ? value : JSON.stringify(value);
+      parts.push(key + ": " + (shown.length > 60 ? shown.slice(0, 60) + "…" : shown));
+      if (parts.length === 3) break;
+    }
+    return parts.join(" · ");
+  }
+
+  function stepItem(step) {
+    const state = step.state === "started" ? "running" : step.is_error ? "failed" : "done";
+    const summary = node("summary", {}, [
+      node("span", { class: "step-state " + state, "aria-label": state, text: state === "running" ? "…" : state === "failed" ? "✕" : "✓" }),
+      node("span", { class: "step-name", text: step.name }),
+      node("span", { class: "step-args", text: argumentsLine(step.arguments) }),
+    ]);
+    const details = node("details", { class: "step", "data-step": step.id }, [summary]);
+    if (step.summary) details.appendChild(node("p", { class: "step-summary", text: step.summary }));
+    if (step.arguments && Object.keys(step.arguments).length) {
+      details.appendChild(node("p", { class: "step-label", text: "Arguments" }));
+      details.appendChild(node("pre", { class: "step-json", text: JSON.stringify(step.arguments, null, 2) }));
+    }
+    if (step.result) {
+      details.appendChild(node("details", { class: "step-full", "data-step": step.id }, [
+        node("summary", { text: "Full result" }),
+        node("pre", { class: "step-json", text: prettyMaybe(step.result) }),
+      ]));
+    }
+    return node("li", {}, [details]);
+  }
+
+  function prettyMaybe(text) {
+    try { return JSON.stringify(JSON.parse(text), null, 2); } catch (e) { return text; }
+  }
+
+  function stepsDisclosure(run, { live: isLive } = {}) {
+    if (!run) return null;
     const n = run.steps.length;
-    const worked = run.duration_ms != null ? "Worked for " + seconds(run.duration_ms) : "Working";
-    if (!n) {
-      const flat = document.createElement("span");
-      flat.className = "steps flat";
-      flat.textContent = worked;
-      return flat;
-    }
-    const details = document.createElement("details");
-    details.className = "steps";
-    const summary = document.createElement("summary");
-    summary.textContent = worked + " · " + n + (n === 1 ? " step" : " steps");
-    details.appendChild(summary);
-    if (n) {
-      const list = document.createElement("ul");
-      for (const step of run.steps) {
-        const item = document.createElement("li");
-        item.textContent = step.name + (step.state === "started" ? " (running)" : step.is_error ? " (failed)" : "");
-        list.appendChild(item);
-      }
-      details.appendChild(list);
-    }
-    return details;
+    const worked = isLive ? (run.state === "stopping" ? "Stopping" : "Working") : "Worked for " + seconds(run.duration_ms || 0);
+    // An answer without tool steps needs no "worked for" line; a long one says how long it took.
+    if (!n) return isLive || run.duration_ms >= 10000 ? node("p", { class: "steps flat", text: worked }) : null;
+    const list = node("ul", { class: "step-list" }, run.steps.map(stepItem));
+    return node("details", { class: "steps", "data-run": run.id, open: isLive || null }, [
+      node("summary", { text: worked + " · " + n + (n === 1 ? " step" : " steps") }),
+      list,
+    ]);
   }
 
   function switcher(message) {
     const s = message.siblings;
     if (s.count < 2) return null;
-    const wrap = document.createElement("span");
-    wrap.className = "switcher";
     const what = message.role === "user" ? "version of your message" : "answer";
-    const prev = button("‹", { "aria-label": "Previous " + what, class: "switch-prev" }, () => switchTo(s.previous_id));
-    const next = button("›", { "aria-label": "Next " + what, class: "switch-next" }, () => switchTo(s.next_id));
-    prev.disabled = !s.previous_id || !!live;
-    next.disabled = !s.next_id || !!live;
-    const label = document.createElement("span");
-    label.className = "switch-label";
-    label.textContent = s.index + " / " + s.count;
-    wrap.append(prev, label, next);
-    return wrap;
+    return node("span", { class: "switcher" }, [
+      button("‹", { "aria-label": "Previous " + what, class: "switch-prev", "data-action": "switch", "data-target": s.previous_id || "", disabled: !s.previous_id || !!live }),
+      node("span", { class: "switch-label", text: s.index + " / " + s.count }),
+      button("›", { "aria-label": "Next " + what, class: "switch-next", "data-action": "switch", "data-target": s.next_id || "", disabled: !s.next_id || !!live }),
+    ]);
   }
 
-  function renderMessage(message) {
-    const li = document.createElement("li");
-    li.className = "msg " + message.role;
-    li.dataset.id = message.id;
-    li.dataset.status = message.status;
-    const who = document.createElement("span");
-    who.className = "visually-hidden";
-    who.textContent = message.role === "user" ? "You said:" : "Answer:";
-    li.appendChild(who);
-    const body = document.createElement("div");
-    body.className = "body";
-    body.innerHTML = message.html; // sanitized server-side (chat/rendering.py)
-    li.appendChild(body);
+  function who(role) {
+    return node("div", { class: "who" }, [
+      node("span", { class: "who-name", text: role === "user" ? "You" : (config.agent_name || "Agent") }),
+      role === "assistant" ? node("span", { class: "who-tag", text: "agent" }) : null,
+    ]);
+  }
+
+  function messageItem(message) {
+    const isUser = message.role === "user";
+    const id = !isUser && message.run ? "run-" + message.run.id : "msg-" + message.id;
+    const li = node("li", { class: "msg " + message.role, id, "data-id": message.id, "data-status": message.status });
+    const head = node("div", { class: "msg-head" }, [who(message.role), stamp(message.created_at)]);
+    li.appendChild(head);
+    li.appendChild(node("span", { class: "visually-hidden", text: isUser ? "You said:" : "Answer:" }));
+    const beingEdited = editing === message.id;
+    if (isUser) {
+      li.appendChild(node("div", { class: "body user-body", text: message.text, hidden: beingEdited }));
+    } else {
+      li.appendChild(answerBody(message.html));
+    }
     if (message.status !== "complete") {
-      const badge = document.createElement("span");
-      badge.className = "badge " + message.status;
-      badge.textContent = message.status === "stopped" ? "Stopped" : "Could not finish" + (message.error_code ? " (" + message.error_code + ")" : "");
-      li.appendChild(badge);
+      const words = message.status === "stopped" ? "Stopped" : "Could not finish" + (message.error_code ? " (" + (config.plain_codes[message.error_code] || message.error_code) + ")" : "");
+      li.appendChild(node("span", { class: "badge " + message.status, text: words }));
     }
-    if (message.role === "assistant") {
-      const steps = stepsDisclosure(message.run);
-      if (steps) li.appendChild(steps);
-    }
-    const tools = document.createElement("div");
-    tools.className = "msg-tools";
+    if (!isUser) li.appendChild(stepsDisclosure(message.run));
+    const tools = node("div", { class: "msg-tools", hidden: beingEdited });
     const sw = switcher(message);
     if (sw) tools.appendChild(sw);
-    if (message.role === "user") {
-      if (message.can_edit) tools.appendChild(button("Edit", { class: "edit", "aria-label": "Edit this message" }, () => startEdit(li, message)));
+    if (isUser) {
+      if (message.can_edit) tools.appendChild(button("Edit", { class: "edit", "aria-label": "Edit this message", "data-action": "edit" }));
     } else {
-      tools.appendChild(button("Copy", { class: "copy", "aria-label": "Copy this answer" }, () => copy(message.text)));
-      tools.appendChild(button("Good", { class: "rate-good", "aria-pressed": String(message.rating === "good"), "aria-label": "Good answer" },
-        () => rate(message, message.rating === "good" ? null : "good")));
-      tools.appendChild(button("Bad", { class: "rate-bad", "aria-pressed": String(message.rating === "bad"), "aria-label": "Bad answer" },
-        () => rate(message, message.rating === "bad" ? null : "bad")));
-      if (message.can_regenerate) tools.appendChild(button("Try again", { class: "regenerate" }, () => regenerate(message)));
+      const good = message.rating === "good";
+      const bad = message.rating === "bad";
+      tools.append(
+        button("Copy", { class: "copy", "aria-label": "Copy this answer", "data-action": "copy-answer" }),
+        button(good ? "✓ Good" : "Good", { class: "rate-good", "aria-pressed": String(good), "aria-label": "Good answer", "data-action": "rate", "data-rating": "good" }),
+        button(bad ? "✓ Bad" : "Bad", { class: "rate-bad", "aria-pressed": String(bad), "aria-label": "Bad answer", "data-action": "rate", "data-rating": "bad" }),
+      );
+      if (message.can_regenerate) tools.appendChild(button("Try again", { class: "regenerate", "data-action": "regenerate" }));
     }
     li.appendChild(tools);
+    if (beingEdited) {
+      // The live edit box is kept by the morph (see `preserve`); this placeholder only marks where it goes.
+      li.appendChild(node("div", { class: "edit-box", id: "edit-box-" + message.id }));
+    }
     return li;
   }
 
-  function renderStreaming() {
-    let li = el.thread.querySelector("li.streaming");
-    if (!live) { if (li) li.remove(); return; }
-    if (!li) {
-      li = document.createElement("li");
-      li.className = "msg assistant streaming";
-      li.setAttribute("aria-live", "polite");
-      li.setAttribute("aria-busy", "true");
-      li.innerHTML = '<span class="visually-hidden">Answer being written:</span><div class="body"></div><div class="steps live-steps"></div>';
-      el.thread.appendChild(li);
+  function markerItem(marker) {
+    const words = marker.kind === "context_cleared" ? "Context cleared: the agent starts fresh from here" : "The agent's context changed here";
+    return node("li", { class: "marker", id: "marker-" + marker.id, role: "separator" }, [
+      node("span", { text: words }), stamp(marker.created_at),
+    ]);
+  }
+
+  function streamingItem() {
+    const li = node("li", { class: "msg assistant streaming", id: "run-" + live.id, "data-run-id": live.id, "aria-busy": "true" });
+    li.appendChild(node("div", { class: "msg-head" }, [who("assistant")]));
+    li.appendChild(node("span", { class: "visually-hidden", text: "Answer being written:" }));
+    let tail = live.text.slice(live.htmlText.length);
+    // The rendered prefix dropped its trailing blank; keep the space between it and the plain tail.
+    if (tail && /\s$/.test(live.htmlText) && !/^\s/.test(tail)) tail = " " + tail;
+    const body = answerBody(live.html, tail);
+    const last = body.lastElementChild;
+    const caretHome = last && (last.tagName === "P" || last.tagName === "LI") ? last : body;
+    caretHome.appendChild(node("span", { class: "caret", "aria-hidden": "true" }));
+    li.appendChild(body);
+    const steps = stepsDisclosure({ ...live, duration_ms: null }, { live: true });
+    li.appendChild(steps || node("p", { class: "steps flat", text: live.state === "stopping" ? "Stopping…" : "" }));
+    return li;
+  }
+
+  function buildThread() {
+    const ol = node("ol", { id: "thread", class: "thread", "aria-describedby": "thread-help" });
+    const markers = {};
+    for (const marker of thread.markers || []) (markers[marker.after_message_id ?? "top"] ||= []).push(marker);
+    for (const marker of markers.top || []) ol.appendChild(markerItem(marker));
+    for (const message of thread.messages) {
+      ol.appendChild(messageItem(message));
+      for (const marker of markers[message.id] || []) ol.appendChild(markerItem(marker));
     }
-    li.dataset.runId = live.id;
-    li.querySelector(".body").innerHTML = formatStreaming(live.text) + '<span class="caret" aria-hidden="true"></span>';
-    const steps = li.querySelector(".live-steps");
-    steps.textContent = live.steps.length
-      ? live.steps.map((s) => s.name + (s.state === "started" ? " …" : " ✓")).join(" · ")
-      : live.state === "stopping" ? "Stopping…" : "";
+    if (live) ol.appendChild(streamingItem());
+    return ol;
+  }
+
+  // Morph callbacks: keep what the owner is doing (an open disclosure, the edit box they type in).
+  const preserve = {
+    beforeNodeMorphed(oldNode) { return !(oldNode.classList && oldNode.classList.contains("edit-box") && oldNode.dataset.live); },
+    beforeNodeRemoved(oldNode) { return !(oldNode.classList && oldNode.classList.contains("edit-box") && oldNode.dataset.live && editing); },
+    // A disclosure the owner opened or closed keeps their choice; others follow the page (open while working).
+    beforeAttributeUpdated(name, element) {
+      return !(name === "open" && element.tagName === "DETAILS" && toggledByOwner.has(disclosureKey(element)));
+    },
+  };
+
+  function disclosureKey(details) {
+    if (details.dataset.run) return "run:" + details.dataset.run;
+    if (details.dataset.step) return "step:" + details.dataset.step + (details.classList.contains("step-full") ? ":full" : "");
+    return "";
   }
 
   function render() {
-    el.thread.innerHTML = "";
-    for (const message of thread.messages) el.thread.appendChild(renderMessage(message));
+    // The owner moved the view up since we last followed (a scroll event may not have fired yet): stop following.
+    if (stick && el.scroller.scrollTop + 4 < followedTop) stick = false;
+    const wasAtBottom = stick;
+    window.Idiomorph.morph(el.thread, buildThread(), { morphStyle: "outerHTML", callbacks: preserve });
+    el.thread = document.getElementById("thread");
     el.empty.hidden = thread.messages.length > 0 || !!live;
-    renderStreaming();
     el.stop.hidden = !live;
     el.send.disabled = !!live;
+    if (wasAtBottom) scrollToLatest();
+    updateJump();
   }
+
+  // --- scrolling --------------------------------------------------------------------------------------------
+
+  function distanceFromBottom() { return el.scroller.scrollHeight - el.scroller.scrollTop - el.scroller.clientHeight; }
+
+  function scrollToLatest() {
+    el.scroller.scrollTop = el.scroller.scrollHeight;
+    followedTop = el.scroller.scrollTop;
+    stick = true;
+  }
+
+  function updateJump() { el.jump.hidden = stick || distanceFromBottom() < 40; }
+
+  el.scroller.addEventListener("scroll", () => {
+    stick = distanceFromBottom() < 40;
+    if (stick) followedTop = el.scroller.scrollTop;
+    updateJump();
+  }, { passive: true });
+  el.scroller.addEventListener("wheel", (event) => { if (event.deltaY < 0) { stick = false; updateJump(); } }, { passive: true });
+  el.jump.addEventListener("click", () => { scrollToLatest(); updateJump(); el.composer.focus(); });
+
+  // --- the snapshot -----------------------------------------------------------------------------------------
 
   function adopt(snapshot) {
     thread = snapshot;
@@ -205,9 +333,10 @@
     if (run) {
       const same = live && live.id === run.id && live.seq >= run.seq;
       live = same ? { ...live, state: run.state, steps: run.steps }
-        : { id: run.id, seq: run.seq, text: run.partial_text || "", state: run.state, steps: run.steps };
+        : { id: run.id, seq: run.seq, text: run.partial_text || "", html: run.partial_html || "", htmlText: run.partial_text || "", state: run.state, steps: run.steps };
     } else {
       live = null;
+      clearNotice("run_in_progress");
     }
     render();
   }
@@ -222,20 +351,48 @@
     if (!refetchTimer) refetchTimer = setTimeout(refetch, ms);
   }
 
+  function newLive(run) {
+    return { id: run.id, seq: Math.max(run.seq || 0, 0), text: "", html: "", htmlText: "", state: run.state, steps: [] };
+  }
+
+  // While an answer streams, ask the server for the text so far rendered like the final answer (at most one
+  // request in flight, a few per second); the deltas that arrive meanwhile show as plain text after it.
+  function scheduleRender() {
+    if (renderTimer || renderInFlight) return;
+    renderTimer = setTimeout(async () => {
+      renderTimer = null;
+      if (!live) return;
+      const runId = live.id;
+      renderInFlight = true;
+      try {
+        const run = await api("GET", "runs/" + runId + "/");
+        if (live && live.id === runId && run.partial_text && live.text.startsWith(run.partial_text)
+          && run.partial_text.length >= live.htmlText.length) {
+          live.html = run.partial_html;
+          live.htmlText = run.partial_text;
+          render();
+        }
+      } catch (e) { /* the next delta asks again */ }
+      renderInFlight = false;
+      if (live && live.id === runId && live.htmlText.length < live.text.length) scheduleRender();
+    }, RENDER_EVERY_MS);
+  }
+
   // --- actions ---------------------------------------------------------------------------------------------
 
   function newClientId() {
     return (crypto.randomUUID ? crypto.randomUUID() : String(Date.now()) + Math.random().toString(16).slice(2));
   }
 
+  function messageById(id) { return thread.messages.find((m) => String(m.id) === String(id)); }
+
   async function send(text) {
     clearNotice();
     try {
       const result = await api("POST", "messages/", { text, client_message_id: newClientId(), expected_revision: null });
       el.composer.value = "";
-      if (!live || live.id !== result.run.id) {
-        live = { id: result.run.id, seq: Math.max(result.run.seq, 0), text: "", state: result.run.state, steps: [] };
-      }
+      if (!live || live.id !== result.run.id) live = newLive(result.run);
+      stick = true;
       await refetch();
     } catch (error) {
       showRefusal(error);
@@ -262,7 +419,8 @@
     clearNotice();
     try {
       const run = await api("POST", "messages/" + message.id + "/regenerate/", { expected_revision: thread.revision });
-      live = { id: run.id, seq: run.seq, text: "", state: run.state, steps: [] };
+      live = newLive(run);
+      stick = true;
       await refetch();
     } catch (error) { showRefusal(error); }
   }
@@ -272,7 +430,7 @@
     catch (error) { showRefusal(error); }
   }
 
-  async function copy(text) {
+  async function copy(text, what) {
     try {
       await navigator.clipboard.writeText(text);
     } catch (e) {
@@ -283,26 +441,27 @@
       try { document.execCommand("copy"); } catch (ignored) { /* nothing more to try */ }
       area.remove();
     }
-    announce("Copied.");
+    announce(what + " copied.");
   }
 
   function startEdit(li, message) {
     if (editing) return;
     editing = message.id;
-    const body = li.querySelector(".body");
-    const tools = li.querySelector(".msg-tools");
-    body.hidden = true;
-    tools.hidden = true;
-    const box = document.createElement("div");
-    box.className = "edit-box";
+    render();
+    const box = document.getElementById("edit-box-" + message.id);
+    box.dataset.live = "1";
     const id = "edit-" + message.id;
-    box.innerHTML = '<label for="' + id + '">Edit your message</label><textarea id="' + id + '" rows="3"></textarea>'
-      + '<p class="meta">Enter sends, Esc cancels. The agent forgets everything after this message.</p>';
-    const area = box.querySelector("textarea");
+    box.appendChild(node("label", { for: id, text: "Edit your message" }));
+    const area = node("textarea", { id, rows: "3" });
     area.value = message.text;
-    const actions = document.createElement("div");
-    actions.className = "msg-tools";
-    const cancel = () => { editing = null; box.remove(); body.hidden = false; tools.hidden = false; li.querySelector(".edit")?.focus(); };
+    box.appendChild(area);
+    box.appendChild(node("p", { class: "meta", text: "Enter sends, Shift+Enter adds a line, Esc cancels. The agent forgets everything after this message." }));
+    const cancel = () => {
+      editing = null;
+      box.remove();
+      render();
+      document.querySelector("#msg-" + message.id + " .edit")?.focus();
+    };
     const save = async () => {
       const text = area.value;
       if (!text.trim()) return;
@@ -310,20 +469,50 @@
       try {
         const result = await api("POST", "messages/" + message.id + "/edit/", { text, expected_revision: thread.revision, client_message_id: newClientId() });
         editing = null;
-        live = { id: result.run.id, seq: result.run.seq, text: "", state: result.run.state, steps: [] };
+        box.remove();
+        live = newLive(result.run);
         await refetch();
         el.composer.focus();
       } catch (error) { showRefusal(error); }
     };
-    actions.append(button("Save and send", { class: "edit-save" }, save), button("Cancel", { class: "edit-cancel" }, cancel));
-    box.appendChild(actions);
+    const saveButton = button("Save and send", { class: "edit-save primary" });
+    const cancelButton = button("Cancel", { class: "edit-cancel" });
+    saveButton.addEventListener("click", save);
+    cancelButton.addEventListener("click", cancel);
+    box.appendChild(node("div", { class: "msg-tools" }, [saveButton, cancelButton]));
     area.addEventListener("keydown", (event) => {
-      if (event.key === "Enter" && !event.shiftKey) { event.preventDefault(); save(); }
+      if (event.key === "Enter" && !event.shiftKey && !event.isComposing) { event.preventDefault(); save(); }
       else if (event.key === "Escape") { event.preventDefault(); event.stopPropagation(); cancel(); }
     });
-    li.appendChild(box);
     area.focus();
   }
+
+  // One listener for every button in the thread: it reads the current snapshot, never a closure of an old one.
+  document.getElementById("thread-scroll").addEventListener("click", (event) => {
+    const summary = event.target.closest("summary");
+    if (summary && summary.parentElement.tagName === "DETAILS") toggledByOwner.add(disclosureKey(summary.parentElement));
+    const target = event.target.closest("button[data-action]");
+    if (!target) return;
+    const li = target.closest("li.msg");
+    const message = li ? messageById(li.dataset.id) : null;
+    const action = target.dataset.action;
+    if (action === "copy-code") {
+      copy(target.closest(".code-block").querySelector("pre").textContent, "Code");
+    } else if (!message) {
+      return;
+    } else if (action === "switch") {
+      switchTo(target.dataset.target);
+    } else if (action === "edit") {
+      startEdit(li, message);
+    } else if (action === "copy-answer") {
+      copy(message.text, "Answer");
+    } else if (action === "rate") {
+      const rating = target.dataset.rating;
+      rate(message, message.rating === rating ? null : rating);
+    } else if (action === "regenerate") {
+      regenerate(message);
+    }
+  });
 
   el.form.addEventListener("submit", (event) => {
     event.preventDefault();
@@ -338,7 +527,12 @@
     if (event.key === "Escape" && live && !editing) { event.preventDefault(); stop(); }
   });
   el.clear.addEventListener("click", async () => {
-    if (!window.confirm("Clear the whole chat? The agents forget this conversation too.")) return;
+    const ok = await window.ocConfirm({
+      title: "Clear the whole chat?",
+      body: "Every message and answer goes, and the agents forget this conversation. Memory is kept.",
+      action: "Clear chat",
+    });
+    if (!ok) return;
     try { await api("POST", "clear/"); announce("Chat cleared."); await refetch(); } catch (error) { showRefusal(error); }
   });
 
@@ -356,17 +550,20 @@
     live.seq = event.seq;
     if (event.type === "run.delta") {
       live.text += event.text;
-      renderStreaming();
+      render();
+      scheduleRender();
     } else if (event.type === "run.step") {
       const step = live.steps.find((s) => s.id === event.step_id);
-      if (step) step.state = event.phase; else live.steps.push({ id: event.step_id, name: event.name, state: event.phase, is_error: event.is_error });
-      renderStreaming();
+      if (step) step.state = event.phase;
+      else live.steps.push({ id: event.step_id, name: event.name, state: event.phase, is_error: event.is_error, arguments: {}, summary: "", result: "" });
+      if (event.phase === "finished") refetchSoon(100); // the step's arguments and result come with the snapshot
+      render();
     } else if (event.type === "run.stopping") {
       live.state = "stopping";
-      renderStreaming();
+      render();
     } else if (event.type === "run.finished" || event.type === "run.failed") {
       announce(event.status === "stopped" ? "Answer stopped." : event.type === "run.failed" ? "The answer could not finish." : "Answer finished.");
-      live = null;
+      clearNotice("run_in_progress");
       refetch();
     }
   }
@@ -375,14 +572,18 @@
   function markPanelUpdated(type) {
     const links = type === "context.updated" ? [document.getElementById("context-link")] : document.querySelectorAll(".memory-link");
     for (const link of links) {
-      if (link && !link.dataset.updated) { link.dataset.updated = "1"; link.textContent += " (updated)"; }
+      if (link && !link.dataset.updated) { link.dataset.updated = "1"; link.appendChild(node("span", { class: "dot", text: " (updated)" })); }
     }
   }
 
   function connect(attempt) {
     const scheme = location.protocol === "https:" ? "wss://" : "ws://";
     const socket = new WebSocket(scheme + location.host + config.socket);
-    socket.addEventListener("open", () => { attempt = 0; });
+    socket.addEventListener("open", () => {
+      attempt = 0;
+      clearTimeout(reconnectTimer);
+      el.connection.hidden = true;
+    });
     socket.addEventListener("message", (message) => {
       let event;
       try { event = JSON.parse(message.data); } catch (e) { return; }
@@ -397,11 +598,16 @@
       else if (event.type === "context.updated" || event.type === "memory.updated") markPanelUpdated(event.type);
     });
     socket.addEventListener("close", () => {
+      // A short blip is not worth a banner; a drop that lasts is.
+      clearTimeout(reconnectTimer);
+      reconnectTimer = setTimeout(() => { el.connection.hidden = false; }, 1200);
       setTimeout(() => connect(attempt + 1), Math.min(5000, 300 * 2 ** Math.min(attempt, 4)));
     });
     window.chatSocket = socket;
   }
 
   adopt(thread);
+  scrollToLatest();
+  el.composer.focus();
   connect(0);
 })();

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
@@ -418,16 +419,21 @@ def test_workflow_reset_ends_live_runs_with_code_reset_and_clears_the_thread(own
     assert Firing.objects.get(pk=run.firing_id).state == "stopped"
 
 
-def test_tool_steps_are_recorded_under_the_answer_by_name_only(owner, inline):
+def test_tool_steps_are_recorded_under_the_answer_with_arguments_and_a_short_result(owner, inline):
     workflow, _, _ = chat_workflow(owner, memory=True)
     _, run = send(workflow, "remember: the launch is on Friday")
     (step,) = run.steps.all()
     assert (step.name, step.state, step.is_error) == ("memory", "finished", False)
     answer = chat_thread(workflow=workflow)["messages"][-1]
-    assert answer["run"]["steps"] == [
-        {"id": step.pk, "name": "memory", "state": "finished", "is_error": False, "agent_node_id": step.agent_node_id}
-    ]
+    (shown,) = answer["run"]["steps"]
+    assert shown["name"] == "memory" and shown["state"] == "finished" and shown["is_error"] is False
+    assert shown["arguments"] == {"operation": "remember", "content": "the launch is on Friday"}
+    item_id = json.loads(shown["result"])["item"]["id"]
+    assert shown["summary"] == f"Memory #{item_id}, version 1: the launch is on Friday"
     assert answer["run"]["duration_ms"] is not None
+    # The answer after the tool call is a sentence, not the tool's JSON.
+    assert answer["text"] == f"Done. Saved to memory as #{item_id} (version 1): the launch is on Friday."
+    assert "{" not in answer["text"] and "{" not in answer["html"]
 
 
 def test_a_teammates_cursor_is_recorded_and_rewound_too(owner, inline):

@@ -82,8 +82,39 @@ def test_after_tool_results_it_answers_mentioning_each_result():
     ]
     final = chat(messages)
     text = final.message["blocks"][0]["text"]
-    assert "memory returned: Remembered #12" in text and "researcher returned: Lima" in text
+    assert text == "Done. memory answered: Remembered #12. researcher answered: Lima."
     assert tool_calls_of(final.message) == [] and final.stop_reason == "end_turn"
+
+
+def test_after_memory_results_it_answers_in_a_sentence_not_the_json():
+    remembered = '{"item": {"id": 7, "title": "", "content": "tea is green", "version": 1, "tags": []}}'
+    recalled = '{"items": [{"id": 7, "content": "tea is green"}, {"id": 8, "content": "milk"}], "search": "fts"}'
+    refused = '{"error": {"code": "not_found", "message": "That memory does not exist.", "hint": "recall"}}'
+    first = chat([text_message("user", "remember: tea is green\nrecall: tea\nrecall: x")])
+    calls = tool_calls_of(first.message)
+    messages = [
+        text_message("user", "remember: tea is green\nrecall: tea\nrecall: x"),
+        first.message,
+        tool_result_message(tool_call_id=calls[0]["id"], name="memory", content=remembered),
+        tool_result_message(tool_call_id=calls[1]["id"], name="memory", content=recalled),
+        tool_result_message(tool_call_id=calls[2]["id"], name="memory", content=refused, is_error=True),
+    ]
+    text = chat(messages).message["blocks"][0]["text"]
+    assert text == (
+        "Done. Saved to memory as #7 (version 1): tea is green. I found 2 memories: tea is green; milk. "
+        "The memory tool refused: That memory does not exist."
+    )
+    assert "{" not in text
+
+
+def test_notes_ahead_of_the_message_are_counted_never_echoed():
+    said = '[feedback]{"answer": "I see 0", "rating": "good"}[/feedback]\n[memory]{"memory_id": 3}[/memory]\n\nhello'
+    text = chat([text_message("user", said)]).message["blocks"][0]["text"]
+    assert text == "(2 notes from OpenCompany: feedback, memory.) I see 0 earlier messages. You said: hello"
+    assert "[feedback]" not in text and "rating" not in text
+    # A bracketed line the owner wrote after their own words is theirs, and echoed as typed.
+    mine = chat([text_message("user", 'hi\n[feedback]{"x": 1}[/feedback]')]).message["blocks"][0]["text"]
+    assert mine.endswith('You said: hi\n[feedback]{"x": 1}[/feedback]')
 
 
 def test_it_streams_in_chunks_with_the_configured_delay(monkeypatch):
