@@ -160,6 +160,34 @@ def throughput(conversations, per_conversation: int, poll: float = 0.002) -> flo
     return len(bounds) / elapsed
 
 
+def floor(samples: int = 200) -> list[float]:
+    """What a turn cannot cost less than: four commits of a trivial row update (a turn commits prepare, the step
+    claim, the answer and persist) and one broker hop (a message through the broker's Redis, published and
+    consumed), timed in this process. The ratio of the turn's p50 to this is the runtime's own overhead."""
+    from django.db import connection, transaction
+    from kombu import Connection
+
+    timings = []
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TEMPORARY TABLE IF NOT EXISTS bench_floor (id int PRIMARY KEY, n int)")
+        cursor.execute("INSERT INTO bench_floor VALUES (1, 0) ON CONFLICT DO NOTHING")
+    with Connection(settings.CELERY_BROKER_URL) as broker:
+        queue = broker.SimpleQueue(f"bench-floor-{os.getpid()}")
+        try:
+            for _ in range(samples):
+                started = time.perf_counter()
+                for _ in range(4):
+                    with transaction.atomic(), connection.cursor() as cursor:
+                        cursor.execute("UPDATE bench_floor SET n = n + 1 WHERE id = 1")
+                queue.put({"hop": 1})
+                queue.get(block=True, timeout=5).ack()
+                timings.append((time.perf_counter() - started) * 1000)
+        finally:
+            queue.clear()
+            queue.close()
+    return timings
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", type=int, default=200)
@@ -177,15 +205,21 @@ def main() -> int:
         for conversation in conversations[:4]:
             wait_finished(fire_agent(*conversation, "warm up"), timeout=120)
         samples = latency(conversations[:10], args.turns)
+        floor_samples = floor()
         print(f"turn overhead, offline provider at zero delay, worker concurrency {args.concurrency}")
+        p50, floor_p50 = statistics.median(samples), statistics.median(floor_samples)
         print(
             f"  fire_agent -> persisted turn over {len(samples)} turns: "
-            f"p50 {statistics.median(samples):.1f} ms  p95 {percentile(samples, 0.95):.1f} ms  "
-            f"max {max(samples):.1f} ms"
+            f"p50 {p50:.1f} ms  p95 {percentile(samples, 0.95):.1f} ms  max {max(samples):.1f} ms"
         )
+        print(f"  floor (4 trivial commits + 1 broker hop, this process): p50 {floor_p50:.1f} ms -> turn p50 is "
+              f"{p50 / floor_p50:.1f}x the floor")  # fmt: skip
+        rates = {}
         for count in (1, 4, 16):
-            rate = throughput(conversations[:count], args.per_conversation)
-            print(f"  {count:>2} concurrent conversations: {rate:.1f} turns/s")
+            rates[count] = throughput(conversations[:count], args.per_conversation)
+            print(f"  {count:>2} concurrent conversations: {rates[count]:.1f} turns/s")
+        print(f"  target: p50 <= 6 ms and <= 3x the floor: {'met' if p50 <= 6 and p50 <= 3 * floor_p50 else 'NOT met'}")
+        print(f"  target: >= 150 turns/s with 16 conversations: {'met' if rates[16] >= 150 else 'NOT met'}")
         print(f"  load average (1 min): {load_before:.2f} before, {os.getloadavg()[0]:.2f} after")
     finally:
         worker.terminate()

@@ -13,7 +13,6 @@ end re-enqueues `persist_turn` of the parent.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import uuid
 
@@ -32,6 +31,7 @@ from agents.services.firings import (
     firing_mark_changed,
     firing_save_changes,
 )
+from agents.services.heartbeat import StepHeartbeat, retry_on_database_error, stop_checker
 from agents.services.messages import firing_append, firing_messages, rewrite_firing_messages, seed_firing_messages
 from agents.tools import (
     ToolOutcome,
@@ -160,48 +160,6 @@ def _binding_with_definition(binding: dict, graph_nodes: dict) -> dict:
 # --- execute ------------------------------------------------------------------------------
 
 
-class _StepHeartbeat:
-    """Touches the step row while the provider call runs, so the watchdog can tell a dead worker from a slow model."""
-
-    def __init__(self, step_id: int):
-        self.step_id = step_id
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name=f"step-heartbeat-{step_id}")
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.wait(settings.AGENT_STEP_HEARTBEAT_SECONDS):
-                LlmStep.objects.filter(pk=self.step_id, state=LlmStep.State.STARTED).update(heartbeat_at=timezone.now())
-        except Exception:
-            logger.warning("step heartbeat failed", extra={"step_id": self.step_id})
-        finally:
-            connection.close()
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-
-def _stop_checker(firing_id) -> callable:
-    last_check = [time.monotonic()]  # the claim just read stop_requested
-    stopped = [False]
-
-    def should_stop() -> bool:
-        if stopped[0]:
-            return True
-        now = time.monotonic()
-        if now - last_check[0] >= settings.AGENT_STOP_POLL_SECONDS:
-            last_check[0] = now
-            stopped[0] = Firing.objects.filter(pk=firing_id, stop_requested=True).exists()
-        return stopped[0]
-
-    return should_stop
-
-
 def _limit_reached(firing: Firing) -> str | None:
     config = firing.agent_config
     if firing.deadline_at and timezone.now() >= firing.deadline_at:
@@ -278,26 +236,32 @@ def execute_llm_step(firing_id: str, iteration: int, *, committed: Firing | None
 
     started = time.monotonic()
     try:
-        with _StepHeartbeat(step.pk):
-            result = ChatUnifier().chat(request, on_event=on_event, should_stop=_stop_checker(firing.pk))
+        with StepHeartbeat(step.pk):
+            result = ChatUnifier().chat(request, on_event=on_event, should_stop=stop_checker(firing.pk))
+            duration_ms = int((time.monotonic() - started) * 1000)
+            _refresh_connection_after(duration_ms)
+            # One autocommit UPDATE: the answer is durable before persist_turn (a lost persist is re-sent by the
+            # watchdog). A database that is down right now costs time, not the answer: it is retried (the heartbeat
+            # goes on meanwhile, so the watchdog does not take the step for lost) until the firing's deadline.
+            saved = retry_on_database_error(
+                lambda: LlmStep.objects.filter(pk=step.pk, state=LlmStep.State.STARTED).update(
+                    state=LlmStep.State.COMPLETED,
+                    result={
+                        "message": result.message,
+                        "usage": result.usage.to_dict(),
+                        "stop_reason": result.stop_reason,
+                        "provider_ids": result.provider_ids,
+                    },
+                    finished_at=timezone.now(),
+                    duration_ms=duration_ms,
+                ),
+                deadline=firing.deadline_at,
+                what="saving a provider answer",
+            )
     except ProviderError as exc:
         duration_ms = int((time.monotonic() - started) * 1000)
         _record_step_failure(firing, step, exc, duration_ms)
         return
-    duration_ms = int((time.monotonic() - started) * 1000)
-    _refresh_connection_after(duration_ms)
-    # One autocommit UPDATE: the answer is durable before persist_turn (a lost persist is re-sent by the watchdog).
-    saved = LlmStep.objects.filter(pk=step.pk, state=LlmStep.State.STARTED).update(
-        state=LlmStep.State.COMPLETED,
-        result={
-            "message": result.message,
-            "usage": result.usage.to_dict(),
-            "stop_reason": result.stop_reason,
-            "provider_ids": result.provider_ids,
-        },
-        finished_at=timezone.now(),
-        duration_ms=duration_ms,
-    )
     if not saved:
         # The watchdog declared this step ambiguous meanwhile; its record stands and the answer is dropped.
         logger.warning("late provider answer dropped", extra={"firing_id": firing_id, "step_id": step.pk})

@@ -84,9 +84,11 @@ def _unprepared(now) -> int:
 
     Prepare is acknowledged early (its worker goes on to run the firing's steps, see agents/tasks.py); it is
     idempotent (it works only on a `queued` firing, under the firing's lock), so sending it again is safe. A
-    firing waiting for its conversation's lease touches its row on every retry and is left alone.
+    firing waiting for its conversation's lease touches its row on every retry and is left alone. The grace is short
+    (AGENT_QUEUED_RESEND_SECONDS): a broker that restarted empty lost every queued turn's message, while the
+    firings are safe in PostgreSQL, so they are sent again within seconds instead of failing `not_delivered`.
     """
-    cutoff = now - timedelta(seconds=settings.AGENT_PERSIST_GRACE_SECONDS)
+    cutoff = now - timedelta(seconds=settings.AGENT_QUEUED_RESEND_SECONDS)
     count = 0
     for firing_id in Firing.objects.filter(state=Firing.State.QUEUED, updated_at__lt=cutoff).values_list(
         "pk", flat=True

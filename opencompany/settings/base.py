@@ -341,6 +341,9 @@ AGENT_STOP_POLL_SECONDS = env_float("AGENT_STOP_POLL_SECONDS", 0.2)
 AGENT_STEP_HEARTBEAT_SECONDS = env_float("AGENT_STEP_HEARTBEAT_SECONDS", 2.0)
 AGENT_STEP_LOST_AFTER_SECONDS = env_int("AGENT_STEP_LOST_AFTER_SECONDS", 20, minimum=2)
 AGENT_PERSIST_GRACE_SECONDS = env_int("AGENT_PERSIST_GRACE_SECONDS", 15, minimum=1)
+# A queued firing untouched this long has its prepare sent again (once per period): a broker restarted empty
+# delays queued turns by this much instead of losing them.
+AGENT_QUEUED_RESEND_SECONDS = env_int("AGENT_QUEUED_RESEND_SECONDS", 5, minimum=1)
 AGENT_DELIVERY_TIMEOUT_SECONDS = env_int("AGENT_DELIVERY_TIMEOUT_SECONDS", 300, minimum=5)
 AGENT_TIMEOUT_GRACE_SECONDS = env_int("AGENT_TIMEOUT_GRACE_SECONDS", 30, minimum=0)
 CELERY_BEAT_SCHEDULE["agent-watchdog"] = {

@@ -1,0 +1,136 @@
+"""What runs beside a provider call: the step's heartbeat, the Stop check, and saving the answer through a database
+blip.
+
+A provider call is the one thing in a step that cannot be redone (one attempt, never retried), so nothing around it
+may turn a passing database error into a lost answer: a failed heartbeat write is retried at the next beat, a failed
+Stop check means "not known yet" (never "stop"), and the answer's save is retried until the database is back or the
+firing's deadline passes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from django.conf import settings
+from django.db import DatabaseError, connection
+from django.utils import timezone
+
+from agents.models import Firing, LlmStep
+
+logger = logging.getLogger("agents.step")
+
+T = TypeVar("T")
+
+_BACKOFF_FIRST_SECONDS = 0.2
+_BACKOFF_MAX_SECONDS = 5.0
+
+
+def _drop_broken_connection() -> None:
+    # The next query opens a fresh connection; a broken one would fail every query after the first error.
+    try:
+        connection.close()
+    except DatabaseError:
+        pass
+
+
+def touch_step(step_id: int) -> None:
+    LlmStep.objects.filter(pk=step_id, state=LlmStep.State.STARTED).update(heartbeat_at=timezone.now())
+
+
+class StepHeartbeat:
+    """Touches the step row while the provider call runs, so the watchdog can tell a dead worker from a slow model.
+
+    Each beat is on its own: a beat that fails (the database restarting) is logged once per outage and the next
+    beat tries again on a fresh connection, so one error never silences a live step."""
+
+    def __init__(self, step_id: int):
+        self.step_id = step_id
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name=f"step-heartbeat-{step_id}")
+
+    def _run(self) -> None:
+        failing = False
+        try:
+            while not self._stop.wait(settings.AGENT_STEP_HEARTBEAT_SECONDS):
+                try:
+                    touch_step(self.step_id)
+                except DatabaseError:
+                    if not failing:
+                        logger.warning("step heartbeat failed; retrying", extra={"step_id": self.step_id})
+                    failing = True
+                    _drop_broken_connection()
+                    continue
+                if failing:
+                    logger.info("step heartbeat recovered", extra={"step_id": self.step_id})
+                failing = False
+        finally:
+            _drop_broken_connection()
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def stop_requested(firing_id) -> bool:
+    return Firing.objects.filter(pk=firing_id, stop_requested=True).exists()
+
+
+def stop_checker(firing_id) -> Callable[[], bool]:
+    """A `should_stop` for the provider stream: polls the firing's Stop flag every AGENT_STOP_POLL_SECONDS.
+
+    A database error is "not known", never "stop": the call goes on and the check backs off (up to 5 s) until the
+    database answers again, logged once per outage."""
+    next_check = [time.monotonic() + settings.AGENT_STOP_POLL_SECONDS]  # the claim just read stop_requested
+    stopped = [False]
+    failures = [0]
+
+    def should_stop() -> bool:
+        if stopped[0]:
+            return True
+        now = time.monotonic()
+        if now < next_check[0]:
+            return False
+        try:
+            stopped[0] = stop_requested(firing_id)
+        except DatabaseError:
+            if not failures[0]:
+                logger.warning("stop check failed; the call goes on", extra={"firing_id": str(firing_id)})
+            failures[0] += 1
+            _drop_broken_connection()
+            delay = min(_BACKOFF_FIRST_SECONDS * 2 ** (failures[0] - 1), _BACKOFF_MAX_SECONDS)
+            next_check[0] = now + max(delay, settings.AGENT_STOP_POLL_SECONDS)
+            return False
+        failures[0] = 0
+        next_check[0] = now + settings.AGENT_STOP_POLL_SECONDS
+        return stopped[0]
+
+    return should_stop
+
+
+def retry_on_database_error(action: Callable[[], T], *, deadline, what: str) -> T:
+    """Run `action` (one autocommit statement) until it succeeds, backing off on database errors, up to `deadline`
+    (a datetime; at least a minute from now), then raise the last error."""
+    give_up = max(
+        time.monotonic() + 60,
+        time.monotonic() + (deadline - timezone.now()).total_seconds() if deadline else 0,
+    )
+    attempt = 0
+    while True:
+        try:
+            return action()
+        except DatabaseError:
+            attempt += 1
+            if time.monotonic() >= give_up:
+                raise
+            if attempt == 1:
+                logger.warning("database unavailable while %s; retrying", what)
+            _drop_broken_connection()
+            time.sleep(min(_BACKOFF_FIRST_SECONDS * 2 ** (attempt - 1), _BACKOFF_MAX_SECONDS))
