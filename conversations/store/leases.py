@@ -15,13 +15,13 @@ from contextlib import contextmanager
 from django.conf import settings
 from django.db import connection
 
-from conversations.models import FiringLease
+from conversations.models import FiringLease, RetainedConversation
 
 from .errors import FiringLeaseBusy
 from .keys import ConversationKey
-from .retained import drop_retained
 
 _LEASES = FiringLease._meta.db_table
+_RETAINED = RetainedConversation._meta.db_table
 
 
 def _ttl(ttl_seconds: int | None) -> int:
@@ -55,16 +55,19 @@ def renew_firing_lease(key: ConversationKey, *, owner_token: str, ttl_seconds: i
 
 
 def release_firing_lease(key: ConversationKey, *, owner_token: str) -> bool:
+    """Release the caller's own lease; the stored lists kept for it (retained.py) go with it, in the same
+    statement."""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"DELETE FROM {_LEASES} WHERE workflow_id = %s AND generation = %s AND agent_node_id = %s "
-            "AND owner_token = %s",
-            [key.workflow_id, key.generation, key.agent_node_id, owner_token],
+            f"WITH released AS (DELETE FROM {_LEASES} WHERE workflow_id = %s AND generation = %s "
+            "AND agent_node_id = %s AND owner_token = %s RETURNING 1), "
+            f"dropped AS (DELETE FROM {_RETAINED} WHERE workflow_id = %s AND generation = %s AND agent_node_id = %s "
+            "AND EXISTS (SELECT 1 FROM released)) "
+            "SELECT count(*) FROM released",
+            [key.workflow_id, key.generation, key.agent_node_id, owner_token, key.workflow_id, key.generation]
+            + [key.agent_node_id],
         )
-        released = cursor.rowcount == 1
-    if released:
-        drop_retained(key)  # the firing it was kept for is done with it
-    return released
+        return cursor.fetchone()[0] == 1
 
 
 def firing_lease_holder(key: ConversationKey) -> str | None:

@@ -54,13 +54,5 @@ def retained_messages(key: ConversationKey, prefix) -> list[dict] | None:
     return None if row is None else read_only(json.loads(row[0]))
 
 
-def drop_retained(key: ConversationKey) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"DELETE FROM {_RETAINED} WHERE workflow_id = %s AND generation = %s AND agent_node_id = %s",
-            [key.workflow_id, key.generation, key.agent_node_id],
-        )
-
-
 def prune_retained(*, older_than) -> int:
     return RetainedConversation.objects.filter(created_at__lt=older_than).delete()[0]

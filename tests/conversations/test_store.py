@@ -464,3 +464,30 @@ def test_a_copy_whose_prefix_was_rewritten_is_not_reused(key):
     persistence._copies._entries[key] = held  # stale: same length, other content
     snapshot = load_conversation_snapshot(key)
     assert snapshot.messages[1]["blocks"][0]["text"] == "rewritten"
+
+
+def test_a_list_rewritten_under_a_lease_is_kept_for_the_holder_until_it_releases(key):
+    from conversations.models import RetainedConversation
+    from conversations.store import (
+        StoredPrefix,
+        acquire_firing_lease,
+        clear_conversation,
+        conversation_prefix_messages,
+        release_firing_lease,
+    )
+
+    messages = [system("s"), *turn(1, tool=False)]
+    prefix = StoredPrefix.of(save_conversation(key, messages))
+    clear_conversation(key.workflow_id, generation=key.generation)  # no lease: nothing is kept
+    assert not RetainedConversation.objects.exists()
+
+    prefix = StoredPrefix.of(save_conversation(key, messages))
+    assert acquire_firing_lease(key, owner_token="firing-1", ttl_seconds=60)
+    clear_conversation(key.workflow_id, generation=key.generation)  # the owner clears mid-turn
+    kept = conversation_prefix_messages(key, prefix)
+    assert [m["blocks"] for m in kept] == [m["blocks"] for m in messages]
+    assert load_conversation(key) == []  # the stored conversation itself is cleared
+    assert release_firing_lease(key, owner_token="firing-1")
+    assert not RetainedConversation.objects.exists()
+    with pytest.raises(ConversationConflict):
+        conversation_prefix_messages(key, prefix)
