@@ -104,6 +104,15 @@ def run_tool(*, firing, binding: dict, call: dict) -> ToolOutcome:
                     # A retried step answers with the first receipt instead of writing again.
                     idempotency_key=f"{firing.id}:{call['id']}",
                     actor=f"agent:{firing.agent_node_id}",
+                    origin={
+                        "firing_id": str(firing.id),
+                        "chat_run_id": firing.chat_run_id,
+                        "agent_node_id": firing.agent_node_id,
+                        "agent_name": (firing.agent_config or {}).get("name", ""),
+                        "generation": firing.generation,
+                        "tool_call_id": call["id"],
+                        "prompt": firing.prompt,
+                    },
                 )
             )
     except ToolUnavailable as exc:

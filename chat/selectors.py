@@ -211,3 +211,33 @@ def chat_panel_links(*, workflow) -> dict:
                 }
             )
     return links
+
+
+def chat_run_id_of(*, workflow, run_id) -> int:
+    """The id of one of this workflow's runs (another workflow's or a missing one answers not found)."""
+    try:
+        pk = int(run_id)
+    except (TypeError, ValueError):
+        raise NotFoundError("not_found", "That answer does not exist.") from None
+    if not ChatRun.objects.filter(pk=pk, session__workflow=workflow).exists():
+        raise NotFoundError("not_found", "That answer does not exist.")
+    return pk
+
+
+def chat_branch_run_ids(*, workflow, message_id) -> list[int]:
+    """The runs that answered anything on the branch starting at `message_id` (that message and every message
+    under it), e.g. the version the owner left by editing or trying again."""
+    try:
+        pk = int(message_id)
+    except (TypeError, ValueError):
+        raise NotFoundError("not_found", "That message does not exist.") from None
+    if not ChatMessage.objects.filter(pk=pk, session__workflow=workflow).exists():
+        raise NotFoundError("not_found", "That message does not exist.")
+    table = ChatMessage._meta.db_table
+    branch = ChatMessage.objects.raw(
+        f"WITH RECURSIVE branch AS (SELECT id FROM {table} WHERE id = %s "
+        f"UNION ALL SELECT m.id FROM {table} m JOIN branch b ON m.parent_id = b.id) SELECT id FROM branch",
+        [pk],
+    )
+    message_ids = [message.pk for message in branch]
+    return list(ChatRun.objects.filter(user_message_id__in=message_ids).values_list("pk", flat=True))

@@ -10,6 +10,7 @@ from opencompany.errors import ServiceError
 
 from . import services
 from .models import MemoryItem, MemoryItemHistory, MemoryNamespace
+from .provenance import Provenance
 
 
 def _staff(request) -> str:
@@ -97,6 +98,7 @@ class MemoryItemAdmin(admin.ModelAdmin):
                 expected_version=form.cleaned_data["expected_version"],
                 patch=patch,
                 actor=_staff(request),
+                provenance=Provenance("staff"),
             )
         except ServiceError as exc:
             # The race after clean(): the service's locked compare refused it, nothing was written.

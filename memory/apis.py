@@ -11,6 +11,8 @@ from rest_framework.views import APIView
 from . import selectors, services
 from .access import access_memory_namespace
 from .errors import invalid
+from .history import memory_history, memory_item_restore
+from .provenance import Provenance
 
 
 class ItemOutputSerializer(serializers.Serializer):
@@ -104,6 +106,7 @@ class MemoryItemsApi(APIView):
         result = services.memory_item_remember(
             namespace=namespace,
             actor=_actor(request),
+            provenance=Provenance("api"),
             idempotency_key=request.headers.get("Idempotency-Key"),
             announce_to_chat=True,
             **data.validated_data,
@@ -158,6 +161,7 @@ class MemoryItemApi(APIView):
             expected_version=expected_version,
             patch=patch,
             actor=_actor(request),
+            provenance=Provenance("api"),
             idempotency_key=request.headers.get("Idempotency-Key"),
             announce_to_chat=True,
         )
@@ -177,6 +181,7 @@ class MemoryItemApi(APIView):
             item_id=item_id,
             expected_version=_expected_version(request),
             actor=_actor(request),
+            provenance=Provenance("api"),
             idempotency_key=request.headers.get("Idempotency-Key"),
             announce_to_chat=True,
         )
@@ -199,3 +204,72 @@ class MemoryClearApi(APIView):
             namespace=namespace, actor=_actor(request), announce_to_chat=True
         )
         return Response({"cleared": cleared})
+
+
+class MemoryHistoryApi(APIView):
+    class FilterSerializer(serializers.Serializer):
+        item = serializers.IntegerField(required=False, min_value=1)
+        chat_run = serializers.IntegerField(required=False, min_value=1)
+        agent = serializers.CharField(required=False, max_length=200)
+        limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=100)
+
+    @extend_schema(
+        operation_id="memory_history",
+        summary="Versions of this memory's items with their provenance (who wrote each, from which answer)",
+        parameters=[
+            OpenApiParameter("item", int, description="Only this item's versions."),
+            OpenApiParameter("chat_run", int, description="Only what the agents of this chat run wrote."),
+            OpenApiParameter("agent", str, description="Only what this agent node wrote."),
+            OpenApiParameter("limit", int, description="At most this many versions (default 100, at most 500)."),
+        ],
+        responses={
+            200: inline_serializer(
+                "MemoryHistory", fields={"versions": serializers.ListField(child=serializers.DictField())}
+            ),
+            400: ERROR_RESPONSE,
+            404: ERROR_RESPONSE,
+        },
+    )
+    def get(self, request, workflow_id: int, node_id: str):
+        _, namespace = access_memory_namespace(user=request.user, workflow_id=workflow_id, node_id=node_id)
+        filters = self.FilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        data = filters.validated_data
+        versions = memory_history(
+            namespace=namespace,
+            item_id=data.get("item"),
+            chat_run_id=data.get("chat_run"),
+            agent_node_id=data.get("agent"),
+            limit=data["limit"],
+        )
+        return Response({"versions": versions})
+
+
+class MemoryItemRestoreApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        version = serializers.IntegerField(min_value=1)
+        expected_version = serializers.IntegerField(min_value=1)
+
+    @extend_schema(
+        operation_id="memory_item_restore",
+        summary="Restore an earlier version of an item (written as a new version)",
+        request=InputSerializer,
+        responses={
+            200: inline_serializer("MemoryRestored", fields={"item": ItemOutputSerializer()}),
+            400: ERROR_RESPONSE,
+            404: ERROR_RESPONSE,
+            409: CONFLICT_RESPONSE,
+        },  # fmt: skip
+    )
+    def post(self, request, workflow_id: int, node_id: str, item_id: int):
+        _, namespace = access_memory_namespace(user=request.user, workflow_id=workflow_id, node_id=node_id)
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        result = memory_item_restore(
+            namespace=namespace,
+            item_id=item_id,
+            actor=_actor(request),
+            provenance=Provenance("api"),
+            **data.validated_data,
+        )
+        return Response(result)

@@ -130,6 +130,13 @@ class MemoryItemHistory(models.Model):
     after = models.JSONField(null=True, blank=True)
     # "agent:<node id>", "owner:<user id>", "staff:<user id>", "system:<what>"
     actor = models.CharField(max_length=200)
+    # Provenance (memory/provenance.py): where the write came from, and for an agent's, the turn that made it.
+    source = models.CharField(max_length=16, default="system")
+    firing_id = models.UUIDField(null=True, blank=True, db_index=True)
+    chat_run_id = models.BigIntegerField(null=True, blank=True, db_index=True)
+    agent_node_id = models.CharField(max_length=200, blank=True, default="")
+    generation = models.PositiveIntegerField(null=True, blank=True)
+    detail = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField()
 
     class Meta:

@@ -28,6 +28,7 @@ from .events import publish_memory_updated
 from .listeners import MemoryEdit, announce_memory_edit_on_commit
 from .models import MemoryEmbedding, MemoryItem, MemoryItemHistory, MemoryNamespace, MemoryReceipt
 from .presenters import FTS_ONLY, item_as_dict
+from .provenance import Provenance
 from .validation import (
     clean_category,
     clean_content,
@@ -211,6 +212,7 @@ def memory_item_remember(
     actor,
     idempotency_key: str | None = None,
     announce_to_chat: bool = False,
+    provenance: Provenance | None = None,
 ) -> dict:
     now = clock.now()
     fields = {
@@ -221,6 +223,7 @@ def memory_item_remember(
         "expires_at": clean_expires_at(expires_at, now=now),
     }
     actor = actor_label(actor)
+    origin = (provenance or Provenance.of_actor(actor)).history_fields()
 
     def apply() -> dict:
         item = _insert_admitted_item(namespace, fields, now)
@@ -239,6 +242,7 @@ def memory_item_remember(
             after=_snapshot(item),
             actor=actor,
             created_at=now,
+            **origin,
         )
         _enqueue_embedding(item)
         _announce(
@@ -278,11 +282,13 @@ def memory_item_update(
     actor,
     idempotency_key: str | None = None,
     announce_to_chat: bool = False,
+    provenance: Provenance | None = None,
 ) -> dict:
     item_id = clean_id(item_id)
     expected_version = clean_version(expected_version)
     changes = clean_patch(patch)
     actor = actor_label(actor)
+    origin = (provenance or Provenance.of_actor(actor)).history_fields()
 
     def apply() -> dict:
         now = clock.now()
@@ -304,6 +310,7 @@ def memory_item_update(
             after=_snapshot(item),
             actor=actor,
             created_at=now,
+            **origin,
         )
         if {"content", "title"} & changes.keys():
             _enqueue_embedding(item)
@@ -354,10 +361,12 @@ def memory_item_forget(
     actor,
     idempotency_key: str | None = None,
     announce_to_chat: bool = False,
+    provenance: Provenance | None = None,
 ) -> dict:
     item_id = clean_id(item_id)
     expected_version = clean_version(expected_version)
     actor = actor_label(actor)
+    origin = (provenance or Provenance.of_actor(actor)).history_fields()
 
     def apply() -> dict:
         now = clock.now()
@@ -372,6 +381,7 @@ def memory_item_forget(
             version=expected_version,
             actor=actor,
             created_at=now,
+            **origin,
         )
         _announce(
             namespace,
@@ -407,6 +417,7 @@ def memory_namespace_items_clear(*, namespace: MemoryNamespace, actor, announce_
             operation=MemoryItemHistory.Operation.CLEAR,
             after={"removed": len(item_ids)},
             actor=actor,
+            source=Provenance.of_actor(actor).source,
             created_at=clock.now(),
         )
         _announce(

@@ -166,14 +166,16 @@ def _parse(arguments) -> tuple[str, dict]:
     return operation, given
 
 
-def memory_tool_call(*, owner, workflow, node_id: str, arguments: dict, idempotency_key: str, actor: str) -> dict:
+def memory_tool_call(
+    *, owner, workflow, node_id: str, arguments: dict, idempotency_key: str, actor: str, provenance=None
+) -> dict:
     """Run one `memory` tool call in the namespace (owner, workflow, node_id). Never raises."""
     try:
         operation, args = _parse(arguments)
         namespace = services.memory_namespace_get_or_create(owner=owner, workflow=workflow, node_id=node_id)
         if operation == "remember":
             return services.memory_item_remember(
-                namespace=namespace, actor=actor, idempotency_key=idempotency_key, **args
+                namespace=namespace, actor=actor, idempotency_key=idempotency_key, provenance=provenance, **args
             )
         if operation == "recall":
             return selectors.memory_items_recall(namespace=namespace, **args)
@@ -189,6 +191,7 @@ def memory_tool_call(*, owner, workflow, node_id: str, arguments: dict, idempote
                 patch=args["patch"],
                 actor=actor,
                 idempotency_key=idempotency_key,
+                provenance=provenance,
             )
         return services.memory_item_forget(
             namespace=namespace,
@@ -196,6 +199,7 @@ def memory_tool_call(*, owner, workflow, node_id: str, arguments: dict, idempote
             expected_version=args["expected_version"],
             actor=actor,
             idempotency_key=idempotency_key,
+            provenance=provenance,
         )
     except ServiceError as exc:
         extra = {k: v for k, v in exc.extra.items() if k != "hint"}

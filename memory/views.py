@@ -14,6 +14,7 @@ from opencompany.errors import ConflictError, NotFoundError, ServiceError
 
 from . import selectors, services
 from .access import access_memory_namespace
+from .provenance import Provenance
 
 
 def _access(request, workflow_id, node_id):
@@ -93,6 +94,7 @@ def memory_item_create(request, workflow_id: int, node_id: str):
             tags=_tags(request.POST.get("tags", "")),
             expires_at=request.POST.get("expires_at") or None,
             actor=_actor(request),
+            provenance=Provenance("owner"),
             announce_to_chat=True,
         )
         messages.success(request, "Memory saved.")
@@ -119,6 +121,7 @@ def memory_item_edit(request, workflow_id: int, node_id: str, item_id: int):
             expected_version=request.POST.get("expected_version"),
             patch=patch,
             actor=_actor(request),
+            provenance=Provenance("owner"),
             announce_to_chat=True,
         )
         messages.success(request, "Memory updated.")
@@ -137,6 +140,7 @@ def memory_item_forget(request, workflow_id: int, node_id: str, item_id: int):
             item_id=item_id,
             expected_version=request.POST.get("expected_version"),
             actor=_actor(request),
+            provenance=Provenance("owner"),
             announce_to_chat=True,
         )
         messages.success(request, "Memory forgotten.")

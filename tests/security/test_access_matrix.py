@@ -126,6 +126,15 @@ MATRIX: dict[str, Entry] = {
     "api/workflows/<int:workflow_id>/memory/<str:node_id>/clear/": Entry(
         API, lambda w: mem_api(w) + "clear/", ("post",), order={"post": LAST}
     ),
+    "api/workflows/<int:workflow_id>/memory/<str:node_id>/history/": Entry(
+        API, lambda w: mem_api(w) + "history/", ("get",)
+    ),
+    "api/workflows/<int:workflow_id>/memory/<str:node_id>/items/<int:item_id>/restore/": Entry(
+        API,
+        lambda w: f"{mem_api(w)}items/{w.items['api_delete']}/restore/",
+        ("post",),
+        bodies={"post": {"version": 1, "expected_version": 1}},
+    ),
     # --- chat API -------------------------------------------------------------------------------------------
     "api/workflows/<int:workflow_id>/chat/": Entry(API, chat_api, ("get",)),
     "api/workflows/<int:workflow_id>/chat/messages/": Entry(
@@ -155,6 +164,15 @@ MATRIX: dict[str, Entry] = {
     ),
     "api/workflows/<int:workflow_id>/chat/runs/<int:run_id>/stop/": Entry(
         API, lambda w: f"{chat_api(w)}runs/{w.run_id}/stop/", ("post",)
+    ),
+    "api/workflows/<int:workflow_id>/chat/runs/<int:run_id>/memory/": Entry(
+        API, lambda w: f"{chat_api(w)}runs/{w.run_id}/memory/", ("get",)
+    ),
+    "api/workflows/<int:workflow_id>/chat/runs/<int:run_id>/memory/undo/": Entry(
+        API, lambda w: f"{chat_api(w)}runs/{w.run_id}/memory/undo/", ("post",)
+    ),
+    "api/workflows/<int:workflow_id>/chat/messages/<int:message_id>/branch-memory/": Entry(
+        API, lambda w: f"{chat_api(w)}messages/{w.user_message_id}/branch-memory/", ("get", "post")
     ),
     "api/workflows/<int:workflow_id>/chat/clear/": Entry(
         API, lambda w: chat_api(w) + "clear/", ("post",), order={"post": DESTROY}

@@ -141,6 +141,7 @@ def _todos_reset(workflow, node: dict, *, policy_context: ResetContext) -> int:
 
 
 def _memory_tool_call(call) -> dict:
+    from memory.provenance import Provenance
     from memory.tool import memory_tool_call
 
     return memory_tool_call(
@@ -150,6 +151,7 @@ def _memory_tool_call(call) -> dict:
         arguments=call.arguments,
         idempotency_key=call.idempotency_key,
         actor=call.actor,
+        provenance=Provenance.of_tool_call(call.origin) if call.origin else None,
     )
 
 

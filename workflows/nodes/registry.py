@@ -55,6 +55,9 @@ class ToolCall:
     # Stable per call: a retried step must get the first answer, not a second effect (receipts).
     idempotency_key: str
     actor: str  # who calls, for audit: "agent:<node id>"
+    # Where the call comes from, for provenance: firing_id, chat_run_id, agent_node_id, agent_name, generation,
+    # tool_call_id, prompt (what the agent was answering).
+    origin: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
