@@ -96,6 +96,9 @@ class LlmStep(models.Model):
     worker = models.CharField(max_length=200, blank=True, default="")
     # The assistant MessageWire, usage and stop reason, kept here so they never ride the broker.
     result = models.JSONField(null=True, blank=True)
+    # What the request was made of, in counts and names (never the messages): how many messages, how many of them
+    # the stored conversation, whether a compaction summary led it, the tools offered (agents/selectors.py).
+    request_info = models.JSONField(null=True, blank=True)
     error_code = models.CharField(max_length=64, blank=True, default="")
     started_at = models.DateTimeField(auto_now_add=True)
     heartbeat_at = models.DateTimeField(auto_now_add=True)

@@ -369,3 +369,14 @@ class ChatBranchMemoryApi(APIView):
         workflow = access_workflow(user=request.user, workflow_id=workflow_id)
         run_ids = selectors.chat_branch_run_ids(workflow=workflow, message_id=message_id)
         return Response(memory_runs_created_forget(owner=request.user, workflow=workflow, chat_run_ids=run_ids))
+
+
+class ChatRunRequestApi(APIView):
+    @extend_schema(
+        operation_id="chat_run_request",
+        summary="What this answer was sent: per request the message counts, tools, recalled memories, tokens, cost",
+        responses={200: serializers.DictField(), 404: ERROR_RESPONSE},
+    )
+    def get(self, request, workflow_id: int, run_id: int):
+        workflow = access_workflow(user=request.user, workflow_id=workflow_id)
+        return Response(selectors.chat_run_request_view(workflow=workflow, run_id=run_id))

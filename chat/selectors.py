@@ -241,3 +241,61 @@ def chat_branch_run_ids(*, workflow, message_id) -> list[int]:
     )
     message_ids = [message.pk for message in branch]
     return list(ChatRun.objects.filter(user_message_id__in=message_ids).values_list("pk", flat=True))
+
+
+def chat_run_request_view(*, workflow, run_id) -> dict:
+    """ "What this answer was sent": the answering firing's requests (counts, tools, recalled memories, tokens,
+    cost), the owner's notes it carried, what changed since the previous answer's request, and what the next
+    turn is expected to cost (the stored conversation's size at the model's input price)."""
+    from agents.selectors import firing_request_view
+
+    pk = chat_run_id_of(workflow=workflow, run_id=run_id)
+    run = ChatRun.objects.get(pk=pk)
+    view = (firing_request_view(firing_id=run.firing_id) if run.firing_id else None) or {"steps": []}
+    previous = (
+        firing_request_view(firing_id=run.parent_run.firing_id)
+        if run.parent_run_id and run.parent_run and run.parent_run.firing_id
+        else None
+    )
+    first = view["steps"][0]["request"] if view["steps"] else {}
+    before = previous["steps"][0]["request"] if previous and previous["steps"] else None
+    return {
+        **view,
+        "run_id": run.pk,
+        "notes_carried": run.notes.count(),
+        "changed_since_previous": None
+        if before is None
+        else {
+            "messages": first.get("messages", 0) - before.get("messages", 0),
+            "compaction_summary_now": bool(first.get("compaction_summary")) and not before.get("compaction_summary"),
+            "tools_added": sorted(set(first.get("tools", [])) - set(before.get("tools", []))),
+            "tools_removed": sorted(set(before.get("tools", [])) - set(first.get("tools", []))),
+        },
+        "next_turn": _next_turn_estimate(workflow, run, view),
+    }
+
+
+def _next_turn_estimate(workflow, run, view: dict) -> dict | None:
+    """The stored conversation's size (tokens estimated at 4 bytes each, said so) at the model's input price; with the
+    provider's cache discount when every stored token could be read from its cache."""
+    from conversations.models import AgentConversation
+    from providers import capabilities
+
+    header = AgentConversation.objects.filter(
+        workflow=workflow, generation=run.generation, agent_node_id=run.agent_node_id
+    ).first()
+    if header is None or not view.get("provider"):
+        return None
+    tokens = header.size_bytes // 4
+    try:
+        caps = capabilities(view["provider"], view["model"])
+        cost = caps.cost(input_tokens=tokens, cached_tokens=0, output_tokens=0)
+        cached = caps.cost(input_tokens=tokens, cached_tokens=tokens, output_tokens=0)
+    except Exception:
+        return {"input_tokens_estimate": tokens, "cost": None, "cost_if_cached": None, "estimated": True}
+    return {
+        "input_tokens_estimate": tokens,
+        "cost": round(cost, 6),
+        "cost_if_cached": round(cached, 6),
+        "estimated": True,
+    }

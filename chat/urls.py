@@ -22,6 +22,7 @@ urlpatterns = [
     path(prefix + "runs/<int:run_id>/", apis.ChatRunApi.as_view(), name="chat-run"),
     path(prefix + "runs/<int:run_id>/stop/", apis.ChatRunStopApi.as_view(), name="chat-run-stop"),
     path(prefix + "runs/<int:run_id>/memory/", apis.ChatRunMemoryApi.as_view(), name="chat-run-memory"),
+    path(prefix + "runs/<int:run_id>/request/", apis.ChatRunRequestApi.as_view(), name="chat-run-request"),
     path(prefix + "runs/<int:run_id>/memory/undo/", apis.ChatRunMemoryUndoApi.as_view(), name="chat-run-memory-undo"),
     path(
         prefix + "messages/<int:message_id>/branch-memory/",

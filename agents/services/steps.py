@@ -227,6 +227,7 @@ def execute_llm_step(firing_id: str, iteration: int, *, committed: Firing | None
         _record_unbuilt_step(firing, step, exc)
         return
     request = _build_request(firing, messages)
+    request_info = _request_info(firing, messages)
     on_event = None
     if firing.chat_run_id:
         chat_firing = firing
@@ -254,6 +255,7 @@ def execute_llm_step(firing_id: str, iteration: int, *, committed: Firing | None
                     },
                     finished_at=timezone.now(),
                     duration_ms=duration_ms,
+                    request_info=request_info,
                 ),
                 deadline=firing.deadline_at,
                 what="saving a provider answer",
@@ -357,6 +359,20 @@ def _record_step_failure(firing: Firing, step: LlmStep, exc, duration_ms: int) -
         record_llm_usage(firing, idempotency_key=f"llm-step:{step.pk}", kind="llm", outcome="error")
         locked = Firing.objects.select_for_update().get(pk=firing.pk)
         end_firing(locked, state=Firing.State.FAILED, error_code=f"provider_{exc.code}", error_message=exc.message)
+
+
+def _request_info(firing: Firing, messages: list[dict]) -> dict:
+    """Counts and names of what a request carried, for "what this answer was sent" (no message is copied)."""
+    from conversations.store import is_compaction_summary
+
+    prefix = firing.stored_prefix or {}
+    return {
+        "messages": len(messages),
+        "stored_messages": int(prefix.get("length", 0)),
+        "unsaved_messages": len(firing.pending_messages),
+        "compaction_summary": any(is_compaction_summary(m) for m in messages[:2]),
+        "tools": [binding["name"] for binding in firing.tool_bindings],
+    }
 
 
 def _record_unbuilt_step(firing: Firing, step: LlmStep, exc) -> None:

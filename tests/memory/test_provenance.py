@@ -124,3 +124,33 @@ def test_another_owner_sees_none_of_it(owner, other_client, inline):
     ):
         assert other_client.post(url, {"version": 1, "expected_version": 1}, format="json").status_code == 404, url
     assert MemoryItem.objects.get().content == "private"
+
+
+def test_the_request_view_lists_recalled_memories_tokens_and_cost_as_the_provider_got_them(
+    owner, owner_client, inline, provider_requests
+):
+    from conversations.models import UsageRecord
+
+    workflow, _, ids = chat_workflow(owner, memory=True)
+    _send(workflow, "remember: my cat is Tom")
+    _, run = _send(workflow, "recall: cat")
+    view = owner_client.get(f"/api/workflows/{workflow.pk}/chat/runs/{run.pk}/request/").json()
+
+    sent_first_step, sent_second_step = provider_requests[-2:]
+    assert [s["request"]["messages"] for s in view["steps"]] == [len(sent_first_step), len(sent_second_step)]
+    assert view["steps"][0]["request"]["stored_messages"] == 5  # the first turn: system, user, call, result, answer
+    assert view["tools"][0]["name"] == "memory" and view["steps"][0]["request"]["tools"] == ["memory"]
+    (recalled,) = view["recalled_memories"]
+    assert recalled["content"] == "my cat is Tom" and recalled["score"] > 0
+    ledger = UsageRecord.objects.filter(kind="llm", idempotency_key__in=[
+        f"llm-step:{step_id}" for step_id in run_steps(run)])  # fmt: skip
+    assert view["tokens"]["input_tokens"] == sum(r.input_tokens for r in ledger) > 0
+    assert view["tokens"]["output_tokens"] == sum(r.output_tokens for r in ledger)
+    assert view["changed_since_previous"]["messages"] == len(sent_first_step) - 2  # what the first turn added
+    assert view["next_turn"]["input_tokens_estimate"] > 0
+
+
+def run_steps(run) -> list[int]:
+    from agents.models import LlmStep
+
+    return list(LlmStep.objects.filter(firing_id=run.firing_id).values_list("pk", flat=True))

@@ -168,6 +168,9 @@ MATRIX: dict[str, Entry] = {
     "api/workflows/<int:workflow_id>/chat/runs/<int:run_id>/memory/": Entry(
         API, lambda w: f"{chat_api(w)}runs/{w.run_id}/memory/", ("get",)
     ),
+    "api/workflows/<int:workflow_id>/chat/runs/<int:run_id>/request/": Entry(
+        API, lambda w: f"{chat_api(w)}runs/{w.run_id}/request/", ("get",)
+    ),
     "api/workflows/<int:workflow_id>/chat/runs/<int:run_id>/memory/undo/": Entry(
         API, lambda w: f"{chat_api(w)}runs/{w.run_id}/memory/undo/", ("post",)
     ),
