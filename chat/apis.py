@@ -375,7 +375,27 @@ class ChatRunRequestApi(APIView):
     @extend_schema(
         operation_id="chat_run_request",
         summary="What this answer was sent: per request the message counts, tools, recalled memories, tokens, cost",
-        responses={200: serializers.DictField(), 404: ERROR_RESPONSE},
+        responses={
+            200: inline_serializer(
+                "ChatRunRequest",
+                fields={
+                    "run_id": serializers.IntegerField(),
+                    "firing_id": serializers.CharField(required=False),
+                    "provider": serializers.CharField(required=False),
+                    "model": serializers.CharField(required=False),
+                    "system_prompt": serializers.CharField(required=False),
+                    "tools": serializers.ListField(child=serializers.DictField(), required=False),
+                    "steps": serializers.ListField(child=serializers.DictField()),
+                    "recalled_memories": serializers.ListField(child=serializers.DictField(), required=False),
+                    "tokens": serializers.DictField(required=False),
+                    "cost": serializers.CharField(allow_null=True, required=False),
+                    "notes_carried": serializers.IntegerField(),
+                    "changed_since_previous": serializers.DictField(allow_null=True),
+                    "next_turn": serializers.DictField(allow_null=True),
+                },
+            ),
+            404: ERROR_RESPONSE,
+        },
     )
     def get(self, request, workflow_id: int, run_id: int):
         workflow = access_workflow(user=request.user, workflow_id=workflow_id)
