@@ -697,6 +697,10 @@ def conversation_prefix_messages(key: ConversationKey, prefix: StoredPrefix) -> 
     snapshot = load_conversation_snapshot(key)
     if (snapshot.version, snapshot.digest, len(snapshot.messages)) == (prefix.version, prefix.digest, prefix.length):
         return snapshot.messages
+    if len(snapshot.messages) > prefix.length and stored_starts_with(
+        key, {"length": prefix.length, "digest": prefix.digest}
+    ):
+        return snapshot.messages[: prefix.length]  # extended since (a later turn): it still starts that way
     from .retained import retained_messages
 
     kept = retained_messages(key, prefix)

@@ -10,6 +10,7 @@ import pytest
 from django.db import connection
 
 from agents.models import Firing
+from agents.services.messages import firing_messages
 from chat.events import run_stream_state
 from chat.models import ChatMarker, ChatNote, ChatRun
 from chat.selectors import chat_thread
@@ -30,7 +31,7 @@ def send(workflow, text):
 
 def sent_user_text(run: ChatRun) -> str:
     """The user message the answering agent was sent for `run` (notes included)."""
-    messages = Firing.objects.get(pk=run.firing_id).working_messages
+    messages = firing_messages(Firing.objects.get(pk=run.firing_id))
     user = [m for m in messages if m["role"] == "user"][-1]
     return "".join(b.get("text", "") for b in user["blocks"] if b["type"] == "text")
 
