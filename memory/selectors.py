@@ -105,13 +105,13 @@ q AS (SELECT websearch_to_tsquery(%(fts_config)s::regconfig, %(query)s) AS tsq),
 window_floor AS (
     SELECT coalesce((
         SELECT w.id FROM memory_memoryitem w WHERE w.namespace_id = %(ns)s
-        ORDER BY w.namespace_id DESC, w.id DESC OFFSET %(window)s LIMIT 1
+        ORDER BY w.namespace_id, w.id DESC OFFSET %(window)s LIMIT 1
     ), 0) AS id
 ),
 recent AS MATERIALIZED (
     SELECT i.id, i.search_vector
-    FROM memory_memoryitem i, q, window_floor f
-    WHERE i.namespace_id = %(ns)s AND i.search_vector @@ q.tsq AND i.id > f.id
+    FROM memory_memoryitem i, q
+    WHERE i.namespace_id = %(ns)s AND i.search_vector @@ q.tsq AND i.id > (SELECT id FROM window_floor)
       AND (i.expires_at IS NULL OR i.expires_at > %(now)s){filters}
 ),
 broad AS (SELECT count(*) >= %(broad)s AS yes FROM recent),
@@ -119,15 +119,17 @@ matches AS (
     SELECT id, search_vector FROM recent
     UNION ALL
     SELECT i.id, i.search_vector
-    FROM memory_memoryitem i, q, window_floor f
-    WHERE NOT (SELECT yes FROM broad) AND i.namespace_id = %(ns)s AND i.search_vector @@ q.tsq AND i.id <= f.id
+    FROM memory_memoryitem i, q
+    WHERE NOT (SELECT yes FROM broad) AND i.namespace_id = %(ns)s AND i.search_vector @@ q.tsq
+      AND i.id + 0 <= (SELECT id FROM window_floor)
       AND (i.expires_at IS NULL OR i.expires_at > %(now)s){filters}
     UNION ALL
-    -- The full tsvector is checked on the few salient rows only (coalesce keeps the planner off its big index).
+    -- The older branches test the id on the rows they visit (`+ 0` keeps the planner from building a bitmap of every
+    -- older id), and this one checks the full tsvector on the few salient rows only (coalesce: not through its index).
     SELECT i.id, i.search_vector
-    FROM memory_memoryitem i, q, window_floor f
+    FROM memory_memoryitem i, q
     WHERE (SELECT yes FROM broad) AND i.namespace_id = %(ns)s AND i.search_salient @@ q.tsq
-      AND coalesce(i.search_vector @@ q.tsq, false) AND i.id <= f.id
+      AND coalesce(i.search_vector @@ q.tsq, false) AND i.id + 0 <= (SELECT id FROM window_floor)
       AND (i.expires_at IS NULL OR i.expires_at > %(now)s){filters}
 )"""
 

@@ -316,8 +316,8 @@ MEMORY_RECALL_MAX_DISTANCE = env_float("MEMORY_RECALL_MAX_DISTANCE", 0.75)
 # Full-text recall ranks every match among the namespace's newest MEMORY_RECALL_FTS_WINDOW items; when at least
 # MEMORY_RECALL_FTS_BROAD_MATCHES of them match, older matches are ranked only when salient (a query word in the
 # title or twice in the content). See memory/selectors.py and docs/memory.md (what ranking that gives up).
-MEMORY_RECALL_FTS_WINDOW = env_int("MEMORY_RECALL_FTS_WINDOW", 5_000, minimum=100)
-MEMORY_RECALL_FTS_BROAD_MATCHES = env_int("MEMORY_RECALL_FTS_BROAD_MATCHES", 100, minimum=51)
+MEMORY_RECALL_FTS_WINDOW = env_int("MEMORY_RECALL_FTS_WINDOW", 4_000, minimum=100)
+MEMORY_RECALL_FTS_BROAD_MATCHES = env_int("MEMORY_RECALL_FTS_BROAD_MATCHES", 60, minimum=51)
 MEMORY_RECEIPT_TTL_HOURS = env_int("MEMORY_RECEIPT_TTL_HOURS", 48, minimum=1)
 MEMORY_REINDEX_BATCH_SIZE = env_int("MEMORY_REINDEX_BATCH_SIZE", 128, minimum=1)
 MEMORY_PURGE_INTERVAL_S = env_int("MEMORY_PURGE_INTERVAL_S", 300, minimum=10)
