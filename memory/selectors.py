@@ -90,8 +90,8 @@ def _namespace_has_vectors(namespace: MemoryNamespace, model: str) -> bool:
 
 # The text matches a recall ranks. Ranking needs each match's tsvector, which the GIN index does not hold: every
 # ranked match is a heap visit (~1 us), so a query matching 6,000 items cost 6-8 ms. The work is bounded:
-# - the newest MEMORY_RECALL_FTS_WINDOW items of the namespace are always ranked (one bitmap AND of the text index
-#   and an id range);
+# - the matches among the newest ~MEMORY_RECALL_FTS_WINDOW items of the namespace are always ranked (one bitmap AND
+#   of the text index and an id range);
 # - when fewer than MEMORY_RECALL_FTS_BROAD_MATCHES of them match, the query is narrow and every older match is
 #   ranked too, as before;
 # - when at least that many match, the query is broad and, of the older matches, only the salient ones are ranked:
@@ -103,10 +103,22 @@ def _namespace_has_vectors(namespace: MemoryNamespace, model: str) -> bool:
 _MATCHES_CTE = """
 q AS (SELECT websearch_to_tsquery(%(fts_config)s::regconfig, %(query)s) AS tsq),
 window_floor AS (
-    SELECT coalesce((
-        SELECT w.id FROM memory_memoryitem w WHERE w.namespace_id = %(ns)s
-        ORDER BY w.namespace_id, w.id DESC OFFSET %(window)s LIMIT 1
-    ), 0) AS id
+    -- Where the newest ~MEMORY_RECALL_FTS_WINDOW items of the namespace start, from its id range and item count
+    -- (ids are shared by all namespaces): three index probes, where counting back through the namespace's newest
+    -- rows would check the visibility of each (~1,000 heap fetches on freshly written pages). It is approximate:
+    -- a namespace written in bursts gets a wider or narrower window, which changes the work, never the answer's
+    -- guarantee (a query is "broad" only when the window holds enough matches).
+    SELECT coalesce(hi.id - ceil(%(window)s::float8 * (hi.id - lo.id + 1) / greatest(n.item_count, 1))::bigint, 0)
+           AS id
+    FROM memory_memorynamespace n
+    -- Ordered as the (namespace, -id) index is, so each is one probe of it (min/max would take the primary key).
+    LEFT JOIN LATERAL (
+        SELECT w.id FROM memory_memoryitem w WHERE w.namespace_id = n.id ORDER BY w.namespace_id, w.id DESC LIMIT 1
+    ) hi ON TRUE
+    LEFT JOIN LATERAL (
+        SELECT w.id FROM memory_memoryitem w WHERE w.namespace_id = n.id ORDER BY w.namespace_id DESC, w.id LIMIT 1
+    ) lo ON TRUE
+    WHERE n.id = %(ns)s
 ),
 recent AS MATERIALIZED (
     SELECT i.id, i.search_vector
