@@ -38,9 +38,9 @@ from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.test import Client  # noqa: E402
-from rest_framework.authtoken.models import Token  # noqa: E402
 from websockets.sync.client import connect  # noqa: E402
 
+from accounts.tokens import api_token_create  # noqa: E402
 from workflows.services import workflow_create, workflow_delete, workflow_start  # noqa: E402
 
 
@@ -170,7 +170,7 @@ def main() -> int:
     call_command("migrate", verbosity=0)
 
     owner = get_user_model().objects.create_user(username=f"chat-bench-{os.getpid()}-{int(time.time())}")
-    token = Token.objects.create(user=owner).key
+    token = api_token_create(user=owner, name="bench").raw_key
     client = Client()
     client.force_login(owner)
     cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from decimal import Decimal
 
 from django.db.models import Count, Sum
 
@@ -114,3 +115,30 @@ def owner_tool_result_max_chars(owner_id: int) -> int:
         .first()
     )
     return min(own, settings.TOOL_RESULT_MAX_CHARS) if own else settings.TOOL_RESULT_MAX_CHARS
+
+
+def usage_spent(*, owner_id: int, since, workflow_id: int | None = None) -> dict:
+    """Tokens (input + output) and cost an owner's provider calls used since a moment, from the ledger.
+
+    Every outcome counts: an errored or ambiguous call may have been billed all the same."""
+    rows = UsageRecord.objects.filter(owner_id=owner_id, created_at__gte=since)
+    if workflow_id is not None:
+        rows = rows.filter(workflow_id=workflow_id)
+    totals = rows.aggregate(input=Sum("input_tokens"), output=Sum("output_tokens"), cost=Sum("cost"))
+    return {"tokens": (totals["input"] or 0) + (totals["output"] or 0), "cost": totals["cost"] or Decimal("0")}
+
+
+def usage_by_workflow(*, owner_id: int, since) -> list[dict]:
+    """Per workflow (and per provider/model) what the owner spent since a moment, largest first."""
+    rows = (
+        UsageRecord.objects.filter(owner_id=owner_id, created_at__gte=since)
+        .values("workflow_id", "provider", "model")
+        .annotate(
+            calls=Count("id"),
+            input_tokens=Sum("input_tokens"),
+            output_tokens=Sum("output_tokens"),
+            cost=Sum("cost"),
+        )
+        .order_by("-input_tokens", "workflow_id", "provider", "model")
+    )
+    return list(rows)

@@ -3,6 +3,8 @@
 from django.conf import settings
 from django.http import JsonResponse
 
+from opencompany.text import UnstorableText, find_unstorable
+
 
 class RequestSizeLimitMiddleware:
     """A body larger than REQUEST_MAX_BYTES answers 413 with a code, for pages and the API alike.
@@ -29,3 +31,30 @@ class RequestSizeLimitMiddleware:
                 status=413,
             )
         return self.get_response(request)
+
+
+class UnstorableTextMiddleware:
+    """URL segments, query parameters and posted form fields with NUL or an unpaired surrogate answer a JSON 400
+    (`invalid_text`) before any view runs; JSON bodies get the same check in the API's parser."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        where = find_unstorable(request.path_info, path="URL path")
+        if where is None:
+            where = find_unstorable(dict(request.GET.lists()), path="query")
+        if where is None and request.method == "POST" and _is_form(request):
+            where = find_unstorable(dict(request.POST.lists()), path="form")
+        if where is not None:
+            error = UnstorableText(
+                message=f"{where} contains a NUL character or an unpaired surrogate, which cannot be stored.",
+                extra={"field": where},
+            )
+            return JsonResponse(error.as_dict(), status=error.status)
+        return self.get_response(request)
+
+
+def _is_form(request) -> bool:
+    content_type = request.META.get("CONTENT_TYPE", "")
+    return content_type.startswith(("application/x-www-form-urlencoded", "multipart/form-data"))

@@ -1,4 +1,4 @@
-"""JSON bodies with a bounded nesting depth: deep documents are refused, never recursed into."""
+"""JSON bodies with a bounded nesting depth and only storable text: refused whole, never recursed into."""
 
 from django.conf import settings
 from rest_framework.exceptions import ParseError
@@ -27,4 +27,8 @@ class BoundedJSONParser(JSONParser):
             raise ParseError("The JSON document is nested too deeply.") from None
         if json_depth_exceeds(data, settings.REQUEST_MAX_JSON_DEPTH):
             raise ParseError(f"The JSON document is nested deeper than {settings.REQUEST_MAX_JSON_DEPTH} levels.")
-        return data
+        # Every API body passes here, so graph params, memory items and chat texts are all checked by this one
+        # call; the 400 carries the path of the offending value.
+        from opencompany.text import require_storable  # not at import: DRF loads this class while its own views load
+
+        return require_storable(data)

@@ -1,8 +1,9 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from accounts import views as account_views
 from opencompany import health, views
 
 api_urlpatterns = [
@@ -11,8 +12,9 @@ api_urlpatterns = [
     path("", include("memory.urls")),
     path("", include("chat.urls")),
     path("", include("agents.urls")),
+    path("", include("accounts.urls")),
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
 ]
 
 urlpatterns = [
@@ -20,7 +22,8 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(template_name="registration/login.html"), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", views.home, name="home"),
-    path("settings/token/", views.api_token, name="api-token"),
+    path("settings/token/", account_views.api_tokens_page, name="api-token"),
+    path("settings/usage/", account_views.usage_page, name="usage-page"),
     path("admin/", admin.site.urls),
     path("api/", include(api_urlpatterns)),
     path("", include("workflows.page_urls")),

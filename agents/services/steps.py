@@ -23,6 +23,7 @@ from django.utils import timezone
 from agents import observers
 from agents.dispatch import continue_step, enqueue_step
 from agents.models import Firing, LlmStep, ToolCallResult
+from agents.services.budget import refuse_step_over_budget
 from agents.services.firings import (
     end_firing,
     fire_agent,
@@ -220,6 +221,8 @@ def execute_llm_step(firing_id: str, iteration: int, *, committed: Firing | None
             step = _claim_step(firing, iteration)
             if step is None:
                 return  # this iteration was already attempted: one attempt, never a second call
+    if refuse_step_over_budget(firing, step):  # spending limits (accounts.budget): no call once one is reached
+        return
     try:
         # Outside any transaction: the stored list comes from this process's copy or one read, never under a lock.
         messages = firing_messages(firing)

@@ -43,10 +43,12 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "csp",
     "channels",
     "opencompany",
+    "accounts",
     # App order is the order of Workflow Reset's listeners, and so its lock order after the workflow row: chat
     # session and runs, then firings, then conversation headers (never a header before a chat row).
     "workflows",
@@ -58,7 +60,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "opencompany.middleware.RequestSizeLimitMiddleware",
+    "opencompany.middleware.UnstorableTextMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -160,8 +164,13 @@ CELERY_BEAT_SCHEDULE = {
 
 # --- Auth, API --------------------------------------------------------------------------
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": env_int("PASSWORD_MIN_LENGTH", 12, minimum=12)},
+    },
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
@@ -170,7 +179,7 @@ LOGOUT_REDIRECT_URL = "login"
 REST_FRAMEWORK = {
     # Token first: its WWW-Authenticate header makes an anonymous API call answer 401, not 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "accounts.authentication.HashedTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -187,6 +196,14 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Workflows of AI agents with exact Context and a durable memory tool.",
     "VERSION": "0.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # The schema and the docs page are for signed-in owners and token holders, like the rest of the API
+    # (docs/security.md): an anonymous request answers 401.
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.IsAuthenticated"],
+    "SERVE_AUTHENTICATION": None,
+    # Swagger UI from the installed sidecar package (no CDN), its start-up script as a file of its own (the
+    # split view), so the docs page runs under the same CSP as every other page.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
 }
 
@@ -222,15 +239,45 @@ LOGGING = {
 }
 
 # --- Production hardening (DEBUG off) ---------------------------------------------------
+# X-Forwarded-Proto is a header any client can send; it means something only when a proxy in front of us
+# overwrites it. Trust it only when the deployment says so.
+if env_bool("SECURE_PROXY_SETS_FORWARDED_PROTO", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+X_FRAME_OPTIONS = "DENY"
 if not DEBUG:
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
     SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000, minimum=0)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
-    SECURE_CONTENT_TYPE_NOSNIFF = True
+
+# --- Content-Security-Policy (django-csp): scripts and styles from our own origin or with this response's nonce;
+# nothing inline without one, no eval, no framing, no plugins. Static responses get the same header
+# (opencompany/asgi.py), so a file served by us cannot be framed or run inline code either.
+from csp.constants import NONCE, NONE, SELF  # noqa: E402
+
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF, NONCE],
+        "style-src": [SELF, NONCE],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [NONE],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
+# The header static responses carry (no nonce there: a static file runs no inline code).
+STATIC_CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
 
 # === App settings: each app adds its block below ========================================
 _ = env_float  # kept available for app blocks
@@ -375,3 +422,20 @@ CELERY_BEAT_SCHEDULE["chat-watchdog"] = {
     "schedule": timedelta(seconds=env_int("CHAT_WATCHDOG_INTERVAL_SECONDS", 15, minimum=1)),
     "options": {"queue": CELERY_QUEUE_HOUSEKEEPING},
 }
+
+# --- accounts (API tokens, spending limits) -------------------------------------------------------------------------
+API_TOKEN_DEFAULT_DAYS = env_int("API_TOKEN_DEFAULT_DAYS", 90, minimum=1)
+API_TOKEN_MAX_DAYS = env_int("API_TOKEN_MAX_DAYS", 365, minimum=1)
+API_TOKENS_PER_OWNER_MAX = env_int("API_TOKENS_PER_OWNER_MAX", 20, minimum=1)
+# `last_used_at` is written at most this often per token, so a busy client does not write on every request.
+API_TOKEN_LAST_USED_RESOLUTION_S = env_int("API_TOKEN_LAST_USED_RESOLUTION_S", 60, minimum=0)
+
+# --- sockets ---------------------------------------------------------------------------------------------------------
+# The origins a page may open a socket from, exactly (scheme://host[:port]). Unset: the http(s) origins of
+# ALLOWED_HOSTS and CSRF_TRUSTED_ORIGINS on the port the server listens on (see opencompany/origins.py).
+WEBSOCKET_ALLOWED_ORIGINS = env_list("WEBSOCKET_ALLOWED_ORIGINS", [])
+WEBSOCKET_MAX_FRAME_BYTES = env_int("WEBSOCKET_MAX_FRAME_BYTES", 4096, minimum=64)
+WEBSOCKET_MAX_FRAME_DEPTH = env_int("WEBSOCKET_MAX_FRAME_DEPTH", 4, minimum=1, maximum=32)
+# How often an open socket re-checks that its session and its workflow still exist (the logout, password change
+# and delete paths also close sockets at once; this is the net under them).
+WEBSOCKET_RECHECK_SECONDS = env_float("WEBSOCKET_RECHECK_SECONDS", 30.0)

@@ -35,8 +35,7 @@ class World:
 
 
 def build_world(make_user) -> World:
-    from rest_framework.authtoken.models import Token
-
+    from accounts.tokens import api_token_create
     from chat.models import ChatMessage, ChatRun
     from chat.services.runs import chat_message_send
     from memory.services import memory_item_remember, memory_namespace_get_or_create
@@ -77,8 +76,8 @@ def build_world(make_user) -> World:
         user_message_id=message.pk,
         assistant_message_id=reply.pk,
         run_id=run.pk,
-        owner_token=Token.objects.create(user=owner).key,
-        intruder_token=Token.objects.create(user=intruder).key,
+        owner_token=api_token_create(user=owner, name="world").raw_key,
+        intruder_token=api_token_create(user=intruder, name="world").raw_key,
     )
 
 

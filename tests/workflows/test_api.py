@@ -3,7 +3,6 @@
 import json
 
 import pytest
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from workflows.models import ArchiveOutbox, Workflow
@@ -43,9 +42,11 @@ def test_unauthenticated_requests_are_refused():
 
 
 def test_token_auth_works(owner):
-    token = Token.objects.create(user=owner)
+    from accounts.tokens import api_token_create
+
+    key = api_token_create(user=owner, name="test").raw_key
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     assert client.post("/api/workflows/", {"name": "via token"}, format="json").status_code == 201
 
 

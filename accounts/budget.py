@@ -1,0 +1,114 @@
+"""Spending limits: staff defaults, per-owner overrides and per-workflow caps, checked against the usage ledger.
+
+`budget_check` runs right before every provider call of a firing. A call starts only while what was spent is
+under every limit that applies; the call that crosses a limit finishes (its cost is not known before it ends),
+and the next one is refused with `budget_exceeded`. Days and months are UTC calendar periods.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+
+from django.db.models import Q
+from django.utils import timezone
+
+from conversations.selectors import usage_spent
+
+from .models import SpendingLimit
+
+LIMIT_FIELDS = ("daily_tokens", "monthly_tokens", "daily_cost", "monthly_cost")
+
+
+@dataclass(frozen=True)
+class Limits:
+    daily_tokens: int | None = None
+    monthly_tokens: int | None = None
+    daily_cost: Decimal | None = None
+    monthly_cost: Decimal | None = None
+
+    def any(self) -> bool:
+        return any(getattr(self, name) is not None for name in LIMIT_FIELDS)
+
+
+@dataclass(frozen=True)
+class BudgetExceeded:
+    scope: str  # "owner" or "workflow"
+    period: str  # "day" or "month"
+    measure: str  # "tokens" or "cost"
+    spent: int | Decimal
+    limit: int | Decimal
+
+    code = "budget_exceeded"
+
+    @property
+    def message(self) -> str:
+        whose = "your account" if self.scope == "owner" else "this workflow"
+        what = f"{self.spent} of {self.limit} tokens" if self.measure == "tokens" else f"{self.spent} of {self.limit}"
+        unit = "" if self.measure == "tokens" else " in cost"
+        return (
+            f"The {'daily' if self.period == 'day' else 'monthly'} spending limit of {whose} is reached "
+            f"({what}{unit} used this {self.period}, UTC). No request was sent to the provider; "
+            "the limit resets at the start of the next period, or staff can raise it."
+        )
+
+
+def period_starts(now: datetime | None = None) -> dict[str, datetime]:
+    now = timezone.now() if now is None else now
+    day = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return {"day": day, "month": day.replace(day=1)}
+
+
+def owner_limits(*, owner_id: int) -> Limits:
+    """The owner's override where it sets a field, else the staff default."""
+    rows = {
+        row.user_id: row
+        for row in SpendingLimit.objects.filter(Q(user_id=owner_id) | Q(user__isnull=True), workflow_id__isnull=True)
+    }
+    default, override = rows.get(None), rows.get(owner_id)
+    values = {}
+    for name in LIMIT_FIELDS:
+        value = getattr(override, name, None) if override else None
+        values[name] = value if value is not None else (getattr(default, name, None) if default else None)
+    return Limits(**values)
+
+
+def workflow_limits(*, owner_id: int, workflow_id: int) -> Limits:
+    row = SpendingLimit.objects.filter(user_id=owner_id, workflow_id=workflow_id).first()
+    return Limits(**{name: getattr(row, name) for name in LIMIT_FIELDS}) if row else Limits()
+
+
+def _first_exceeded(scope: str, limits: Limits, spent_by_period: dict) -> BudgetExceeded | None:
+    for period in ("day", "month"):
+        spent = spent_by_period[period]
+        prefix = "daily" if period == "day" else "monthly"
+        token_limit = getattr(limits, f"{prefix}_tokens")
+        if token_limit is not None and spent["tokens"] >= token_limit:
+            return BudgetExceeded(scope, period, "tokens", spent["tokens"], token_limit)
+        cost_limit = getattr(limits, f"{prefix}_cost")
+        if cost_limit is not None and spent["cost"] >= cost_limit:
+            return BudgetExceeded(scope, period, "cost", spent["cost"], cost_limit)
+    return None
+
+
+def budget_check(*, owner_id: int | None, workflow_id: int | None = None) -> BudgetExceeded | None:
+    """None while the owner (and the workflow) may spend; else the first limit that is reached."""
+    if owner_id is None:
+        return None
+    starts = period_starts()
+    limits = owner_limits(owner_id=owner_id)
+    if limits.any():
+        spent = {period: usage_spent(owner_id=owner_id, since=since) for period, since in starts.items()}
+        exceeded = _first_exceeded("owner", limits, spent)
+        if exceeded:
+            return exceeded
+    if workflow_id is not None:
+        limits = workflow_limits(owner_id=owner_id, workflow_id=workflow_id)
+        if limits.any():
+            spent = {
+                period: usage_spent(owner_id=owner_id, since=since, workflow_id=workflow_id)
+                for period, since in starts.items()
+            }
+            return _first_exceeded("workflow", limits, spent)
+    return None

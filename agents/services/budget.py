@@ -1,0 +1,41 @@
+"""The spending-limit gate of a provider call (accounts.budget decides; this ends the firing when it refuses)."""
+
+from __future__ import annotations
+
+import logging
+
+from django.db import transaction
+from django.utils import timezone
+
+from accounts.budget import budget_check
+from agents.models import Firing, LlmStep
+from agents.services.firings import end_firing
+
+logger = logging.getLogger("agents.step")
+
+
+def refuse_step_over_budget(firing: Firing, step: LlmStep) -> bool:
+    """True when the owner's (or the workflow's) spending limit is reached: the claimed step is marked failed
+    without a provider call, and the firing ends with `budget_exceeded`, which the chat shows the owner."""
+    exceeded = budget_check(owner_id=firing.workflow.owner_id, workflow_id=firing.workflow_id)
+    if exceeded is None:
+        return False
+    with transaction.atomic():
+        updated = LlmStep.objects.filter(pk=step.pk, state=LlmStep.State.STARTED).update(
+            state=LlmStep.State.FAILED, error_code=exceeded.code, finished_at=timezone.now(), duration_ms=0
+        )
+        locked = Firing.objects.select_for_update().get(pk=firing.pk)
+        if updated:
+            end_firing(
+                locked,
+                state=Firing.State.FAILED,
+                end_reason=exceeded.code,
+                error_code=exceeded.code,
+                error_message=exceeded.message,
+                final_text=exceeded.message,
+            )
+    logger.info(
+        "provider call refused: spending limit",
+        extra={"firing_id": str(firing.pk), "scope": exceeded.scope, "period": exceeded.period},
+    )
+    return True

@@ -1,0 +1,34 @@
+// Behaviour shared by every page, bound through data-* attributes (the CSP allows no inline handlers).
+(function () {
+  "use strict";
+
+  // <form data-confirm="Question?">: ask before submitting; Cancel keeps the form unsent.
+  document.addEventListener("submit", function (event) {
+    const form = event.target;
+    if (!(form instanceof HTMLFormElement) || !form.dataset.confirm) return;
+    if (!window.confirm(form.dataset.confirm)) event.preventDefault();
+  }, true);
+
+  // <button data-copy-target="element-id">: copy that element's text and say so next to the button.
+  document.addEventListener("click", async function (event) {
+    const button = event.target instanceof Element ? event.target.closest("[data-copy-target]") : null;
+    if (!button) return;
+    const source = document.getElementById(button.dataset.copyTarget);
+    if (!source) return;
+    const status = button.parentElement ? button.parentElement.querySelector(".copy-status") : null;
+    const text = source.textContent.trim();
+    let copied = false;
+    try {
+      await navigator.clipboard.writeText(text);
+      copied = true;
+    } catch (error) {
+      // No clipboard permission (an http page, an old browser): select the text so Ctrl-C copies it.
+      const range = document.createRange();
+      range.selectNodeContents(source);
+      const selection = window.getSelection();
+      selection.removeAllRanges();
+      selection.addRange(range);
+    }
+    if (status) status.textContent = copied ? "Copied." : "Selected: press Ctrl-C to copy.";
+  });
+})();
