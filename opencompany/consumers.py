@@ -1,52 +1,167 @@
-"""The one WebSocket per open workflow page: authenticate, check ownership, join, relay."""
+"""The one WebSocket per open workflow page: authenticate, check ownership, join, relay — and follow the session.
 
+A socket lives only as long as what let it in: its login session (closed at logout, 4401), its user's password
+(a password change ends the other sessions, 4401) and the owner's access to the workflow (deleted: 4404). The
+logout, user-save and workflow-delete paths tell the sockets at once (opencompany/socket_access.py); a periodic
+re-check is the net under them. Client frames are small control messages: their size and nesting are checked
+before they are parsed.
+"""
+
+import asyncio
+import contextlib
+import json
 import logging
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
+from django.conf import settings
 
-from opencompany.errors import NotFoundError
 from opencompany.hub import hub_epoch
-from opencompany.realtime import workflow_group_name
-from workflows.selectors import access_workflow
+from opencompany.realtime import session_group_name, user_group_name, workflow_group_name
+from opencompany.socket_access import socket_access_problem
 
 logger = logging.getLogger(__name__)
 
+CLOSE_SESSION_ENDED = 4401
+CLOSE_NOT_FOUND = 4404
+CLOSE_TOO_BIG = 1009
+CLOSE_POLICY = 1008
+CLOSE_BAD_DATA = 1007
+
+
+def json_nesting_exceeds(text: str, limit: int) -> bool:
+    """Bracket depth of a JSON text, measured without parsing it (brackets inside strings do not count)."""
+    depth = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif char in "]}":
+            depth -= 1
+    return False
+
 
 class WorkflowConsumer(AsyncJsonWebsocketConsumer):
-    group_name: str | None = None
+    group_names: tuple[str, ...] = ()
+    _recheck_task: asyncio.Task | None = None
 
     async def connect(self):
         user = self.scope.get("user")
         workflow_id = self.scope["url_route"]["kwargs"]["workflow_id"]
-        if user is None or not user.is_authenticated:
-            await self.close(code=4401)
+        session = self.scope.get("session")
+        session_key = getattr(session, "session_key", None)
+        if user is None or not user.is_authenticated or not session_key:
+            await self.close(code=CLOSE_SESSION_ENDED)
             return
-        try:
-            await database_sync_to_async(access_workflow)(user=user, workflow_id=workflow_id)
-        except NotFoundError:
-            await self.close(code=4404)
+        self.user_id = user.pk
+        self.session_key = session_key
+        self.workflow_id = workflow_id
+        problem = await database_sync_to_async(socket_access_problem)(
+            session_key=session_key, user_id=user.pk, workflow_id=workflow_id
+        )
+        if problem is not None:
+            await self.close(code=CLOSE_NOT_FOUND if problem == "not_found" else CLOSE_SESSION_ENDED)
             return
+        groups = (workflow_group_name(workflow_id), user_group_name(user.pk), session_group_name(session_key))
         try:
-            await self.channel_layer.group_add(workflow_group_name(workflow_id), self.channel_name)
+            for group in groups:
+                await self.channel_layer.group_add(group, self.channel_name)
         except Exception:
             # Redis is unreachable: refuse cleanly (1011) so the page retries, instead of a handshake 500.
             logger.warning("socket refused: channel layer unavailable", extra={"workflow_id": workflow_id})
             await self.close(code=1011)
             return
-        self.group_name = workflow_group_name(workflow_id)
+        self.group_names = groups
         await self.accept()
+        self._recheck_task = asyncio.create_task(self._recheck_periodically())
         epoch = await database_sync_to_async(hub_epoch)()
         await self.send_json({"type": "hello", "workflow_id": workflow_id, "hub_epoch": epoch})
 
     async def disconnect(self, code):
-        if self.group_name:
-            await self.channel_layer.group_discard(self.group_name, self.channel_name)
+        if self._recheck_task is not None:
+            self._recheck_task.cancel()
+        for group in self.group_names:
+            with contextlib.suppress(Exception):
+                await self.channel_layer.group_discard(group, self.channel_name)
+        self.group_names = ()
+
+    async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        # The socket is server-to-client; a client frame is at most a ping. Measured before it is parsed, so a
+        # huge or deeply nested frame costs nothing and never reaches the JSON decoder.
+        if text_data is None:
+            await self.close(code=CLOSE_BAD_DATA)
+            return
+        if len(text_data) > settings.WEBSOCKET_MAX_FRAME_BYTES or (
+            len(text_data.encode("utf-8", "surrogatepass")) > settings.WEBSOCKET_MAX_FRAME_BYTES
+        ):
+            await self.close(code=CLOSE_TOO_BIG)
+            return
+        if json_nesting_exceeds(text_data, settings.WEBSOCKET_MAX_FRAME_DEPTH):
+            await self.close(code=CLOSE_POLICY)
+            return
+        try:
+            content = json.loads(text_data)
+        except ValueError:
+            await self.close(code=CLOSE_BAD_DATA)
+            return
+        await self.receive_json(content)
 
     async def receive_json(self, content, **kwargs):
-        # The socket is server-to-client; clients fetch snapshots over HTTP.
         if isinstance(content, dict) and content.get("type") == "ping":
             await self.send_json({"type": "pong"})
 
     async def workflow_event(self, message):
         await self.send_json(message["event"])
+
+    # --- following the session --------------------------------------------------------------------------------
+
+    async def socket_session_ended(self, message):
+        await self._end(CLOSE_SESSION_ENDED)
+
+    async def socket_recheck(self, message):
+        await self._recheck()
+
+    async def _recheck(self) -> bool:
+        problem = await database_sync_to_async(socket_access_problem)(
+            session_key=self.session_key, user_id=self.user_id, workflow_id=self.workflow_id
+        )
+        if problem is None:
+            return True
+        await self._end(CLOSE_NOT_FOUND if problem == "not_found" else CLOSE_SESSION_ENDED)
+        return False
+
+    async def _recheck_periodically(self) -> None:
+        interval = settings.WEBSOCKET_RECHECK_SECONDS
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                if not await self._recheck():
+                    return
+            except Exception:  # a database hiccup: try again next time rather than drop a good socket
+                logger.warning("socket re-check failed", exc_info=True)
+
+    async def _end(self, code: int) -> None:
+        # Leave the groups first: no event may reach a socket that has lost its access, even while it closes.
+        for group in self.group_names:
+            with contextlib.suppress(Exception):
+                await self.channel_layer.group_discard(group, self.channel_name)
+        self.group_names = ()
+        await self.close(code=code)
+
+
+class UnknownRouteConsumer(AsyncWebsocketConsumer):
+    """Any socket path we do not serve (`/ws/workflows/abc/`): refused with 4404, never a 500."""
+
+    async def connect(self):
+        await self.close(code=CLOSE_NOT_FOUND)

@@ -25,6 +25,26 @@ def workflow_group_name(workflow_id: int) -> str:
     return f"workflow.{int(workflow_id)}"
 
 
+def user_group_name(user_id: int) -> str:
+    """Every socket of one user (told to re-check its session when the user changes, e.g. a new password)."""
+    return f"socket-user.{int(user_id)}"
+
+
+def session_group_name(session_key: str) -> str:
+    """Every socket opened with one login session (closed when it logs out). A digest: the key is a credential."""
+    import hashlib
+
+    return "socket-session." + hashlib.sha256(session_key.encode()).hexdigest()[:40]
+
+
+class SocketControl:
+    """A message for sockets themselves (close, re-check access), not an event a page shows."""
+
+    def __init__(self, group: str, message_type: str) -> None:
+        self.group = group
+        self.message = {"type": message_type}
+
+
 class EventSender:
     """Sends events in the order they were handed over, from one loop thread per process.
 
@@ -65,7 +85,9 @@ class EventSender:
             build = await queue.get()
             try:
                 built = build()
-                if built is not None:
+                if isinstance(built, SocketControl):
+                    await layer.group_send(built.group, built.message)
+                elif built is not None:
                     workflow_id, event = built
                     await layer.group_send(workflow_group_name(workflow_id), {"type": "workflow.event", "event": event})
             except Exception:  # a broadcast never fails the caller; clients refetch on a gap or a new epoch
@@ -87,3 +109,8 @@ def send_workflow_event_now(*, workflow_id: int, event: dict) -> None:
 def publish_workflow_event(*, workflow_id: int, event: dict) -> None:
     """Queue `event` for the workflow owner's sockets once the current transaction commits."""
     transaction.on_commit(lambda: send_workflow_event_now(workflow_id=workflow_id, event=event))
+
+
+def send_socket_control(*, group: str, message_type: str) -> None:
+    """Tell the sockets of a group to close or re-check their access, once the current transaction commits."""
+    transaction.on_commit(lambda: sender.submit(lambda: SocketControl(group, message_type)))

@@ -1,0 +1,172 @@
+"""Sockets follow the session: exact origins, closed at logout / password change / workflow delete, unknown
+routes refused with 4404, client frames limited in size and nesting before they are parsed."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.conf import settings
+from django.test import Client
+
+from tests.realtime import SocketClient
+from workflows.models import Workflow
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class CookieSocket(SocketClient):
+    """A SocketClient opened with a given session cookie (the page's own), so the test can end that session."""
+
+    def __init__(self, path: str, *, cookie: str, origin: str = "http://localhost", host: str = "localhost"):
+        from opencompany.asgi import application
+
+        self._loop = self._shared_loop()
+        headers = [(b"origin", origin.encode()), (b"host", host.encode()), (b"cookie", cookie.encode())]
+        self.communicator = self._run(self._make(application, path, headers))
+        self.connected = False
+        self.close_code = None
+
+    def wait_closed(self, timeout: float) -> dict:
+        """The next output that is a close, skipping events; raises when none comes in time."""
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, "the socket was not closed in time"
+            output = self._run(self.communicator.receive_output(timeout=remaining))
+            if output["type"] == "websocket.close":
+                self.connected = False
+                return output
+
+
+def logged_in(user) -> tuple[Client, str]:
+    client = Client()
+    client.force_login(user)
+    return client, f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+
+
+@pytest.fixture(autouse=True)
+def fresh_channel_layer():
+    """A closed socket leaves the process-wide layer bound to its stopped loop (see conftest.open_socket)."""
+    from channels.layers import channel_layers
+
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
+
+
+@pytest.fixture
+def workflow(owner):
+    return Workflow.objects.create(owner=owner, name="w")
+
+
+def test_a_foreign_port_in_origin_is_refused(owner, workflow):
+    _, cookie = logged_in(owner)
+    path = f"/ws/workflows/{workflow.pk}/"
+    for origin in ("http://localhost:9999", "https://localhost", "http://localhost.evil.example", "null", ""):
+        socket = CookieSocket(path, cookie=cookie, origin=origin, host="localhost")
+        assert not socket.connect(), origin
+    same = CookieSocket(path, cookie=cookie, origin="http://127.0.0.1:8000", host="127.0.0.1:8000")
+    assert same.connect()
+    same.close()
+    other_port = CookieSocket(path, cookie=cookie, origin="http://127.0.0.1:9999", host="127.0.0.1:8000")
+    assert not other_port.connect()
+
+
+def test_configured_origins_are_matched_exactly(owner, workflow, settings):
+    settings.WEBSOCKET_ALLOWED_ORIGINS = ["https://app.example.com"]
+    _, cookie = logged_in(owner)
+    path = f"/ws/workflows/{workflow.pk}/"
+    assert not CookieSocket(path, cookie=cookie, origin="https://app.example.com:8443").connect()
+    assert not CookieSocket(path, cookie=cookie, origin="http://app.example.com").connect()
+    assert not CookieSocket(path, cookie=cookie, origin="http://localhost").connect()  # same-origin is not enough
+    good = CookieSocket(path, cookie=cookie, origin="https://app.example.com:443")
+    assert good.connect()
+    good.close()
+
+
+def test_logout_closes_the_sessions_sockets_within_a_second(owner, workflow):
+    client, cookie = logged_in(owner)
+    _, other_cookie = logged_in(owner)  # the same owner in another browser stays connected
+    socket = CookieSocket(f"/ws/workflows/{workflow.pk}/", cookie=cookie)
+    other = CookieSocket(f"/ws/workflows/{workflow.pk}/", cookie=other_cookie)
+    assert socket.connect() and other.connect()
+    try:
+        assert socket.receive()["type"] == "hello" and other.receive()["type"] == "hello"
+        started = time.monotonic()
+        assert client.post("/logout/").status_code == 302
+        closed = socket.wait_closed(timeout=1.0)
+        assert time.monotonic() - started < 1.0
+        assert closed["code"] == 4401
+        assert other.nothing_received(timeout=0.3)
+    finally:
+        socket.close()
+        other.close()
+
+
+def test_a_password_change_closes_the_other_sessions_sockets(owner, workflow):
+    _, cookie = logged_in(owner)
+    socket = CookieSocket(f"/ws/workflows/{workflow.pk}/", cookie=cookie)
+    assert socket.connect()
+    try:
+        socket.receive()
+        owner.set_password("a-brand-new-passphrase-42")
+        owner.save()
+        assert socket.wait_closed(timeout=2.0)["code"] == 4401
+    finally:
+        socket.close()
+
+
+def test_deleting_the_workflow_closes_its_sockets(owner, workflow):
+    from workflows.services import workflow_delete
+
+    _, cookie = logged_in(owner)
+    socket = CookieSocket(f"/ws/workflows/{workflow.pk}/", cookie=cookie)
+    assert socket.connect()
+    try:
+        socket.receive()
+        workflow_delete(workflow=workflow)
+        assert socket.wait_closed(timeout=2.0)["code"] == 4404
+    finally:
+        socket.close()
+
+
+@pytest.mark.parametrize("path", ["/ws/workflows/abc/", "/ws/nothing/", "/ws/workflows/1/extra/"])
+def test_unknown_socket_routes_close_with_4404(owner, path):
+    _, cookie = logged_in(owner)
+    socket = CookieSocket(path, cookie=cookie)
+    assert not socket.connect()
+    assert socket.close_code == 4404
+
+
+@pytest.mark.parametrize(
+    ("frame", "code"),
+    [
+        ("[" * 100_000 + "]" * 100_000, 1009),  # too big before anything else is looked at
+        ("x" * 5000, 1009),
+        ('{"a": [[[[["deep"]]]]]}', 1008),  # small but nested past the limit: refused unparsed
+        ("not json", 1007),
+    ],
+)
+def test_client_frames_are_limited_before_parsing(owner, workflow, frame, code):
+    _, cookie = logged_in(owner)
+    socket = CookieSocket(f"/ws/workflows/{workflow.pk}/", cookie=cookie)
+    assert socket.connect()
+    try:
+        socket.receive()
+        socket._run(socket.communicator.send_to(text_data=frame))
+        assert socket.wait_closed(timeout=2.0)["code"] == code
+    finally:
+        socket.close()
+
+
+def test_a_ping_with_brackets_in_strings_is_answered(owner, workflow):
+    _, cookie = logged_in(owner)
+    socket = CookieSocket(f"/ws/workflows/{workflow.pk}/", cookie=cookie)
+    assert socket.connect()
+    try:
+        socket.receive()
+        socket._run(socket.communicator.send_to(text_data='{"type": "ping", "note": "[[[[[[[[{{{{"}'))
+        assert socket.receive() == {"type": "pong"}
+    finally:
+        socket.close()
