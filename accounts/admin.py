@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
-from django.utils import timezone
 
 from .models import ApiToken, SpendingLimit
+from .tokens import api_token_revoke
 
 
 @admin.register(ApiToken)
@@ -25,8 +25,10 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke the selected tokens")
     def revoke(self, request, queryset):
-        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
-        messages.success(request, f"Revoked {count} token(s).")
+        live = list(queryset.filter(revoked_at__isnull=True).select_related("user"))
+        for token in live:
+            api_token_revoke(user=token.user, token_id=token.pk)
+        messages.success(request, f"Revoked {len(live)} token(s).")
 
 
 @admin.register(SpendingLimit)

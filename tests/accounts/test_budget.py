@@ -1,0 +1,119 @@
+"""Spending limits: an owner (or a workflow) over its limit gets `budget_exceeded` before any provider request."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+from django.test import Client
+
+from accounts.budget import budget_check
+from accounts.models import SpendingLimit
+from chat.models import ChatRun
+from chat.services.runs import chat_message_send
+from conversations.services import usage_record_append
+from tests.agents.factories import agent_node, edge, started_workflow
+from tests.fakes import FakeChatCompletions, Text, Turn
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def fake(monkeypatch, settings):
+    settings.AGENT_EXECUTION_MODE = "inline"
+    with FakeChatCompletions() as server:
+        monkeypatch.setenv("OPENAI_COMPATIBLE_API_KEY", "sk-test-0123456789abcdef")
+        monkeypatch.setenv("OPENAI_COMPATIBLE_BASE_URL", server.base_url)
+        yield server
+
+
+def provider_workflow(owner, name="budget"):
+    workflow, _generation, _ids = started_workflow(
+        owner,
+        [
+            {"id": "trigger", "type": "chatTrigger", "params": {}},
+            agent_node("lead", "Lead", provider="openai_compatible", model="qwen3"),
+        ],
+        [edge("trigger", "output-main", "lead", "input-main")],
+        name=name,
+    )
+    return workflow
+
+
+def spend(owner, workflow, *, tokens: int, cost: str | None = None, key: str = "spent-1"):
+    usage_record_append(
+        idempotency_key=key,
+        kind="llm",
+        provider="openai_compatible",
+        model="qwen3",
+        outcome="ok",
+        owner_id=owner.pk,
+        workflow_id=workflow.pk,
+        input_tokens=tokens // 2,
+        output_tokens=tokens - tokens // 2,
+        cost=cost,
+    )
+
+
+def test_an_owner_over_the_daily_limit_gets_budget_exceeded_and_no_request_is_made(owner, other_owner, fake):
+    SpendingLimit.objects.create(user=None, daily_tokens=1000)  # the staff default for every owner
+    workflow = provider_workflow(owner)
+    spend(owner, workflow, tokens=1000)
+
+    _message, run, _ = chat_message_send(workflow=workflow, text="hello")
+    run = ChatRun.objects.get(pk=run.pk)
+    assert run.state == ChatRun.State.ERROR and run.error_code == "budget_exceeded"
+    assert "daily spending limit" in run.reply_message.text and "No request was sent" in run.reply_message.text
+    assert fake.requests == []
+
+    # The other owner is under the same default: the provider answers them.
+    fake.push(Turn([Text("Hi there.")]))
+    other_workflow = provider_workflow(other_owner, name="other")
+    _message, other_run, _ = chat_message_send(workflow=other_workflow, text="hello")
+    other_run = ChatRun.objects.get(pk=other_run.pk)
+    assert other_run.state == ChatRun.State.FINISHED, (other_run.error_code, other_run.error_message)
+    assert len(fake.requests) == 1
+
+
+def test_a_per_owner_override_raises_the_default(owner, fake):
+    SpendingLimit.objects.create(user=None, daily_tokens=1000, monthly_cost=Decimal("5"))
+    override = SpendingLimit.objects.create(user=owner, daily_tokens=5000)
+    workflow = provider_workflow(owner)
+    spend(owner, workflow, tokens=1000, cost="1.00")
+    assert budget_check(owner_id=owner.pk, workflow_id=workflow.pk) is None
+
+    spend(owner, workflow, tokens=10, cost="4.00", key="spent-2")  # the monthly cost default still applies
+    exceeded = budget_check(owner_id=owner.pk, workflow_id=workflow.pk)
+    assert (exceeded.scope, exceeded.period, exceeded.measure) == ("owner", "month", "cost")
+
+    override.monthly_cost = Decimal("100")
+    override.save()
+    assert budget_check(owner_id=owner.pk, workflow_id=workflow.pk) is None
+
+
+def test_a_workflow_limit_caps_that_workflow_only(owner, fake):
+    capped = provider_workflow(owner, name="capped")
+    free = provider_workflow(owner, name="free")
+    SpendingLimit.objects.create(user=owner, workflow_id=capped.pk, daily_tokens=100)
+    spend(owner, capped, tokens=100)
+    spend(owner, free, tokens=100_000, key="spent-2")
+    exceeded = budget_check(owner_id=owner.pk, workflow_id=capped.pk)
+    assert exceeded is not None and exceeded.scope == "workflow"
+    assert budget_check(owner_id=owner.pk, workflow_id=free.pk) is None
+
+    _message, run, _ = chat_message_send(workflow=capped, text="hello")
+    assert ChatRun.objects.get(pk=run.pk).error_code == "budget_exceeded"
+    assert fake.requests == []
+
+
+def test_the_usage_page_and_api_show_what_was_spent(owner, fake):
+    SpendingLimit.objects.create(user=owner, daily_tokens=2000, monthly_cost=Decimal("10"))
+    workflow = provider_workflow(owner)
+    spend(owner, workflow, tokens=1234, cost="0.5")
+    client = Client()
+    client.force_login(owner)
+    page = client.get("/settings/usage/").content.decode()
+    assert "1234" in page and "2000" in page and "qwen3" in page and "0.5000" in page
+    data = client.get("/api/usage/").json()
+    today = next(row for row in data if row["period"] == "day")
+    assert today["tokens"] == 1234 and today["token_limit"] == 2000
