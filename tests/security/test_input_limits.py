@@ -42,7 +42,7 @@ def test_production_settings_pass_the_deploy_check(settings):
         "ALLOWED_HOSTS": "opencompany.example",
         "CSRF_TRUSTED_ORIGINS": "https://opencompany.example",
         "SECURE_HSTS_PRELOAD": "1",
-        "DATABASE_URL": f"postgres://postgres@127.0.0.1:{settings.DATABASES['default']['PORT']}/opencompany",
+        "DATABASE_URL": settings.DATABASE_URL,
         "REDIS_URL": settings.REDIS_URL,
         "DJANGO_SETTINGS_MODULE": "opencompany.settings.base",
     }
