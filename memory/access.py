@@ -19,11 +19,16 @@ def _graph_has_memory_node(workflow, node_id: str) -> bool:
     )
 
 
-def access_memory_namespace(*, user, workflow_id, node_id: str):
+def access_memory_namespace(*, user, workflow_id, node_id: str, create: bool = True):
     """(workflow, namespace) for the owner's memory node; a node removed from the graph stays reachable while its
-    namespace exists, so its items can still be read and cleared."""
+    namespace exists, so its items can still be read and cleared.
+
+    Reads pass `create=False`: a GET never writes, so a node nothing was stored in yet gives (workflow, None)
+    instead of a new namespace row."""
     workflow = access_workflow(user=user, workflow_id=workflow_id)
-    exists = MemoryNamespace.objects.filter(owner_id=user.pk, workflow_id=workflow.pk, node_id=node_id).exists()
-    if not exists and not _graph_has_memory_node(workflow, node_id):
+    namespace = MemoryNamespace.objects.filter(owner_id=user.pk, workflow_id=workflow.pk, node_id=node_id).first()
+    if namespace is None and not _graph_has_memory_node(workflow, node_id):
         raise NotFoundError("not_found", "Memory node not found.")
+    if namespace is not None or not create:
+        return workflow, namespace
     return workflow, memory_namespace_get_or_create(owner=user, workflow=workflow, node_id=node_id)

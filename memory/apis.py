@@ -10,7 +10,7 @@ from rest_framework.views import APIView
 
 from . import selectors, services
 from .access import access_memory_namespace
-from .errors import invalid
+from .errors import invalid, item_not_found
 from .history import memory_history, memory_item_restore
 from .provenance import Provenance
 
@@ -78,7 +78,11 @@ class MemoryItemsApi(APIView):
         responses={200: PageOutputSerializer, 400: ERROR_RESPONSE, 404: ERROR_RESPONSE},
     )
     def get(self, request, workflow_id: int, node_id: str):
-        _, namespace = access_memory_namespace(user=request.user, workflow_id=workflow_id, node_id=node_id)
+        _, namespace = access_memory_namespace(
+            user=request.user, workflow_id=workflow_id, node_id=node_id, create=False
+        )
+        if namespace is None:  # nothing stored yet, and a GET creates nothing
+            return Response(self.PageOutputSerializer({"items": [], "next_cursor": None}).data)
         filters = {
             "categories": request.query_params.getlist("category") or None,
             "tags": request.query_params.getlist("tag") or None,
@@ -138,7 +142,11 @@ class MemoryItemApi(APIView):
         responses={200: ItemOutputSerializer, 404: ERROR_RESPONSE},
     )
     def get(self, request, workflow_id: int, node_id: str, item_id: int):
-        _, namespace = access_memory_namespace(user=request.user, workflow_id=workflow_id, node_id=node_id)
+        _, namespace = access_memory_namespace(
+            user=request.user, workflow_id=workflow_id, node_id=node_id, create=False
+        )
+        if namespace is None:
+            raise item_not_found()
         return Response(
             ItemOutputSerializer(selectors.memory_item_get(namespace=namespace, item_id=item_id)["item"]).data
         )

@@ -17,9 +17,9 @@ from .access import access_memory_namespace
 from .provenance import Provenance
 
 
-def _access(request, workflow_id, node_id):
+def _access(request, workflow_id, node_id, *, create: bool = True):
     try:
-        return access_memory_namespace(user=request.user, workflow_id=workflow_id, node_id=node_id)
+        return access_memory_namespace(user=request.user, workflow_id=workflow_id, node_id=node_id, create=create)
     except NotFoundError:
         raise Http404("Memory node not found") from None
 
@@ -41,12 +41,14 @@ def _actor(request) -> str:
 @login_required
 @require_http_methods(["GET"])
 def memory_panel(request, workflow_id: int, node_id: str):
-    workflow, namespace = _access(request, workflow_id, node_id)
+    workflow, namespace = _access(request, workflow_id, node_id, create=False)
     query = request.GET.get("q", "").strip()
     cursor = request.GET.get("cursor") or None
     error = None
     try:
-        if query:
+        if namespace is None:  # nothing stored yet, and a GET creates nothing
+            page = {"items": [], "next_cursor": None}
+        elif query:
             page = selectors.memory_items_recall(namespace=namespace, query=query, cursor=cursor, limit=20)
         else:
             page = selectors.memory_items_list(namespace=namespace, cursor=cursor, limit=20)
