@@ -4,6 +4,7 @@
     python3 dev.py run     # set up, start embedded services, migrate, seed demo, serve web + worker
     python3 dev.py test    # set up what tests need and run the whole suite (ruff first)
     python3 dev.py stop    # stop the embedded PostgreSQL and Redis
+    python3 dev.py lock    # re-pin every dependency in requirements.lock (after changing pyproject.toml)
 
 Both create `.venv` next to this file when it is missing and install the project into it,
 then re-run themselves inside it.
@@ -24,6 +25,10 @@ ROOT = Path(__file__).resolve().parent
 VENV = Path(os.environ.get("OPENCOMPANY_VENV", ROOT / ".venv"))
 VENV_PYTHON = VENV / "bin" / "python"
 CHROMIUM = "/usr/bin/chromium"
+LOCK = ROOT / "requirements.lock"
+# The extras the lock covers: everything `run` and `test` install.
+LOCK_EXTRAS = "test"
+LOCK_STAMP_PREFIX = "# pyproject-sha256: "
 
 
 def _in_venv() -> bool:
@@ -31,8 +36,22 @@ def _in_venv() -> bool:
 
 
 def _install_stamp(extras: str) -> Path:
-    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extras.encode()).hexdigest()[:16]
+    lock = LOCK.read_bytes() if LOCK.exists() else b""
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + lock + extras.encode()).hexdigest()[:16]
     return VENV / f".opencompany-installed-{digest}"
+
+
+def _pyproject_digest() -> str:
+    return hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+
+
+def _lock_is_current() -> bool:
+    if not LOCK.exists():
+        return False
+    for line in LOCK.read_text().splitlines():
+        if line.startswith(LOCK_STAMP_PREFIX):
+            return line.removeprefix(LOCK_STAMP_PREFIX).strip() == _pyproject_digest()
+    return False
 
 
 def _ensure_venv(extras: str) -> None:
@@ -43,9 +62,62 @@ def _ensure_venv(extras: str) -> None:
     if not stamp.exists():
         print("Installing the project and its dependencies (first run only)", flush=True)
         target = f".[{extras}]" if extras else "."
-        subprocess.run([str(VENV_PYTHON), "-m", "pip", "install", "-q", "--upgrade", "pip"], check=True, cwd=ROOT)
-        subprocess.run([str(VENV_PYTHON), "-m", "pip", "install", "-q", "-e", target], check=True, cwd=ROOT)
+        pip = [str(VENV_PYTHON), "-m", "pip", "install", "-q"]
+        subprocess.run([*pip, "--upgrade", "pip"], check=True, cwd=ROOT)
+        # The pinned, hash-checked versions first; then the project itself, which adds only what the lock lacks.
+        # A lock older than pyproject.toml (a dependency added since) still pins everything else.
+        if LOCK.exists():
+            if not _lock_is_current():
+                print(
+                    "requirements.lock is older than pyproject.toml: installing it, then what it lacks "
+                    "(refresh it with `python3 dev.py lock`).",
+                    flush=True,
+                )
+            locked = subprocess.run([*pip, "--require-hashes", "-r", str(LOCK)], cwd=ROOT)
+            if locked.returncode != 0:
+                print("Installing requirements.lock failed; installing from pyproject.toml instead.", flush=True)
+        subprocess.run([*pip, "-e", target], check=True, cwd=ROOT)
         stamp.touch()
+
+
+def cmd_lock() -> int:
+    """Re-pin every dependency (with hashes) from pyproject.toml into requirements.lock, using pip-tools in a
+    throwaway virtualenv (it is not a dependency of the project)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="opencompany-lock-") as folder:
+        tools = Path(folder) / "venv"
+        subprocess.run([sys.executable, "-m", "venv", str(tools)], check=True)
+        tool_python = str(tools / "bin" / "python")
+        subprocess.run([tool_python, "-m", "pip", "install", "-q", "pip-tools>=7.4,<8"], check=True)
+        output = Path(folder) / "requirements.lock"
+        subprocess.run(
+            [
+                tool_python,
+                "-m",
+                "piptools",
+                "compile",
+                "--quiet",
+                "--generate-hashes",
+                "--strip-extras",
+                "--allow-unsafe",
+                f"--extra={LOCK_EXTRAS}",
+                "--no-header",
+                "--output-file",
+                str(output),
+                str(ROOT / "pyproject.toml"),
+            ],
+            check=True,
+            cwd=ROOT,
+        )
+        header = (
+            "# Every dependency of OpenCompany (run + test), pinned with hashes. Made by `python3 dev.py lock` from\n"
+            "# pyproject.toml; dev.py installs it before the project. Refresh it after changing dependencies.\n"
+            f"{LOCK_STAMP_PREFIX}{_pyproject_digest()}\n"
+        )
+        LOCK.write_text(header + output.read_text())
+    print(f"Wrote {LOCK}", flush=True)
+    return 0
 
 
 def _reexec_in_venv(extras: str) -> None:
@@ -177,7 +249,7 @@ def cmd_stop() -> int:
 
 
 def main() -> int:
-    commands = {"run": cmd_run, "test": cmd_test, "stop": cmd_stop}
+    commands = {"run": cmd_run, "test": cmd_test, "stop": cmd_stop, "lock": cmd_lock}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         print(__doc__)
         return 2

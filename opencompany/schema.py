@@ -43,3 +43,28 @@ class ErrorResponse(serializers.Serializer):
     code = serializers.CharField()
     message = serializers.CharField()
     errors = serializers.JSONField(required=False, help_text="Field errors of an `invalid_request`.")
+
+
+class _JsonErrors:
+    """The schema and docs views render their answers as YAML or HTML; a refusal (401 for anonymous callers) is
+    rendered in the API's one error shape, as JSON, like every other API error."""
+
+    def finalize_response(self, request, response, *args, **kwargs):
+        from rest_framework.renderers import JSONRenderer
+
+        if response.status_code >= 400 and isinstance(getattr(response, "data", None), dict):
+            request.accepted_renderer = JSONRenderer()
+            request.accepted_media_type = "application/json"
+        return super().finalize_response(request, response, *args, **kwargs)
+
+
+def schema_view():
+    from drf_spectacular.views import SpectacularAPIView
+
+    return type("SchemaView", (_JsonErrors, SpectacularAPIView), {}).as_view()
+
+
+def docs_view(url_name: str):
+    from drf_spectacular.views import SpectacularSwaggerSplitView
+
+    return type("DocsView", (_JsonErrors, SpectacularSwaggerSplitView), {}).as_view(url_name=url_name)

@@ -1,10 +1,10 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from accounts import views as account_views
 from opencompany import health, views
+from opencompany.schema import docs_view, schema_view
 
 api_urlpatterns = [
     path("", include("workflows.urls")),
@@ -13,8 +13,8 @@ api_urlpatterns = [
     path("", include("chat.urls")),
     path("", include("agents.urls")),
     path("", include("accounts.urls")),
-    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
+    path("schema/", schema_view(), name="api-schema"),
+    path("docs/", docs_view(url_name="api-schema"), name="api-docs"),
 ]
 
 urlpatterns = [

@@ -63,18 +63,39 @@ def chat_api(world: World) -> str:
     return f"{wf(world)}chat/"
 
 
+def spare_token_id(world: World) -> int:
+    from accounts.models import ApiToken
+    from accounts.tokens import api_token_create
+
+    spare = ApiToken.objects.filter(user=world.owner, name="spare", revoked_at__isnull=True).first()
+    return (spare or api_token_create(user=world.owner, name="spare").token).pk
+
+
 # route pattern (as the URL conf spells it) -> entry
 MATRIX: dict[str, Entry] = {
     # --- public -------------------------------------------------------------------------------------------------
     "healthz": Entry(PUBLIC, lambda w: "/healthz", ("get",)),
     "login/": Entry(PUBLIC, lambda w: "/login/", ("get",)),
     "logout/": Entry(PUBLIC, lambda w: "/logout/", ("post",)),
-    # The schema and its viewer describe handlers, not data; they are readable by anyone.
-    "api/schema/": Entry(PUBLIC, lambda w: "/api/schema/", ("get",)),
-    "api/docs/": Entry(PUBLIC, lambda w: "/api/docs/", ("get",)),
-    # --- login-required pages not under a workflow -----------------------------------------------------------
+    # --- login-required pages and API not under a workflow ----------------------------------------------------
+    # The schema and its viewer describe handlers, not data, but only to callers with an account (security.md).
+    "api/schema/": Entry(API, lambda w: "/api/schema/", ("get",)),
+    "api/docs/": Entry(API, lambda w: "/api/docs/", ("get",)),
     "": Entry(PAGE, lambda w: "/", ("get",)),
-    "settings/token/": Entry(PAGE, lambda w: "/settings/token/", ("get", "post"), order={"post": NEW_TOKEN}),
+    "settings/token/": Entry(
+        PAGE,
+        lambda w: "/settings/token/",
+        ("get", "post"),
+        bodies={"post": {"action": "create", "name": "matrix"}},
+        order={"post": NEW_TOKEN},
+    ),
+    "settings/usage/": Entry(PAGE, lambda w: "/settings/usage/", ("get",)),
+    "api/tokens/": Entry(API, lambda w: "/api/tokens/", ("get", "post"), bodies={"post": {"name": "matrix"}}),
+    # Another owner's token id is a 404 like any other object of theirs; the owner revokes a spare one.
+    "api/tokens/<int:token_id>/": Entry(
+        API, lambda w: f"/api/tokens/{spare_token_id(w)}/", ("delete",), order={"delete": NEW_TOKEN}
+    ),
+    "api/usage/": Entry(API, lambda w: "/api/usage/", ("get",)),
     # --- workflows API --------------------------------------------------------------------------------------
     "api/workflows/": Entry(API, lambda w: "/api/workflows/", ("get", "post"), bodies={"post": {"name": "new one"}}),
     "api/workflows/import/": Entry(
@@ -221,10 +242,17 @@ MATRIX: dict[str, Entry] = {
 NOT_UNDER_A_WORKFLOW = {
     "",
     "settings/token/",
+    "settings/usage/",
     "api/workflows/",
     "api/workflows/import/",
+    "api/schema/",
+    "api/docs/",
+    "api/tokens/",
+    "api/usage/",
     "api/settings/conversations/",
 }
+# The catch-all socket route refuses every path with 4404 (tests/security/test_sockets.py); nobody is admitted.
+REFUSING_SOCKET_ROUTES = {""}
 
 SOCKETS: dict[str, Callable[[World], str]] = {
     "ws/workflows/<int:workflow_id>/": lambda w: f"/ws/workflows/{w.workflow.pk}/",
@@ -278,7 +306,7 @@ def test_every_route_has_a_matrix_entry():
         if MATRIX[route].kind == API and methods is not None and methods != set(MATRIX[route].methods):
             wrong_methods.append((route, sorted(methods), sorted(MATRIX[route].methods)))
     for pattern in websocket_urlpatterns:
-        if str(pattern.pattern) not in SOCKETS:
+        if str(pattern.pattern) not in SOCKETS and str(pattern.pattern) not in REFUSING_SOCKET_ROUTES:
             missing.append("websocket " + str(pattern.pattern))
     assert not missing, f"routes without an access-matrix entry (add them to MATRIX): {missing}"
     assert not stale, f"matrix entries for routes that no longer exist: {sorted(stale)}"
