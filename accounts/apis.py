@@ -12,6 +12,14 @@ from rest_framework.views import APIView
 from . import selectors, tokens
 
 
+class ErrorOutput(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+
+    class Meta:
+        ref_name = "AccountsError"
+
+
 class TokenOutputSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     name = serializers.CharField()
@@ -35,7 +43,11 @@ class ApiTokensApi(APIView):
     def get(self, request):
         return Response(TokenOutputSerializer(tokens.api_tokens_for_owner(user=request.user), many=True).data)
 
-    @extend_schema(request=InputSerializer, responses={201: NewTokenOutputSerializer}, operation_id="api_tokens_create")
+    @extend_schema(
+        request=InputSerializer,
+        responses={201: NewTokenOutputSerializer, 400: ErrorOutput, 409: ErrorOutput},
+        operation_id="api_tokens_create",
+    )
     def post(self, request):
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
@@ -51,7 +63,9 @@ class ApiTokensApi(APIView):
 
 
 class ApiTokenApi(APIView):
-    @extend_schema(request=None, responses=TokenOutputSerializer, operation_id="api_tokens_revoke")
+    @extend_schema(
+        request=None, responses={200: TokenOutputSerializer, 404: ErrorOutput}, operation_id="api_tokens_revoke"
+    )
     def delete(self, request, token_id: int):
         token = tokens.api_token_revoke(user=request.user, token_id=token_id)
         return Response(TokenOutputSerializer(token).data)

@@ -71,7 +71,8 @@ def api_token_replace(*, user, token_id: int) -> IssuedToken:
     """A new key under the same name and lifetime; the old one stops working at once."""
     with transaction.atomic():
         old = api_token_revoke(user=user, token_id=token_id)
-        lifetime = max(1, min(settings.API_TOKEN_MAX_DAYS, (old.expires_at - old.created_at).days or 1))
+        days = round((old.expires_at - old.created_at).total_seconds() / 86400)
+        lifetime = max(1, min(settings.API_TOKEN_MAX_DAYS, days))
         return api_token_create(user=user, name=old.name, expires_in_days=lifetime)
 
 

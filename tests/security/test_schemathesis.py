@@ -45,6 +45,14 @@ def live_schema():
 schema = live_schema()
 
 
+def spare_token_id(world) -> int:
+    from accounts.models import ApiToken
+    from accounts.tokens import api_token_create
+
+    spare = ApiToken.objects.filter(user=world.owner, name="spare", revoked_at__isnull=True).first()
+    return (spare or api_token_create(user=world.owner, name="spare").token).pk
+
+
 def point_at_world(case, world) -> None:
     ids = {
         "workflow_id": world.workflow.pk,
@@ -54,6 +62,8 @@ def point_at_world(case, world) -> None:
         "message_id": world.user_message_id,
         "run_id": world.run_id,
     }
+    if "token_id" in (case.path_parameters or {}):
+        ids["token_id"] = spare_token_id(world)  # never the token the test itself authenticates with
     for name in list(case.path_parameters or {}):
         if name in ids:
             case.path_parameters[name] = ids[name]

@@ -25,6 +25,10 @@ def test_another_owner_gets_404_whatever_the_body(case, world):
     response = case.call(headers={"Authorization": f"Token {world.intruder_token}"})
     # schemathesis also tries methods the operation does not have (TRACE...): those may say 405 before any lookup.
     expected = {404} if case.method.upper() == case.operation.method.upper() else {404, 405}
+    if response.status_code == 400 and response.json().get("code") == "invalid_text":
+        # A NUL in the URL or query is refused where it enters, before any lookup: the same answer for every id,
+        # so it tells a stranger nothing about the owner's data.
+        expected.add(400)
     if case.method.upper() == "OPTIONS":
         # DRF describes the view the same way whatever the id (no existence oracle); it must hold no data.
         expected.add(200)
