@@ -1,13 +1,7 @@
 // Behaviour shared by every page, bound through data-* attributes (the CSP allows no inline handlers).
+// Confirmations before destructive actions are confirm.js (data-confirm-title / -body / -action).
 (function () {
   "use strict";
-
-  // <form data-confirm="Question?">: ask before submitting; Cancel keeps the form unsent.
-  document.addEventListener("submit", function (event) {
-    const form = event.target;
-    if (!(form instanceof HTMLFormElement) || !form.dataset.confirm) return;
-    if (!window.confirm(form.dataset.confirm)) event.preventDefault();
-  }, true);
 
   // <button data-copy-target="element-id">: copy that element's text and say so next to the button.
   document.addEventListener("click", async function (event) {

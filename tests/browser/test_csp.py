@@ -137,6 +137,20 @@ def test_every_page_runs_under_the_csp_without_a_violation(world, tmp_path):
             violations += [f"token page: {v}" for v in page.evaluate("window.__cspViolations")]
             page.screenshot(path=str(ARTIFACTS / "token_made.png"))
 
+            # Revoking asks first (confirm.js's dialog, under the same policy); Cancel keeps the token.
+            row = page.locator("table.tokens tr", has_text="browser")
+            row.get_by_role("button", name="Revoke").click()
+            dialog = page.locator("dialog.confirm")
+            dialog.get_by_role("button", name="Cancel").click()
+            page.wait_for_timeout(200)
+            assert "active" in row.inner_text()
+            row.get_by_role("button", name="Revoke").click()
+            page.screenshot(path=str(ARTIFACTS / "token_revoke_confirm.png"))
+            dialog.get_by_role("button", name="Revoke").click()
+            page.wait_for_load_state("networkidle")
+            assert "revoked" in page.locator("table.tokens tr", has_text="browser").inner_text()
+            violations += [f"token revoke: {v}" for v in page.evaluate("window.__cspViolations")]
+
             # The control: an inline script added to a page is blocked and seen, so silence above means something.
             current["path"] = "control"
             control = page.evaluate(

@@ -52,6 +52,9 @@ def browser_page(tmp_path):
             headless=True,
             args=CHROMIUM_ARGS,
             viewport={"width": 1100, "height": 900},
+            # wait_for_function("<expression>") evaluates a string, which the page's CSP forbids (no unsafe-eval);
+            # the pages themselves run under the enforced policy in tests/browser/test_csp.py.
+            bypass_csp=True,
         )
 
         # daphne serves no static files (collectstatic + a front server do in production): serve the repo's.

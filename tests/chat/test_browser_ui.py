@@ -73,6 +73,9 @@ def browser_page(tmp_path):
             headless=True,
             args=CHROMIUM_ARGS,
             viewport={"width": 1100, "height": 800},
+            # wait_for_function("<expression>") evaluates a string, which the page's CSP forbids (no unsafe-eval);
+            # the pages themselves run under the enforced policy in tests/browser/test_csp.py.
+            bypass_csp=True,
         )
         context.route(re.compile(r".*/static/.*"), serve_static)
         page = context.pages[0] if context.pages else context.new_page()

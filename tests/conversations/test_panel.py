@@ -133,7 +133,7 @@ def test_clear_needs_post_and_csrf(live, owner):
     assert client.post(url, {"node": f"{live.pk}:context:1"}).status_code == 403
     assert AgentConversation.objects.filter(workflow=live, generation=2).count() == 2
     page = client.get(reverse("conversations:context-panel", args=[live.pk])).content.decode()
-    assert "csrfmiddlewaretoken" in page and "data-confirm=" in page
+    assert "csrfmiddlewaretoken" in page and "data-confirm-title=" in page
 
 
 def test_another_owner_gets_404_everywhere(live, other_owner):
