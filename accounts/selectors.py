@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from conversations.selectors import usage_by_workflow, usage_spent
+from workflows.selectors import workflows_for_owner
 
 from .budget import owner_limits, period_starts
 
@@ -28,4 +29,9 @@ def usage_summary(*, user) -> dict:
                 or (cost_limit is not None and spent["cost"] >= cost_limit),
             }
         )
-    return {"periods": periods, "by_workflow": usage_by_workflow(owner_id=user.pk, since=starts["month"])}
+    by_workflow = usage_by_workflow(owner_id=user.pk, since=starts["month"])
+    # The ledger outlives a deleted workflow: its rows stay, shown by number.
+    names = dict(workflows_for_owner(user=user).values_list("id", "name"))
+    for row in by_workflow:
+        row["workflow_name"] = names.get(row["workflow_id"])
+    return {"periods": periods, "by_workflow": by_workflow}

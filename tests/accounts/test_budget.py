@@ -114,6 +114,7 @@ def test_the_usage_page_and_api_show_what_was_spent(owner, fake):
     client.force_login(owner)
     page = client.get("/settings/usage/").content.decode()
     assert "1234" in page and "2000" in page and "qwen3" in page and "0.5000" in page
+    assert f'<a href="/workflows/{workflow.pk}/">budget</a>' in page  # by name while the workflow exists
     data = client.get("/api/usage/").json()
     today = next(row for row in data if row["period"] == "day")
     assert today["tokens"] == 1234 and today["token_limit"] == 2000
