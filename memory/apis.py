@@ -239,10 +239,14 @@ class MemoryHistoryApi(APIView):
         },
     )
     def get(self, request, workflow_id: int, node_id: str):
-        _, namespace = access_memory_namespace(user=request.user, workflow_id=workflow_id, node_id=node_id)
+        _, namespace = access_memory_namespace(
+            user=request.user, workflow_id=workflow_id, node_id=node_id, create=False
+        )
         filters = self.FilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
         data = filters.validated_data
+        if namespace is None:  # nothing stored yet, and a GET creates nothing
+            return Response({"versions": []})
         versions = memory_history(
             namespace=namespace,
             item_id=data.get("item"),

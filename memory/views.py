@@ -155,7 +155,7 @@ def memory_item_forget(request, workflow_id: int, node_id: str, item_id: int):
 @require_http_methods(["GET", "POST"])
 def memory_clear(request, workflow_id: int, node_id: str):
     """GET asks for confirmation; only the confirmed POST clears."""
-    workflow, namespace = _access(request, workflow_id, node_id)
+    workflow, namespace = _access(request, workflow_id, node_id, create=request.method == "POST")
     if request.method == "POST" and request.POST.get("confirm") == "yes":
         count = services.memory_namespace_items_clear(namespace=namespace, actor=_actor(request), announce_to_chat=True)
         messages.success(request, f"Memory cleared: {count} item(s) removed.")
@@ -163,5 +163,9 @@ def memory_clear(request, workflow_id: int, node_id: str):
     return render(
         request,
         "memory/clear_confirm.html",
-        {"workflow": workflow, "node_id": node_id, "count": selectors.live_items(namespace).count()},
+        {
+            "workflow": workflow,
+            "node_id": node_id,
+            "count": selectors.live_items(namespace).count() if namespace is not None else 0,
+        },
     )

@@ -22,6 +22,9 @@ def test_opening_a_memory_panel_with_get_creates_no_namespace(owner, owner_clien
     listed = owner_client.get(api)
     assert listed.status_code == 200 and listed.json()["items"] == []
     assert owner_client.get(api + "1/").status_code == 404
+    assert page.get(base + "clear/").status_code == 200  # the confirmation page
+    history = owner_client.get(f"/api/workflows/{workflow.pk}/memory/{ids['mem']}/history/")
+    assert history.status_code == 200 and history.json() == {"versions": []}
     assert not MemoryNamespace.objects.exists()
 
     # The first write makes it, as before.
