@@ -1,4 +1,5 @@
-"""Reads of the runtime other apps use: what a firing's requests were made of ("what this answer was sent").
+"""Reads of the runtime other apps use: what a firing's requests were made of ("what this answer was sent"), and
+the owner's run history (what ran, how long, what it cost, why it ended).
 
 Built from what the firing already records — its config and tools, each step's request counts (`LlmStep.
 request_info`), its tool results, the usage ledger — never from a second copy of the conversation.
@@ -7,7 +8,10 @@ request_info`), its tool results, the usage ledger — never from a second copy 
 from __future__ import annotations
 
 import json
+import uuid
 from decimal import Decimal
+
+from django.db.models import Count, Max, Q
 
 from agents.models import Firing, LlmStep, ToolCallResult
 
@@ -92,3 +96,155 @@ def firing_request_view(*, firing_id) -> dict | None:
         },
         "cost": str(total_cost) if any(s["cost"] is not None for s in step_views) else None,
     }
+
+
+# --- the run history -------------------------------------------------------------------------------------------
+# Tool results are the model's working data (memory contents among them): the history shows a tool call's name,
+# outcome and size, and the text of failed calls only, which is what explains a failed answer.
+
+ERROR_PREVIEW_CHARS = 500
+MAX_DELEGATION_DEPTH_SHOWN = 8
+
+
+def last_firing_at(*, workflow_ids) -> dict[int, object]:
+    """{workflow_id: when its latest firing was created}, for the workflows list's "last activity"."""
+    rows = (
+        Firing.objects.filter(workflow_id__in=list(workflow_ids)).values("workflow_id").annotate(last=Max("created_at"))
+    )
+    return {row["workflow_id"]: row["last"] for row in rows}
+
+
+def _duration_ms(start, end) -> int | None:
+    if start is None or end is None:
+        return None
+    return int((end - start).total_seconds() * 1000)
+
+
+def _firing_summary(firing: Firing) -> dict:
+    return {
+        "id": str(firing.pk),
+        "kind": "test_run" if firing.generation == 0 else ("chat" if firing.chat_run_id else "delegation"),
+        "generation": firing.generation,
+        "agent_node_id": firing.agent_node_id,
+        "agent_name": (firing.agent_config or {}).get("name") or firing.agent_node_id,
+        "provider": (firing.agent_config or {}).get("provider", ""),
+        "model": (firing.agent_config or {}).get("model", ""),
+        "chat_run_id": firing.chat_run_id,
+        "parent_id": str(firing.parent_id) if firing.parent_id else None,
+        "state": firing.state,
+        "end_reason": firing.end_reason,
+        "error_code": firing.error_code,
+        "error_message": firing.error_message,
+        "iterations": firing.iteration,
+        "tokens": firing.tokens_used,
+        "prompt_preview": firing.prompt[:200],
+        "created_at": firing.created_at,
+        "started_at": firing.started_at,
+        "finished_at": firing.finished_at,
+        "duration_ms": _duration_ms(firing.started_at or firing.created_at, firing.finished_at),
+    }
+
+
+def workflow_runs(*, workflow, limit: int = 50, generation: int | None = None) -> list[dict]:
+    """The workflow's recent top-level firings (a chat answer, a test run), newest first, with counts of their
+    steps, tool calls and teammate delegations. Bounded queries: one for the firings, one for the counts."""
+    firings = Firing.objects.filter(workflow=workflow, parent__isnull=True)
+    if generation is not None:
+        firings = firings.filter(generation=generation)
+    firings = list(
+        firings.annotate(
+            step_count=Count("steps", distinct=True),
+            tool_call_count=Count("tool_results", distinct=True),
+            delegation_count=Count("children", distinct=True),
+            failed_step_count=Count("steps", filter=~Q(steps__state__in=["completed", "persisted"]), distinct=True),
+        ).order_by("-created_at")[:limit]
+    )
+    rows = []
+    for firing in firings:
+        row = _firing_summary(firing)
+        row.update(
+            steps=firing.step_count,
+            tool_calls=firing.tool_call_count,
+            delegations=firing.delegation_count,
+            failed_steps=firing.failed_step_count,
+        )
+        rows.append(row)
+    return rows
+
+
+def _step_rows(firing: Firing, usage: dict) -> list[dict]:
+    rows = []
+    for step in firing.steps.order_by("iteration"):
+        result = step.result or {}
+        step_usage = usage.get(f"llm-step:{step.pk}") or {}
+        tokens = result.get("usage") or {}
+        calls = [
+            block.get("name")
+            for block in ((result.get("message") or {}).get("blocks") or [])
+            if isinstance(block, dict) and block.get("type") == "tool_call"
+        ]
+        rows.append(
+            {
+                "iteration": step.iteration,
+                "state": step.state,
+                "error_code": step.error_code,
+                "duration_ms": step.duration_ms,
+                "stop_reason": result.get("stop_reason"),
+                "tool_calls": calls,
+                "input_tokens": int(step_usage.get("input_tokens") or tokens.get("input_tokens") or 0),
+                "output_tokens": int(step_usage.get("output_tokens") or tokens.get("output_tokens") or 0),
+                "cost": step_usage.get("cost"),
+                "billed": step_usage.get("outcome"),
+            }
+        )
+    return rows
+
+
+def _tool_rows(firing: Firing) -> list[dict]:
+    rows = []
+    for result in ToolCallResult.objects.filter(firing=firing).order_by("iteration", "id"):
+        rows.append(
+            {
+                "iteration": result.iteration,
+                "tool_call_id": result.tool_call_id,
+                "name": result.name,
+                "is_error": result.is_error,
+                "result_chars": len(result.content),
+                "error_preview": result.content[:ERROR_PREVIEW_CHARS] if result.is_error else "",
+                "delegated_to": str(result.child_firing_id) if result.child_firing_id else None,
+            }
+        )
+    return rows
+
+
+def _firing_detail(firing: Firing, depth: int) -> dict:
+    from conversations.selectors import usage_by_keys
+
+    step_ids = list(LlmStep.objects.filter(firing=firing).values_list("pk", flat=True))
+    usage = usage_by_keys(idempotency_keys=[f"llm-step:{pk}" for pk in step_ids])
+    data = _firing_summary(firing)
+    data["steps"] = _step_rows(firing, usage)
+    data["tool_calls"] = _tool_rows(firing)
+    costs = [row["cost"] for row in data["steps"] if row["cost"] is not None]
+    data["cost"] = sum(costs, Decimal(0)) if costs else None
+    data["input_tokens"] = sum(row["input_tokens"] for row in data["steps"])
+    data["output_tokens"] = sum(row["output_tokens"] for row in data["steps"])
+    data["answer"] = firing.final_text
+    children = Firing.objects.filter(parent=firing).order_by("created_at")
+    data["delegations"] = (
+        [_firing_detail(child, depth + 1) for child in children] if depth < MAX_DELEGATION_DEPTH_SHOWN else []
+    )
+    return data
+
+
+def workflow_run_detail(*, workflow, firing_id) -> dict | None:
+    """One firing of `workflow` with its steps, tool calls, usage and the teammates it delegated to (nested);
+    None when the id is not a firing of this workflow."""
+    try:
+        firing_uuid = uuid.UUID(str(firing_id))
+    except ValueError:
+        return None
+    firing = Firing.objects.filter(workflow=workflow, pk=firing_uuid).first()
+    if firing is None:
+        return None
+    return _firing_detail(firing, 0)

@@ -142,3 +142,11 @@ def usage_by_workflow(*, owner_id: int, since) -> list[dict]:
         .order_by("-input_tokens", "workflow_id", "provider", "model")
     )
     return list(rows)
+
+
+def usage_by_keys(*, idempotency_keys) -> dict[str, dict]:
+    """Ledger rows by their idempotency keys (`llm-step:<id>` for an agent's step): tokens, cost and outcome."""
+    rows = UsageRecord.objects.filter(idempotency_key__in=list(idempotency_keys)).values(
+        "idempotency_key", "input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens", "cost", "outcome"
+    )
+    return {row.pop("idempotency_key"): row for row in rows}

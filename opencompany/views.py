@@ -1,10 +1,9 @@
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import render
 
-from workflows.selectors import workflows_for_owner
+from workflows.views import workflows_home
 
 
 @login_required
 def home(request):
-    workflows = workflows_for_owner(user=request.user)
-    return render(request, "home.html", {"workflows": workflows})
+    # The home page is the owner's workflows list.
+    return workflows_home(request)

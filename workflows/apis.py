@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema, extend_schema_field, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_field, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from opencompany.errors import ServiceError
+from agents.selectors import workflow_run_detail, workflow_runs
+from opencompany.errors import NotFoundError, ServiceError
 
 from . import services
 from .graph import GraphShapeError, normalize_workflow_graph, validate_workflow_graph
 from .graph.validate import graph_size_issues
 from .models import WorkflowGeneration
-from .selectors import access_workflow, workflow_export, workflows_for_owner
+from .node_types import node_type_catalogue
+from .selectors import access_workflow, workflow_export, workflow_generations, workflows_for_owner
 
 # --- shared serializers -------------------------------------------------------------------------------------
 
@@ -431,3 +433,203 @@ class WorkflowSubagentApi(APIView):
         )
         body = _workflow_data(outcome, **outcome.extra)
         return Response(self.OutputSerializer(body).data, status=status.HTTP_201_CREATED)
+
+
+class NodeTypesApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "NodeTypesOutput"
+
+        types = serializers.ListField(
+            child=serializers.JSONField(),
+            help_text="Every registered node type: type, label, description, inputs/outputs (id, kind, direction, "
+            "maxConnections, label), capabilities, palette (false for systemManaged), paramsSchema (JSON Schema), "
+            "newParams, toolName, hasResetHook, panel.",
+        )
+        providers = serializers.ListField(
+            child=serializers.JSONField(),
+            help_text="The agent form's provider/model catalogue: id, label, models [{id, contextWindow, reasoning}], "
+            "needsKey, configured.",
+        )
+
+    @extend_schema(
+        operation_id="node_types_list",
+        responses={200: OutputSerializer},
+        description="The NodeSpec registry as data: the editor builds its palette and forms from this only.",
+    )
+    def get(self, request):
+        return Response(self.OutputSerializer(node_type_catalogue()).data)
+
+
+# --- running from the editor, run history ---------------------------------------------------------------------
+
+
+class RunStepOutput(serializers.Serializer):
+    iteration = serializers.IntegerField()
+    state = serializers.CharField()
+    error_code = serializers.CharField(allow_blank=True)
+    duration_ms = serializers.IntegerField(allow_null=True)
+    stop_reason = serializers.CharField(allow_null=True, required=False)
+    tool_calls = serializers.ListField(child=serializers.CharField(allow_null=True))
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    cost = serializers.DecimalField(max_digits=14, decimal_places=6, allow_null=True)
+    billed = serializers.CharField(allow_null=True, help_text="The ledger outcome: ok, error or ambiguous.")
+
+
+class RunToolCallOutput(serializers.Serializer):
+    iteration = serializers.IntegerField()
+    tool_call_id = serializers.CharField()
+    name = serializers.CharField()
+    is_error = serializers.BooleanField()
+    result_chars = serializers.IntegerField()
+    error_preview = serializers.CharField(allow_blank=True)
+    delegated_to = serializers.CharField(allow_null=True)
+
+
+class RunSummaryOutput(serializers.Serializer):
+    id = serializers.CharField()
+    kind = serializers.ChoiceField(choices=["chat", "test_run", "delegation"])
+    generation = serializers.IntegerField()
+    agent_node_id = serializers.CharField()
+    agent_name = serializers.CharField()
+    provider = serializers.CharField(allow_blank=True)
+    model = serializers.CharField(allow_blank=True)
+    chat_run_id = serializers.IntegerField(allow_null=True)
+    parent_id = serializers.CharField(allow_null=True)
+    state = serializers.CharField()
+    end_reason = serializers.CharField(allow_blank=True)
+    error_code = serializers.CharField(
+        allow_blank=True, help_text="Why it failed: e.g. timed_out, agent_not_found, provider_<code>."
+    )
+    error_message = serializers.CharField(allow_blank=True)
+    iterations = serializers.IntegerField()
+    tokens = serializers.IntegerField()
+    prompt_preview = serializers.CharField(allow_blank=True)
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+    duration_ms = serializers.IntegerField(allow_null=True)
+
+
+class RunListItemOutput(RunSummaryOutput):
+    steps = serializers.IntegerField()
+    tool_calls = serializers.IntegerField()
+    delegations = serializers.IntegerField()
+    failed_steps = serializers.IntegerField(help_text="Steps that failed or are ambiguous (a worker lost mid-call).")
+
+
+class RunDetailOutput(RunSummaryOutput):
+    steps = RunStepOutput(many=True)
+    tool_calls = RunToolCallOutput(many=True)
+    cost = serializers.DecimalField(max_digits=14, decimal_places=6, allow_null=True)
+    input_tokens = serializers.IntegerField()
+    output_tokens = serializers.IntegerField()
+    answer = serializers.CharField(allow_blank=True)
+    delegations = serializers.ListField(child=serializers.JSONField(), help_text="Nested run details of teammates.")
+
+
+class WorkflowTestRunApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "WorkflowTestRunInput"
+
+        prompt = serializers.CharField(max_length=100_000)
+
+    class OutputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "WorkflowTestRunOutput"
+
+        firing_id = serializers.CharField()
+        run_url = serializers.CharField()
+
+    @extend_schema(
+        operation_id="workflows_test_run",
+        request=InputSerializer,
+        responses={202: OutputSerializer, **_BAD, **_NOT_FOUND},
+        description="The manual run: the saved draft's answering agent answers on generation 0, which stores no "
+        "conversation and leaves the live generation and the chat alone. Follow it at `run_url`.",
+    )
+    def post(self, request, workflow_id: int):
+        workflow = access_workflow(user=request.user, workflow_id=workflow_id)
+        payload = self.InputSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        firing_id = services.workflow_test_run(workflow=workflow, prompt=payload.validated_data["prompt"])
+        body = {"firing_id": str(firing_id), "run_url": f"/api/workflows/{workflow.pk}/runs/{firing_id}/"}
+        return Response(self.OutputSerializer(body).data, status=status.HTTP_202_ACCEPTED)
+
+
+class WorkflowRunsApi(APIView):
+    @extend_schema(
+        operation_id="workflows_runs_list",
+        parameters=[
+            OpenApiParameter("generation", int, required=False, description="Only this generation (0: test runs)."),
+            OpenApiParameter("limit", int, required=False, description="At most this many (default 50, max 200)."),
+        ],
+        responses={200: RunListItemOutput(many=True), **_NOT_FOUND},
+        description="Recent top-level firings (chat answers, test runs), newest first.",
+    )
+    def get(self, request, workflow_id: int):
+        workflow = access_workflow(user=request.user, workflow_id=workflow_id)
+        generation = _int_param(request, "generation", None, 0, 1_000_000_000)
+        limit = _int_param(request, "limit", 50, 1, 200)
+        rows = workflow_runs(workflow=workflow, limit=limit, generation=generation)
+        return Response(RunListItemOutput(rows, many=True).data)
+
+
+class WorkflowRunDetailApi(APIView):
+    @extend_schema(
+        operation_id="workflows_runs_retrieve",
+        responses={200: RunDetailOutput, **_NOT_FOUND},
+        description="One firing with its steps (duration, tokens, cost, ledger outcome), tool calls and the "
+        "teammates it delegated to, nested.",
+    )
+    def get(self, request, workflow_id: int, firing_id: str):
+        workflow = access_workflow(user=request.user, workflow_id=workflow_id)
+        detail = workflow_run_detail(workflow=workflow, firing_id=firing_id)
+        if detail is None:
+            raise NotFoundError(message="Run not found.")
+        return Response(RunDetailOutput(detail).data)
+
+
+class WorkflowGenerationsApi(APIView):
+    @extend_schema(
+        operation_id="workflows_generations_list",
+        responses={200: GenerationOutput(many=True), **_NOT_FOUND},
+        description="The workflow's generations, newest first (at most 50).",
+    )
+    def get(self, request, workflow_id: int):
+        workflow = access_workflow(user=request.user, workflow_id=workflow_id)
+        return Response(GenerationOutput(workflow_generations(workflow=workflow)[:50], many=True).data)
+
+
+class WorkflowDuplicateApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "WorkflowDuplicateInput"
+
+        name = serializers.CharField(max_length=200, required=False)
+
+    @extend_schema(
+        operation_id="workflows_duplicate",
+        request=InputSerializer,
+        responses={201: WorkflowOutput, **_NOT_FOUND},
+        description="A copy of the graph as a new, never-started workflow (no conversations, memory or todos).",
+    )
+    def post(self, request, workflow_id: int):
+        workflow = access_workflow(user=request.user, workflow_id=workflow_id)
+        payload = self.InputSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        outcome = services.workflow_duplicate(workflow=workflow, name=payload.validated_data.get("name"))
+        return Response(WorkflowOutput(_workflow_data(outcome)).data, status=status.HTTP_201_CREATED)
+
+
+def _int_param(request, name: str, default, low: int, high: int):
+    raw = request.query_params.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ServiceError("invalid_request", f"`{name}` must be an integer.") from None
+    return min(max(value, low), high)

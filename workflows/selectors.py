@@ -1,3 +1,5 @@
+from django.db.models import OuterRef, Subquery
+
 from opencompany.errors import NotFoundError
 
 from .graph import normalize_workflow_graph
@@ -91,3 +93,36 @@ def workflow_export(*, workflow: Workflow) -> dict:
         "name": workflow.name,
         "graph": {"nodes": nodes, "edges": graph.graph["edges"]},
     }
+
+
+def workflows_overview(*, user) -> list[dict]:
+    """The workflows list page: each workflow's state (running generation, stopped, never started) and its last
+    activity (the latest of an edit and an agent firing). Three queries whatever the number of workflows."""
+    from agents.selectors import last_firing_at
+
+    live_numbers = WorkflowGeneration.objects.filter(
+        workflow=OuterRef("pk"), state=WorkflowGeneration.State.LIVE
+    ).values("number")[:1]
+    workflows = list(workflows_for_owner(user=user).annotate(running=Subquery(live_numbers)))
+    fired = last_firing_at(workflow_ids=[w.pk for w in workflows])
+    rows = []
+    for workflow in workflows:
+        graph = workflow.graph if isinstance(workflow.graph, dict) else {}
+        if workflow.running is not None:
+            state, state_label = "live", f"Running · generation {workflow.running}"
+        elif workflow.live_generation:
+            state, state_label = "stopped", f"Stopped · last generation {workflow.live_generation}"
+        else:
+            state, state_label = "draft", "Never started"
+        last = max(filter(None, [workflow.updated_at, fired.get(workflow.pk)]))
+        rows.append(
+            {
+                "workflow": workflow,
+                "state": state,
+                "state_label": state_label,
+                "running_generation": workflow.running,
+                "node_count": len(graph.get("nodes", []) or []),
+                "last_activity": last,
+            }
+        )
+    return rows

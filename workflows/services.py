@@ -524,3 +524,70 @@ def workflow_memory_clear(*, workflow: Workflow, actor=None, node_id: str | None
     if node_id is not None and not cleared:
         raise ServiceError("unknown_node", "That node holds no memory.", extra={"node_id": node_id})
     return cleared
+
+
+# --- owner actions from the pages: rename, duplicate, test run --------------------------------------------------
+
+
+@transaction.atomic
+def workflow_rename(*, workflow: Workflow, name: str) -> Workflow:
+    """Rename without touching the graph: the revision is for graph edits, so an open editor's save still applies."""
+    name = _check_name(name)
+    locked = _lock(workflow)
+    locked.name = name
+    locked.save(update_fields=["name", "updated_at"])
+    _publish_updated(locked)
+    return locked
+
+
+def workflow_duplicate(*, workflow: Workflow, name: str | None = None) -> GraphOutcome:
+    """A new workflow of the same owner with a copy of the graph (fresh canonical ids). Nothing that ran is
+    copied: no generations, conversations, memory items or todos — the copy is a draft that was never started."""
+    from .selectors import workflow_export
+
+    document = workflow_export(workflow=workflow)
+    limit = settings.WORKFLOW_NAME_MAX_CHARS
+    copy_name = name or f"{workflow.name} (copy)"
+    if len(copy_name) > limit:
+        copy_name = copy_name[: limit - 7].rstrip() + " (copy)"
+    return workflow_import(owner=workflow.owner, document=document, name=copy_name)
+
+
+def workflow_test_run(*, workflow: Workflow, prompt: str):
+    """The manual run (SPEC §1): the saved draft's answering agent answers `prompt` on generation 0, which stores
+    no conversation and never touches the live generation or the chat. Returns the firing id; the run history
+    endpoints report its progress and answer. The agent's tools still act (a `memory` remember is stored)."""
+    from agents.services.firings import FiringRefused, fire_agent
+
+    from .graph import trigger_agents
+
+    graph = normalize_workflow_graph(
+        workflow.graph if isinstance(workflow.graph, dict) else EMPTY_GRAPH, workflow_id=workflow.pk
+    ).graph
+    errors = errors_of(validate_workflow_graph(graph))
+    if errors:
+        raise ServiceError(
+            "invalid_graph",
+            "Fix the graph's errors before a test run.",
+            extra={"issues": [e.as_dict() for e in errors]},
+        )
+    agents = trigger_agents(graph)
+    if not agents:
+        raise ServiceError(
+            "no_answering_agent", "Wire a chat trigger to an agent first: the test run asks the agent it feeds."
+        )
+    try:
+        return fire_agent(workflow, 0, agents[0], prompt)
+    except FiringRefused as exc:
+        raise ServiceError(exc.code, exc.message) from None
+
+
+def workflow_create_from_starter(*, owner, starter_key: str, name: str | None = None) -> GraphOutcome:
+    """New workflow from the list's choices (workflows/starters.py): a blank canvas or a template."""
+    from .starters import starter
+
+    chosen = starter(starter_key)
+    if chosen is None:
+        raise ServiceError("unknown_template", "There is no such template.", extra={"template": starter_key})
+    graph = chosen.graph() or EMPTY_GRAPH
+    return workflow_create(owner=owner, name=(name or "").strip() or chosen.default_name, graph=graph)

@@ -1,61 +1,156 @@
+"""The owner's workflow pages: the list (home), the editor, the run history, and the list's form actions.
+
+Pages only read through selectors and write through services; the editor itself talks to the REST API
+(/api/node-types/, /api/workflows/<id>/...) from static/js/workflow_editor.js.
+"""
+
+from __future__ import annotations
+
+import json
+
+from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
-from django.shortcuts import render
-from django.urls import NoReverseMatch, reverse
-from django.utils.http import urlencode
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
 
-from opencompany.errors import NotFoundError
+from agents.selectors import workflow_run_detail, workflow_runs
+from opencompany.errors import NotFoundError, ServiceError
 
-from .graph import agent_for_context, nodes_by_id
-from .nodes import IS_AGENT, IS_CONTEXT_PANEL, get_node_spec
-from .selectors import access_workflow, workflow_generations
-from .services import workflow_load
+from . import services
+from .selectors import access_workflow, workflows_overview
+from .starters import STARTERS
+
+# An export of the largest graph the validator accepts is far below this; it bounds what a page upload parses.
+IMPORT_MAX_BYTES = 2_000_000
 
 
-def _panel_url(workflow, node: dict, spec) -> str | None:
-    # Panels belong to other apps; a missing one just means no link, never a broken page.
+def _owned(request, workflow_id):
     try:
-        if spec.has(IS_CONTEXT_PANEL):
-            return reverse("conversations:context-panel", args=[workflow.pk]) + "?" + urlencode({"node": node["id"]})
-        if spec.clear_memory is not None:
-            return reverse("memory-panel", args=[workflow.pk, node["id"]])
-    except NoReverseMatch:
-        return None
-    return None
+        return access_workflow(user=request.user, workflow_id=workflow_id)
+    except NotFoundError:
+        raise Http404("Workflow not found.") from None
+
+
+@login_required
+def workflows_home(request):
+    context = {"rows": workflows_overview(user=request.user), "starters": STARTERS}
+    return render(request, "home.html", context)
+
+
+@login_required
+@require_POST
+def workflow_new(request):
+    try:
+        outcome = services.workflow_create_from_starter(
+            owner=request.user, starter_key=request.POST.get("template", "blank"), name=request.POST.get("name")
+        )
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+        return redirect("home")
+    return redirect("workflow-detail", outcome.workflow.pk)
+
+
+@login_required
+@require_POST
+def workflow_import_page(request):
+    upload = request.FILES.get("document")
+    raw = upload.read(IMPORT_MAX_BYTES + 1) if upload else request.POST.get("document_text", "").encode()
+    if not raw.strip():
+        messages.error(request, "Choose an exported JSON file (or paste one) to import.")
+        return redirect("home")
+    if len(raw) > IMPORT_MAX_BYTES:
+        messages.error(request, f"That file is larger than {IMPORT_MAX_BYTES // 1_000_000} MB.")
+        return redirect("home")
+    try:
+        document = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        messages.error(request, "That file is not JSON. Import takes a workflow export (Export (JSON) in the editor).")
+        return redirect("home")
+    try:
+        outcome = services.workflow_import(
+            owner=request.user, document=document, name=(request.POST.get("name") or "").strip() or None
+        )
+    except ServiceError as exc:
+        detail = ", ".join(sorted({i.get("code", "") for i in (exc.extra or {}).get("issues", [])}))
+        messages.error(request, f"Import refused: {exc.message}" + (f" ({detail})" if detail else ""))
+        return redirect("home")
+    for warning in outcome.warnings:
+        messages.warning(request, f"{warning.get('code')}: {warning.get('message')}")
+    messages.success(request, f"Imported “{outcome.workflow.name}”.")
+    return redirect("workflow-detail", outcome.workflow.pk)
+
+
+@login_required
+@require_POST
+def workflow_rename_page(request, workflow_id: int):
+    workflow = _owned(request, workflow_id)
+    try:
+        services.workflow_rename(workflow=workflow, name=request.POST.get("name", ""))
+    except ServiceError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, "Renamed.")
+    return redirect("home")
+
+
+@login_required
+@require_POST
+def workflow_duplicate_page(request, workflow_id: int):
+    workflow = _owned(request, workflow_id)
+    outcome = services.workflow_duplicate(workflow=workflow)
+    messages.success(request, f"Made “{outcome.workflow.name}”, a copy that was never started.")
+    return redirect("home")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def workflow_delete_page(request, workflow_id: int):
+    workflow = _owned(request, workflow_id)
+    if request.method == "POST":
+        name = workflow.name
+        services.workflow_delete(workflow=workflow)
+        messages.success(request, f"Deleted “{name}”. Its stored conversations are being cleared.")
+        return redirect("home")
+    return render(request, "workflows/delete.html", {"workflow": workflow})
 
 
 @login_required
 def workflow_detail(request, workflow_id: int):
-    try:
-        workflow = access_workflow(user=request.user, workflow_id=workflow_id)
-    except NotFoundError:
-        raise Http404("Workflow not found.") from None
-    outcome = workflow_load(workflow=workflow)
-    graph = outcome.workflow.graph
-    by_id = nodes_by_id(graph)
-    rows = []
-    for node in graph.get("nodes", []):
-        spec = get_node_spec(node.get("type"))
-        params = node.get("params") if isinstance(node.get("params"), dict) else {}
-        serves = agent_for_context(graph, node["id"]) if spec and spec.has(IS_CONTEXT_PANEL) else None
-        rows.append(
-            {
-                "id": node["id"],
-                "type": node.get("type"),
-                "label": spec.label if spec else node.get("type"),
-                "name": params.get("name") if spec and spec.has(IS_AGENT) else "",
-                "detail": params.get("model", "") or params.get("reset_policy", ""),
-                "tool_name": spec.tool_name_for(node) if spec else None,
-                "serves": (by_id.get(serves) or {}).get("params", {}).get("name", serves) if serves else None,
-                "is_context": bool(spec and spec.has(IS_CONTEXT_PANEL)),
-                "panel_url": _panel_url(workflow, node, spec) if spec else None,
-            }
-        )
-    context = {
-        "workflow": outcome.workflow,
-        "nodes": rows,
-        "edge_count": len(graph.get("edges", [])),
-        "warnings": outcome.warnings,
-        "generations": list(workflow_generations(workflow=workflow)[:10]),
+    """The editor: the canvas, palette and side panel are drawn by workflow_editor.js from the API."""
+    workflow = _owned(request, workflow_id)
+    outcome = services.workflow_load(workflow=workflow)
+    workflow = outcome.workflow
+    config = {
+        "workflowId": workflow.pk,
+        "name": workflow.name,
+        "api": f"/api/workflows/{workflow.pk}/",
+        "nodeTypesUrl": reverse("node-types"),
+        "chatUrl": reverse("chat-page", args=[workflow.pk]),
+        "runsUrl": reverse("workflow-runs", args=[workflow.pk]),
+        "exportUrl": reverse("workflows-export", args=[workflow.pk]),
+        "contextPanelUrl": reverse("conversations:context-panel", args=[workflow.pk]) + "?node=",
+        "memoryPanelUrl": f"/workflows/{workflow.pk}/memory/",
+        "homeUrl": reverse("home"),
+        "validateDelayMs": settings.WORKFLOW_EDITOR_VALIDATE_DELAY_MS,
     }
-    return render(request, "workflows/detail.html", context)
+    return render(request, "workflows/editor.html", {"workflow": workflow, "editor_config": config})
+
+
+@login_required
+def workflow_runs_page(request, workflow_id: int):
+    workflow = _owned(request, workflow_id)
+    return render(
+        request, "workflows/runs.html", {"workflow": workflow, "runs": workflow_runs(workflow=workflow, limit=100)}
+    )
+
+
+@login_required
+def workflow_run_page(request, workflow_id: int, firing_id: str):
+    workflow = _owned(request, workflow_id)
+    detail = workflow_run_detail(workflow=workflow, firing_id=firing_id)
+    if detail is None:
+        raise Http404("Run not found.")
+    return render(request, "workflows/run_detail.html", {"workflow": workflow, "run": detail})

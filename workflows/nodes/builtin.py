@@ -46,8 +46,15 @@ class AgentParams(BaseModel):
 
     name: Annotated[str, Field(min_length=1), _bounded("WORKFLOW_AGENT_NAME_MAX_CHARS")] = "Agent"
     provider: Literal["openai", "anthropic", "gemini", "openai_compatible", "offline"] = "offline"
-    model: Annotated[str, Field(min_length=1), _bounded("WORKFLOW_AGENT_MODEL_MAX_CHARS")]
-    system_prompt: Annotated[str, _bounded("WORKFLOW_AGENT_SYSTEM_PROMPT_MAX_CHARS")] = ""
+    # `x-widget` tells the editor to offer the provider's models from the catalogue (/api/node-types/).
+    model: Annotated[
+        str,
+        Field(min_length=1, json_schema_extra={"x-widget": "model", "x-provider-field": "provider"}),
+        _bounded("WORKFLOW_AGENT_MODEL_MAX_CHARS"),
+    ]
+    system_prompt: Annotated[
+        str, Field(json_schema_extra={"x-widget": "textarea"}), _bounded("WORKFLOW_AGENT_SYSTEM_PROMPT_MAX_CHARS")
+    ] = ""
     temperature: Annotated[float, Field(ge=0, le=2)] | None = None
     max_output_tokens: Annotated[int, Field(ge=1)] | None = None
     thinking: Literal["off", "low", "medium", "high"] | None = None
@@ -74,7 +81,9 @@ class AgentParams(BaseModel):
 class SimpleMemoryParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    reset_policy: Literal["keep", "clear"] = "keep"
+    reset_policy: Literal["keep", "clear"] = Field(
+        "keep", description="What a Workflow Reset does to this Memory's items: keep them, or clear them."
+    )
 
 
 # --- hooks ------------------------------------------------------------------------------------------------
@@ -182,7 +191,7 @@ CHAT_TRIGGER = NodeSpec(
     type="chatTrigger",
     label="Chat trigger",
     params_model=NoParams,
-    outputs=(Handle("output-main", KIND_MAIN),),
+    outputs=(Handle("output-main", KIND_MAIN, max_connections=1, label="answering agent"),),
     capabilities=frozenset({IS_TRIGGER}),
     description="Where the owner's chat message enters; its output picks the answering agent.",
 )
@@ -191,9 +200,14 @@ AGENT = NodeSpec(
     type="agent",
     label="Agent",
     params_model=AgentParams,
-    inputs=(Handle("input-main", KIND_MAIN), Handle("input-context", KIND_CONTEXT), Handle("input-tools", KIND_TOOL)),
-    outputs=(Handle("output-tool", KIND_TOOL),),
+    inputs=(
+        Handle("input-main", KIND_MAIN, label="message"),
+        Handle("input-context", KIND_CONTEXT, max_connections=1, label="context"),
+        Handle("input-tools", KIND_TOOL, label="tools"),
+    ),
+    outputs=(Handle("output-tool", KIND_TOOL, label="as teammate"),),
     capabilities=frozenset({REQUIRES_CONTEXT, IS_AGENT}),
+    new_params={"name": "Agent", "provider": "offline", "model": "offline-echo", "system_prompt": ""},
     tool_name=_agent_tool_name,
     legacy_inputs=("input-memory",),
     description="An LLM agent. Wired into another agent's tools it becomes a teammate.",
@@ -203,7 +217,7 @@ CONTEXT = NodeSpec(
     type="context",
     label="Context",
     params_model=NoParams,
-    outputs=(Handle("output-context", KIND_CONTEXT),),
+    outputs=(Handle("output-context", KIND_CONTEXT, max_connections=1, label="context"),),
     capabilities=frozenset({IS_CONTEXT_PANEL, SYSTEM_MANAGED}),
     description="Opts the agent it feeds into a stored conversation.",
 )
@@ -212,7 +226,7 @@ SIMPLE_MEMORY = NodeSpec(
     type="simpleMemory",
     label="Memory",
     params_model=SimpleMemoryParams,
-    outputs=(Handle("output-tool", KIND_TOOL),),
+    outputs=(Handle("output-tool", KIND_TOOL, label="tool"),),
     tool_name="memory",
     tool_schema=_memory_schema,
     tool_call=_memory_tool_call,
@@ -228,7 +242,7 @@ TODOS = NodeSpec(
     type="todos",
     label="Todos",
     params_model=NoParams,
-    outputs=(Handle("output-tool", KIND_TOOL),),
+    outputs=(Handle("output-tool", KIND_TOOL, label="tool"),),
     tool_name="todos",
     tool_schema=_todos_schema,
     tool_call=_todos_tool_call,

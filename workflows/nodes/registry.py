@@ -32,6 +32,10 @@ KIND_TOOL = "tool"
 class Handle:
     id: str
     kind: str
+    # How many edges the handle takes before the validator objects (None: any number). The editor shows it; the
+    # validator's codes, not the editor, are what refuse a save.
+    max_connections: int | None = None
+    label: str = ""
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,9 @@ class NodeSpec:
     legacy_inputs: tuple[str, ...] = ()
     legacy_upgrade: Callable[[dict], tuple[dict, Any]] | None = None
     description: str = ""
+    # Params a node of this type starts with when the owner adds it from the palette (the schema may require
+    # fields without a default, like an agent's model).
+    new_params: dict = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
 
     def has(self, capability: str) -> bool:

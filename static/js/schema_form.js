@@ -1,0 +1,163 @@
+// A form for a node's params, generated from the JSON Schema /api/node-types/ gives (pydantic's output): strings,
+// enums, numbers, booleans, optional fields (anyOf [X, null]), `$ref`s into `$defs`, and two hints the schema may
+// carry: `x-widget: "textarea"` and `x-widget: "model"` (a model picker fed by the provider catalogue).
+(function () {
+  "use strict";
+
+  function resolve(schema, root) {
+    if (schema && schema.$ref) {
+      const name = schema.$ref.split("/").pop();
+      return Object.assign({}, (root.$defs || root.definitions || {})[name] || {}, withoutRef(schema));
+    }
+    return schema || {};
+  }
+
+  function withoutRef(schema) {
+    const copy = Object.assign({}, schema);
+    delete copy.$ref;
+    return copy;
+  }
+
+  // {schema, nullable}: an optional pydantic field is anyOf [X, {type: null}].
+  function unwrap(property, root) {
+    let schema = resolve(property, root);
+    let nullable = false;
+    if (Array.isArray(schema.anyOf)) {
+      const parts = schema.anyOf.map((part) => resolve(part, root));
+      nullable = parts.some((part) => part.type === "null");
+      const main = parts.find((part) => part.type !== "null") || {};
+      schema = Object.assign({}, main, {
+        title: schema.title || main.title,
+        description: schema.description || main.description,
+        default: schema.default,
+        "x-widget": schema["x-widget"] || main["x-widget"],
+        "x-provider-field": schema["x-provider-field"] || main["x-provider-field"],
+      });
+    }
+    return { schema, nullable };
+  }
+
+  function el(tag, attrs, text) {
+    const node = document.createElement(tag);
+    Object.entries(attrs || {}).forEach(([key, value]) => {
+      if (value === undefined || value === null || value === false) return;
+      if (key === "className") node.className = value;
+      else node.setAttribute(key, value === true ? "" : String(value));
+    });
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function modelOptions(catalogue, provider) {
+    const entry = (catalogue || []).find((p) => p.id === provider);
+    return entry ? entry.models.map((m) => m.id) : [];
+  }
+
+  // Renders into `container`; calls onChange(newParams, fieldName) on every edit. Returns {refresh(params),
+  // showErrors({field: message})}.
+  function render(container, { schema, params, idPrefix, catalogue, onChange }) {
+    const root = schema || {};
+    const properties = root.properties || {};
+    const required = new Set(root.required || []);
+    const values = Object.assign({}, params || {});
+    const fields = {};
+    container.textContent = "";
+    const form = el("div", { className: "schema-form" });
+    Object.entries(properties).forEach(([name, property]) => {
+      const { schema: field, nullable } = unwrap(property, root);
+      const id = `${idPrefix}-${name}`;
+      const wrap = el("div", { className: "field", "data-field": name });
+      const label = el("label", { for: id }, field.title || name);
+      if (!required.has(name) && field.default === undefined) label.append(el("span", { className: "meta" }, " (optional)"));
+      wrap.append(label);
+      let input;
+      const widget = field["x-widget"];
+      if (Array.isArray(field.enum)) {
+        input = el("select", { id, name });
+        if (nullable || !required.has(name)) input.append(el("option", { value: "" }, nullable ? "(default)" : ""));
+        field.enum.forEach((option) => input.append(el("option", { value: option }, String(option))));
+      } else if (field.type === "boolean") {
+        input = el("input", { id, name, type: "checkbox" });
+      } else if (field.type === "integer" || field.type === "number") {
+        input = el("input", {
+          id, name, type: "number", inputmode: field.type === "integer" ? "numeric" : "decimal",
+          min: field.minimum ?? field.exclusiveMinimum, max: field.maximum ?? field.exclusiveMaximum,
+          step: field.type === "integer" ? 1 : "any",
+        });
+      } else if (widget === "textarea") {
+        input = el("textarea", { id, name, rows: 4, maxlength: field.maxLength });
+      } else {
+        input = el("input", { id, name, type: "text", maxlength: field.maxLength, autocomplete: "off" });
+        if (widget === "model") {
+          const list = el("datalist", { id: `${id}-options` });
+          input.setAttribute("list", list.id);
+          wrap.append(list);
+          fields[name] = { input, list, providerField: field["x-provider-field"] };
+        }
+      }
+      fields[name] = Object.assign(fields[name] || {}, { input, field, nullable });
+      wrap.insertBefore(input, wrap.querySelector("datalist"));
+      if (field.description) {
+        const help = el("p", { className: "help", id: `${id}-help` }, field.description);
+        input.setAttribute("aria-describedby", help.id);
+        wrap.append(help);
+      }
+      wrap.append(el("p", { className: "field-error", id: `${id}-error`, role: "alert", hidden: true }));
+      form.append(wrap);
+      const handler = () => {
+        const value = read(fields[name]);
+        if (value === undefined) delete values[name];
+        else values[name] = value;
+        refreshModels();
+        onChange(Object.assign({}, values), name);
+      };
+      input.addEventListener(input.tagName === "SELECT" || input.type === "checkbox" ? "change" : "input", handler);
+    });
+    if (!Object.keys(properties).length) form.append(el("p", { className: "empty" }, "This node has no settings."));
+    container.append(form);
+
+    function read({ input, field, nullable }) {
+      if (input.type === "checkbox") return input.checked;
+      const raw = input.value;
+      if (raw === "") return nullable || field.default !== undefined ? undefined : "";
+      if (field.type === "integer") return Number.isNaN(parseInt(raw, 10)) ? raw : parseInt(raw, 10);
+      if (field.type === "number") return Number.isNaN(parseFloat(raw)) ? raw : parseFloat(raw);
+      return raw;
+    }
+
+    function refreshModels() {
+      Object.values(fields).forEach((entry) => {
+        if (!entry.list) return;
+        const provider = values[entry.providerField];
+        entry.list.textContent = "";
+        modelOptions(catalogue, provider).forEach((model) => entry.list.append(el("option", { value: model })));
+      });
+    }
+
+    function refresh(next) {
+      Object.keys(values).forEach((key) => delete values[key]);
+      Object.assign(values, next || {});
+      Object.entries(fields).forEach(([name, { input, field }]) => {
+        const value = values[name] !== undefined ? values[name] : field.default;
+        if (input.type === "checkbox") input.checked = Boolean(value);
+        else input.value = value === undefined || value === null ? "" : String(value);
+      });
+      refreshModels();
+    }
+
+    function showErrors(errors) {
+      Object.entries(fields).forEach(([name, { input }]) => {
+        const box = container.querySelector(`#${CSS.escape(input.id)}-error`);
+        const message = (errors || {})[name];
+        box.hidden = !message;
+        box.textContent = message || "";
+        input.setAttribute("aria-invalid", message ? "true" : "false");
+      });
+    }
+
+    refresh(values);
+    return { refresh, showErrors };
+  }
+
+  window.SchemaForm = { render, unwrap };
+})();

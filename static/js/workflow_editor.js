@@ -1,0 +1,831 @@
+// The workflow editor (/workflows/<id>/): a Drawflow canvas whose palette, handles and forms come only from
+// /api/node-types/. The server is the authority on the graph: every save replaces the draft with the normalized
+// graph it returns, and the validator's codes (through /validate/) are what mark nodes and wires as wrong.
+(function () {
+  "use strict";
+
+  const config = JSON.parse(document.getElementById("editor-config").textContent);
+  const root = document.getElementById("editor");
+  const $ = (id) => document.getElementById(id);
+  const TERMINAL = new Set(["finished", "failed", "stopped"]);
+
+  const state = {
+    types: {}, // type -> node type data
+    providers: [],
+    workflow: null, // the last server answer (GET, PUT, subagents)
+    savedGraph: '{"nodes":[],"edges":[]}', // JSON of the draft as last loaded or saved, for "unsaved changes"
+    issues: [],
+    aliases: {},
+    selectedNode: null, // drawflow id
+    selectedConnection: null,
+    newCounter: 0,
+    validateTimer: null,
+    validateSeq: 0,
+    rebuilding: false,
+    form: null,
+    busy: false,
+  };
+
+  // --- small helpers ------------------------------------------------------------------------------------------
+
+  function csrfToken() {
+    const match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
+    return match ? decodeURIComponent(match[1]) : "";
+  }
+
+  async function api(method, url, body) {
+    const response = await fetch(url, {
+      method,
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRFToken": csrfToken(), Accept: "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    let data = null;
+    try { data = await response.json(); } catch (_) { data = null; }
+    if (!response.ok) {
+      const error = new Error((data && data.message) || `Request failed (${response.status})`);
+      error.status = response.status;
+      error.data = data || {};
+      throw error;
+    }
+    return data;
+  }
+
+  function el(tag, attrs, text) {
+    const node = document.createElement(tag);
+    Object.entries(attrs || {}).forEach(([key, value]) => {
+      if (value === undefined || value === null || value === false) return;
+      if (key === "className") node.className = value;
+      else node.setAttribute(key, value === true ? "" : String(value));
+    });
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function escapeHtml(text) {
+    return String(text == null ? "" : text).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+  }
+
+  function banner(message, kind) {
+    const box = $("banner");
+    box.textContent = "";
+    if (!message) { box.hidden = true; return; }
+    box.className = `banner banner-${kind || "info"}`;
+    if (message instanceof Node) box.append(message); else box.textContent = message;
+    box.hidden = false;
+  }
+
+  function setSaveState(text) { $("save-state").textContent = text; }
+
+  // --- the canvas -----------------------------------------------------------------------------------------------
+
+  const editor = new Drawflow($("canvas"));
+  editor.reroute = false;
+  editor.zoom_min = 0.3;
+  editor.zoom_max = 2;
+  // Deleting is ours (Delete and Backspace, the node list, the side panel), so Drawflow's own key handling is off.
+  editor.key = function (event) { this.dispatch("keydown", event); };
+  editor.start();
+
+  function getNode(dfId) {
+    // Drawflow's getNodeFromId throws for an id it no longer has (a node removed mid-event).
+    const data = editor.drawflow.drawflow[editor.module].data;
+    return dfId != null && data[dfId] ? editor.getNodeFromId(dfId) : null;
+  }
+
+  function typeOf(dfId) {
+    const node = getNode(dfId);
+    return node ? state.types[node.data.type] : null;
+  }
+
+  function nodeData(dfId) {
+    const node = getNode(dfId);
+    return node ? node.data : null;
+  }
+
+  function allNodes() {
+    return Object.values(editor.export().drawflow.Home.data);
+  }
+
+  function dfIdOf(nodeId) {
+    const node = allNodes().find((n) => n.data.id === nodeId);
+    return node ? String(node.id) : null;
+  }
+
+  function handleAt(type, direction, cls) {
+    // Drawflow numbers a node's dots input_1, input_2...; the node type's handle list gives their ids and kinds.
+    const list = direction === "input" ? type.inputs : type.outputs;
+    return list[parseInt(String(cls).split("_")[1], 10) - 1] || null;
+  }
+
+  function dotClass(type, direction, handleId) {
+    const list = direction === "input" ? type.inputs : type.outputs;
+    const index = list.findIndex((h) => h.id === handleId);
+    return index < 0 ? null : `${direction}_${index + 1}`;
+  }
+
+  function nodeTitle(data) {
+    const type = state.types[data.type];
+    return (data.params && data.params.name) || (type ? type.label : data.type);
+  }
+
+  function nodeSubtitle(data) {
+    const type = state.types[data.type];
+    const params = data.params || {};
+    if (!type) return data.type;
+    if (params.model) return `${params.provider || ""} · ${params.model}`;
+    if (params.reset_policy) return `${type.toolName ? "tool " + type.toolName + " · " : ""}reset: ${params.reset_policy}`;
+    if (type.toolName) return `tool ${type.toolName}`;
+    return type.description.split(";")[0].split(".")[0];
+  }
+
+  function nodeHtml(data) {
+    const type = state.types[data.type] || { label: data.type, inputs: [] };
+    const wantsContext = type.inputs.some((h) => h.kind === "context");
+    return `<div class="node-card">
+      <div class="node-kind">${escapeHtml(type.label)}</div>
+      <div class="node-title">${escapeHtml(nodeTitle(data))}</div>
+      <div class="node-sub">${escapeHtml(nodeSubtitle(data))}</div>
+      ${wantsContext ? '<button type="button" class="add-context" tabindex="-1">+ Context</button>' : ""}
+      <div class="node-issues"></div>
+    </div>`;
+  }
+
+  function decorate(dfId) {
+    // Label and colour each dot by its handle kind, and tag the node for styles and tests.
+    const node = getNode(dfId);
+    const type = node && state.types[node.data.type];
+    const element = $(`node-${dfId}`);
+    if (!element || !type) return;
+    element.dataset.nodeId = node.data.id;
+    element.dataset.type = node.data.type;
+    ["input", "output"].forEach((direction) => {
+      element.querySelectorAll(`.${direction}`).forEach((dot) => {
+        const handle = handleAt(type, direction, dot.classList[1]);
+        if (!handle) return;
+        dot.dataset.kind = handle.kind;
+        dot.dataset.handle = handle.id;
+        dot.dataset.label = handle.label;
+        dot.title = `${handle.label} (${handle.kind} ${direction})`;
+      });
+    });
+    const button = element.querySelector(".add-context");
+    if (button) {
+      const contextInput = type.inputs.find((h) => h.kind === "context");
+      const cls = dotClass(type, "input", contextInput.id);
+      const connected = (node.inputs[cls] || { connections: [] }).connections.length > 0;
+      button.hidden = connected;
+      button.onclick = (event) => { event.stopPropagation(); addContext(dfId); };
+    }
+  }
+
+  function refreshNode(dfId) {
+    const element = $(`node-${dfId}`);
+    if (!element) return;
+    const content = element.querySelector(".drawflow_content_node");
+    const data = nodeData(dfId);
+    content.innerHTML = nodeHtml(data);
+    decorate(dfId);
+    editor.updateConnectionNodes(`node-${dfId}`);
+  }
+
+  function addNode(data, position) {
+    const type = state.types[data.type];
+    const inputs = type ? type.inputs.length : 0;
+    const outputs = type ? type.outputs.length : 0;
+    const pos = position || { x: 40, y: 40 };
+    const dfId = editor.addNode(data.type, inputs, outputs, pos.x, pos.y, `node-type-${data.type}`, data, nodeHtml(data));
+    decorate(dfId);
+    return String(dfId);
+  }
+
+  function connect(sourceDf, sourceHandle, targetDf, targetHandle) {
+    const out = dotClass(typeOf(sourceDf), "output", sourceHandle);
+    const inp = dotClass(typeOf(targetDf), "input", targetHandle);
+    if (!out || !inp) return false;
+    editor.addConnection(sourceDf, targetDf, out, inp);
+    return true;
+  }
+
+  // --- graph <-> canvas ----------------------------------------------------------------------------------------
+
+  function draftGraph() {
+    const data = editor.export().drawflow.Home.data;
+    const nodes = [];
+    const edges = [];
+    Object.values(data).forEach((node) => {
+      nodes.push({
+        id: node.data.id,
+        type: node.data.type,
+        params: node.data.params || {},
+        position: { x: Math.round(node.pos_x), y: Math.round(node.pos_y) },
+      });
+      const type = state.types[node.data.type];
+      if (!type) return;
+      Object.entries(node.outputs).forEach(([cls, output]) => {
+        const sourceHandle = handleAt(type, "output", cls);
+        output.connections.forEach((connection) => {
+          const target = data[connection.node];
+          const targetType = target && state.types[target.data.type];
+          const targetHandle = targetType && handleAt(targetType, "input", connection.output);
+          if (!sourceHandle || !targetHandle) return;
+          edges.push({ source: node.data.id, sourceHandle: sourceHandle.id, target: target.data.id, targetHandle: targetHandle.id });
+        });
+      });
+    });
+    return { nodes, edges };
+  }
+
+  function graphKey(graph) {
+    const nodes = graph.nodes.map((n) => [n.id, n.type, JSON.stringify(n.params || {}), Math.round((n.position || {}).x || 0), Math.round((n.position || {}).y || 0)]);
+    const edges = graph.edges.map((e) => [e.source, e.sourceHandle, e.target, e.targetHandle].join("|"));
+    return JSON.stringify([nodes.sort(), edges.sort()]);
+  }
+
+  function isDirty() { return graphKey(draftGraph()) !== state.savedGraph; }
+
+  function loadGraph(graph) {
+    state.rebuilding = true;
+    editor.clear();
+    state.selectedNode = null;
+    state.selectedConnection = null;
+    const byId = {};
+    (graph.nodes || []).forEach((node) => {
+      byId[node.id] = addNode({ id: node.id, type: node.type, params: node.params || {} }, node.position);
+    });
+    (graph.edges || []).forEach((edge) => {
+      if (byId[edge.source] && byId[edge.target]) connect(byId[edge.source], edge.sourceHandle, byId[edge.target], edge.targetHandle);
+    });
+    Object.values(byId).forEach(decorate);
+    state.rebuilding = false;
+    state.savedGraph = graphKey(draftGraph());
+    state.aliases = {};
+    renderSelection();
+    refreshLists();
+  }
+
+  function adoptWorkflow(data) {
+    state.workflow = data;
+    $("workflow-name").textContent = data.name;
+    loadGraph(data.graph);
+    setSaveState(`Saved · revision ${data.revision}`);
+    updateRunState();
+    scheduleValidate(0);
+  }
+
+  function changed() {
+    if (state.rebuilding) return;
+    setSaveState(isDirty() ? "Unsaved changes" : `Saved · revision ${state.workflow.revision}`);
+    $("save").disabled = !isDirty();
+    refreshLists();
+    scheduleValidate();
+  }
+
+  // --- palette -----------------------------------------------------------------------------------------------------
+
+  function renderPalette() {
+    const list = $("palette");
+    list.textContent = "";
+    Object.values(state.types).filter((t) => t.palette).forEach((type) => {
+      const item = el("li");
+      const button = el("button", { type: "button", className: "palette-item", draggable: "true", "data-type": type.type, title: type.description });
+      button.append(el("span", { className: "palette-label" }, type.label));
+      button.append(el("span", { className: "palette-desc" }, type.description));
+      button.addEventListener("dragstart", (event) => {
+        event.dataTransfer.setData("application/x-node-type", type.type);
+        event.dataTransfer.effectAllowed = "copy";
+      });
+      button.addEventListener("click", () => {
+        const rect = $("canvas").getBoundingClientRect();
+        const dfId = createNode(type.type, canvasPoint(rect.left + rect.width / 3, rect.top + rect.height / 3 + 30 * (state.newCounter % 5)));
+        selectNode(dfId);
+      });
+      item.append(button);
+      list.append(item);
+    });
+  }
+
+  function canvasPoint(clientX, clientY) {
+    const rect = editor.precanvas.getBoundingClientRect();
+    return { x: (clientX - rect.x) / editor.zoom, y: (clientY - rect.y) / editor.zoom };
+  }
+
+  function createNode(typeName, position) {
+    const type = state.types[typeName];
+    state.newCounter += 1;
+    // A client id; the server gives it a canonical `<workflow>:<type>:<n>` on save and returns the alias.
+    const id = `new-${typeName}-${Date.now().toString(36)}-${state.newCounter}`;
+    const dfId = addNode({ id, type: typeName, params: JSON.parse(JSON.stringify(type.newParams || {})) }, position);
+    changed();
+    return dfId;
+  }
+
+  $("canvas").addEventListener("dragover", (event) => { event.preventDefault(); event.dataTransfer.dropEffect = "copy"; });
+  $("canvas").addEventListener("drop", (event) => {
+    event.preventDefault();
+    const typeName = event.dataTransfer.getData("application/x-node-type");
+    if (!state.types[typeName]) return;
+    const dfId = createNode(typeName, canvasPoint(event.clientX, event.clientY));
+    selectNode(dfId);
+  });
+
+  // --- wiring rules ----------------------------------------------------------------------------------------------
+
+  // While a wire is dragged, inputs of its kind light up and the others are marked refused.
+  editor.on("connectionStart", ({ output_id, output_class }) => {
+    const handle = handleAt(typeOf(output_id), "output", output_class);
+    root.classList.add("wiring");
+    document.querySelectorAll("#canvas .input").forEach((dot) => {
+      const own = dot.closest(".drawflow-node").id === `node-${output_id}`;
+      dot.classList.toggle("accepts", !own && handle && dot.dataset.kind === handle.kind);
+      dot.classList.toggle("refuses", own || !handle || dot.dataset.kind !== handle.kind);
+    });
+  });
+
+  function endWiring() {
+    root.classList.remove("wiring");
+    document.querySelectorAll("#canvas .input").forEach((dot) => dot.classList.remove("accepts", "refuses"));
+  }
+  editor.on("connectionCancel", endWiring);
+  editor.on("mouseUp", endWiring);
+
+  editor.on("connectionCreated", ({ output_id, input_id, output_class, input_class }) => {
+    endWiring();
+    if (state.rebuilding) return;
+    const source = handleAt(typeOf(output_id), "output", output_class);
+    const target = handleAt(typeOf(input_id), "input", input_class);
+    if (!source || !target || source.kind !== target.kind) {
+      editor.removeSingleConnection(output_id, input_id, output_class, input_class);
+      banner(`Not connected: a ${source ? source.kind : "?"} output joins a ${source ? source.kind : "?"} input, and this input takes ${target ? target.kind : "?"}.`, "warn");
+      return;
+    }
+    decorate(input_id);
+    changed();
+  });
+
+  editor.on("connectionRemoved", ({ input_id }) => { if (!state.rebuilding) { decorate(input_id); changed(); } });
+  editor.on("nodeRemoved", () => { if (!state.rebuilding) { state.selectedNode = null; renderSelection(); changed(); } });
+  editor.on("nodeMoved", () => changed());
+  editor.on("nodeSelected", (id) => { state.selectedNode = String(id); state.selectedConnection = null; renderSelection(); });
+  editor.on("nodeUnselected", () => { state.selectedNode = null; renderSelection(); });
+  editor.on("connectionSelected", (connection) => { state.selectedConnection = connection; state.selectedNode = null; renderSelection(); });
+  editor.on("connectionUnselected", () => { state.selectedConnection = null; });
+
+  function removeSelected() {
+    if (state.selectedConnection) {
+      const c = state.selectedConnection;
+      state.selectedConnection = null;
+      editor.removeSingleConnection(c.output_id, c.input_id, c.output_class, c.input_class);
+      return true;
+    }
+    if (state.selectedNode) {
+      const dfId = state.selectedNode;
+      state.selectedNode = null;
+      editor.removeNodeId(`node-${dfId}`);
+      return true;
+    }
+    return false;
+  }
+
+  document.addEventListener("keydown", (event) => {
+    const tag = (event.target.tagName || "").toUpperCase();
+    if (["INPUT", "TEXTAREA", "SELECT"].includes(tag) || event.target.isContentEditable) return;
+    if (event.key === "Delete" || event.key === "Backspace") {
+      if (removeSelected()) event.preventDefault();
+    } else if (event.key === "Escape") {
+      state.selectedNode = null;
+      state.selectedConnection = null;
+      renderSelection();
+    }
+  });
+  document.addEventListener("keydown", (event) => {
+    if ((event.ctrlKey || event.metaKey) && event.key.toLowerCase() === "s") { event.preventDefault(); save(); }
+  }, true);
+
+  // --- Add Context, Add teammate ----------------------------------------------------------------------------------
+
+  function contextType() {
+    // The type that feeds a `context` input: found by its handle kind, never by name.
+    return Object.values(state.types).find((t) => t.outputs.some((h) => h.kind === "context"));
+  }
+
+  function addContext(agentDf) {
+    const type = contextType();
+    const agentType = typeOf(agentDf);
+    const input = agentType && agentType.inputs.find((h) => h.kind === "context");
+    if (!type || !input) return;
+    const agent = getNode(agentDf);
+    const dfId = createNode(type.type, { x: agent.pos_x - 40, y: agent.pos_y + 190 });
+    connect(dfId, type.outputs.find((h) => h.kind === "context").id, agentDf, input.id);
+    decorate(agentDf);
+    changed();
+    selectNode(agentDf);
+  }
+
+  async function addTeammate(agentDf) {
+    if (isDirty() && !(await save())) return;
+    const lead = nodeData(agentDf);
+    const teammateType = state.types[lead.type];
+    const params = Object.assign({}, teammateType.newParams, { name: "Teammate" });
+    try {
+      const data = await api("POST", config.api + "subagents/", { lead_node_id: lead.id, params, revision: state.workflow.revision });
+      adoptWorkflow(data);
+      banner(`Added a teammate (${data.subagent_node_id}) with its own Context, wired as ${lead.params.name || lead.id}'s tool.`, "ok");
+      const dfId = dfIdOf(data.subagent_node_id);
+      if (dfId) selectNode(dfId);
+    } catch (error) {
+      handleWriteError(error, "Could not add a teammate");
+    }
+  }
+
+  // --- selection and the side panel ------------------------------------------------------------------------------
+
+  function selectNode(dfId) {
+    document.querySelectorAll("#canvas .drawflow-node.selected").forEach((n) => n.classList.remove("selected"));
+    const element = $(`node-${dfId}`);
+    if (element) element.classList.add("selected");
+    editor.node_selected = element;
+    state.selectedNode = String(dfId);
+    state.selectedConnection = null;
+    renderSelection();
+  }
+
+  function savedIds() {
+    return new Set(((state.workflow && state.workflow.graph.nodes) || []).map((n) => n.id));
+  }
+
+  function renderSelection() {
+    const body = $("node-panel-body");
+    body.textContent = "";
+    state.form = null;
+    $("node-select").value = state.selectedNode ? nodeData(state.selectedNode).id : "";
+    if (!state.selectedNode || !nodeData(state.selectedNode)) {
+      body.append(el("p", { className: "empty" }, "Select a node to edit it."));
+      return;
+    }
+    const dfId = state.selectedNode;
+    const data = nodeData(dfId);
+    const type = state.types[data.type];
+    body.append(el("p", { className: "node-heading" }, `${type.label} `));
+    body.lastChild.append(el("code", {}, data.id));
+    if (type.description) body.append(el("p", { className: "meta" }, type.description));
+    const formBox = el("div", { id: "node-form" });
+    body.append(formBox);
+    state.form = SchemaForm.render(formBox, {
+      schema: type.paramsSchema,
+      params: data.params,
+      idPrefix: "param",
+      catalogue: state.providers,
+      onChange: (params) => {
+        editor.updateNodeDataFromId(dfId, Object.assign({}, nodeData(dfId), { params }));
+        const element = $(`node-${dfId}`);
+        element.querySelector(".node-title").textContent = nodeTitle(nodeData(dfId));
+        element.querySelector(".node-sub").textContent = nodeSubtitle(nodeData(dfId));
+        changed();
+      },
+    });
+    showFieldErrors();
+    const actions = el("div", { className: "node-actions" });
+    if (type.inputs.some((h) => h.kind === "context")) {
+      const addCtx = el("button", { type: "button", id: "add-context" }, "Add Context");
+      addCtx.addEventListener("click", () => addContext(dfId));
+      actions.append(addCtx);
+    }
+    if (type.capabilities.isAgent && type.outputs.some((h) => h.kind === "tool")) {
+      const teammate = el("button", { type: "button", id: "add-teammate" }, "Add teammate");
+      teammate.addEventListener("click", () => addTeammate(dfId));
+      actions.append(teammate);
+    }
+    const saved = savedIds().has(data.id);
+    if (type.panel === "context") {
+      actions.append(saved ? el("a", { className: "button", href: config.contextPanelUrl + encodeURIComponent(data.id) }, "Open Context panel")
+        : el("span", { className: "meta" }, "Save to open its Context panel."));
+    }
+    if (type.panel === "memory") {
+      actions.append(saved ? el("a", { className: "button", href: `${config.memoryPanelUrl}${encodeURIComponent(data.id)}/` }, "Open Memory panel")
+        : el("span", { className: "meta" }, "Save to open its Memory panel."));
+    }
+    const remove = el("button", { type: "button", className: "danger", id: "delete-node" }, "Delete node");
+    remove.addEventListener("click", () => { state.selectedNode = dfId; removeSelected(); });
+    actions.append(remove);
+    body.append(actions);
+  }
+
+  function refreshLists() {
+    const nodes = allNodes();
+    const select = $("node-select");
+    const from = $("connect-from");
+    const to = $("connect-to");
+    [select, from, to].forEach((s) => { s.textContent = ""; });
+    select.append(el("option", { value: "" }, "—"));
+    nodes.forEach((node) => {
+      const type = state.types[node.data.type];
+      if (!type) return;
+      const name = `${nodeTitle(node.data)} (${node.data.id})`;
+      select.append(el("option", { value: node.data.id }, name));
+      type.outputs.forEach((h) => from.append(el("option", { value: `${node.id}|${h.id}` }, `${name} · ${h.label}`)));
+      type.inputs.forEach((h) => to.append(el("option", { value: `${node.id}|${h.id}` }, `${name} · ${h.label}`)));
+    });
+    if (state.selectedNode && nodeData(state.selectedNode)) select.value = nodeData(state.selectedNode).id;
+  }
+
+  $("node-select").addEventListener("change", (event) => {
+    const dfId = dfIdOf(event.target.value);
+    if (dfId) selectNode(dfId);
+  });
+
+  $("connect-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const [sourceDf, sourceHandle] = $("connect-from").value.split("|");
+    const [targetDf, targetHandle] = $("connect-to").value.split("|");
+    if (!sourceDf || !targetDf) return;
+    const source = state.types[nodeData(sourceDf).type].outputs.find((h) => h.id === sourceHandle);
+    const target = state.types[nodeData(targetDf).type].inputs.find((h) => h.id === targetHandle);
+    if (sourceDf === targetDf || source.kind !== target.kind) {
+      banner(`Not connected: a ${source.kind} output only joins a ${source.kind} input of another node.`, "warn");
+      return;
+    }
+    connect(sourceDf, sourceHandle, targetDf, targetHandle);
+  });
+
+  // --- live validation --------------------------------------------------------------------------------------------
+
+  function scheduleValidate(delay) {
+    clearTimeout(state.validateTimer);
+    state.validateTimer = setTimeout(validate, delay === undefined ? config.validateDelayMs : delay);
+  }
+
+  async function validate() {
+    const seq = ++state.validateSeq;
+    const graph = draftGraph();
+    try {
+      const result = await api("POST", config.api + "validate/", { graph });
+      if (seq !== state.validateSeq) return; // a newer draft is being checked
+      state.aliases = result.aliases || {};
+      state.issues = (result.warnings || []).concat(result.issues || []);
+      markIssues();
+    } catch (error) {
+      if (seq !== state.validateSeq) return;
+      state.aliases = {};
+      state.issues = ((error.data && error.data.issues) || []).concat(
+        error.data && error.data.issues ? [] : [{ code: error.data.code || "invalid_graph", severity: "error", message: error.message }]);
+      markIssues();
+    }
+  }
+
+  function canonical(id) { return state.aliases[id] || id; }
+
+  function markIssues() {
+    const byNode = {};
+    const byEdge = {};
+    state.issues.forEach((issue) => {
+      if (issue.node_id) (byNode[issue.node_id] = byNode[issue.node_id] || []).push(issue);
+      if (issue.edge_id) (byEdge[issue.edge_id] = byEdge[issue.edge_id] || []).push(issue);
+    });
+    const data = editor.export().drawflow.Home.data;
+    Object.values(data).forEach((node) => {
+      const element = $(`node-${node.id}`);
+      if (!element) return;
+      const found = byNode[canonical(node.data.id)] || [];
+      element.classList.toggle("has-error", found.some((i) => i.severity === "error"));
+      element.classList.toggle("has-warning", found.length > 0 && !found.some((i) => i.severity === "error"));
+      const box = element.querySelector(".node-issues");
+      if (box) box.textContent = found.map((i) => i.code).join(" · ");
+      element.dataset.issues = found.map((i) => i.code).join(" ");
+    });
+    document.querySelectorAll("#canvas svg.connection").forEach((svg) => svg.classList.remove("has-error", "has-warning"));
+    Object.values(data).forEach((node) => {
+      const type = state.types[node.data.type];
+      if (!type) return;
+      Object.entries(node.outputs).forEach(([cls, output]) => output.connections.forEach((connection) => {
+        const target = data[connection.node];
+        const source = handleAt(type, "output", cls);
+        const targetHandle = handleAt(state.types[target.data.type], "input", connection.output);
+        const edgeId = `${canonical(node.data.id)}:${source.id}->${canonical(target.data.id)}:${targetHandle.id}`;
+        const found = byEdge[edgeId] || [];
+        if (!found.length) return;
+        const svg = document.querySelector(`#canvas svg.connection.node_in_node-${target.id}.node_out_node-${node.id}.${cls}.${connection.output}`);
+        if (svg) {
+          svg.classList.add(found.some((i) => i.severity === "error") ? "has-error" : "has-warning");
+          svg.dataset.issues = found.map((i) => i.code).join(" ");
+        }
+      }));
+    });
+    const reverse = {};
+    Object.entries(state.aliases).forEach(([from, to]) => { reverse[to] = from; });
+    const list = $("issues");
+    list.textContent = "";
+    if (!state.issues.length) list.append(el("li", { className: "ok" }, "No problems found."));
+    state.issues.forEach((issue) => {
+      const item = el("li", { className: `issue issue-${issue.severity}`, "data-code": issue.code });
+      item.append(el("code", {}, issue.code), document.createTextNode(" " + issue.message));
+      const draftId = issue.node_id && (reverse[issue.node_id] || issue.node_id);
+      const dfId = draftId && dfIdOf(draftId);
+      if (dfId) {
+        const show = el("button", { type: "button", className: "link" }, "Show");
+        show.addEventListener("click", () => selectNode(dfId));
+        item.append(document.createTextNode(" "), show);
+      }
+      list.append(item);
+    });
+    showFieldErrors();
+  }
+
+  function showFieldErrors() {
+    if (!state.form || !state.selectedNode) return;
+    const id = canonical(nodeData(state.selectedNode).id);
+    const errors = {};
+    state.issues.filter((i) => i.node_id === id && i.field).forEach((i) => { errors[i.field] = i.message; });
+    state.form.showErrors(errors);
+  }
+
+  // --- save ------------------------------------------------------------------------------------------------------
+
+  function handleWriteError(error, prefix) {
+    if (error.status === 409 && error.data.code === "revision_conflict") {
+      setSaveState("Not saved: changed elsewhere");
+      $("conflict-dialog").showModal();
+      return;
+    }
+    if (error.data && Array.isArray(error.data.issues)) {
+      state.aliases = error.data.aliases || state.aliases;
+      state.issues = error.data.issues;
+      markIssues();
+      banner(`${prefix}: fix the marked problems first (${[...new Set(error.data.issues.filter((i) => i.severity === "error").map((i) => i.code))].join(", ")}).`, "error");
+      return;
+    }
+    banner(`${prefix}: ${error.message}`, "error");
+  }
+
+  async function save() {
+    if (state.busy) return false;
+    state.busy = true;
+    $("save").disabled = true;
+    setSaveState("Saving…");
+    try {
+      const data = await api("PUT", config.api, { graph: draftGraph(), revision: state.workflow.revision });
+      adoptWorkflow(data);
+      const notes = (data.warnings || []).map((w) => `${w.code}: ${w.message}`);
+      const renamed = Object.keys(data.aliases || {}).length;
+      banner(notes.length ? `Saved with warnings — ${notes.join(" ")}` : `Saved${renamed ? ` (${renamed} new node id${renamed > 1 ? "s" : ""} assigned)` : ""}.`, notes.length ? "warn" : "ok");
+      return true;
+    } catch (error) {
+      setSaveState("Not saved");
+      $("save").disabled = false;
+      handleWriteError(error, "Not saved");
+      return false;
+    } finally {
+      state.busy = false;
+    }
+  }
+
+  $("save").addEventListener("click", save);
+  $("conflict-dialog").addEventListener("close", () => {
+    if ($("conflict-dialog").returnValue === "reload") {
+      state.savedGraph = graphKey(draftGraph()); // the owner chose to drop the draft: no unload warning
+      window.location.reload();
+    }
+  });
+
+  window.addEventListener("beforeunload", (event) => {
+    if (state.workflow && isDirty()) { event.preventDefault(); event.returnValue = ""; }
+  });
+
+  // --- running ------------------------------------------------------------------------------------------------
+
+  async function refreshGenerations() {
+    try {
+      const rows = await api("GET", config.api + "generations/");
+      const list = $("generations");
+      list.textContent = "";
+      if (!rows.length) list.append(el("li", { className: "empty" }, "Not started yet."));
+      rows.slice(0, 10).forEach((g) => list.append(el("li", { className: `gen gen-${g.state}` },
+        `#${g.number} ${g.state} (${g.admitted_by}) · ${new Date(g.started_at).toLocaleString()}`)));
+    } catch (_) { /* the list is informative only */ }
+  }
+
+  function updateRunState() {
+    const w = state.workflow;
+    const live = w.live_state === "live";
+    $("run-state").textContent = live ? `Running: generation ${w.live_generation}. The chat answers with it.`
+      : w.live_generation ? `Stopped (last generation ${w.live_generation}). Start to chat again.` : "Never started. Save, then Start to chat.";
+    root.dataset.live = live ? "yes" : "no";
+    $("start").disabled = false;
+    $("stop").disabled = !live;
+    $("reset").disabled = false;
+    $("save").disabled = !isDirty();
+    refreshGenerations();
+  }
+
+  async function reloadWorkflow() {
+    adoptWorkflow(await api("GET", config.api));
+  }
+
+  $("start").addEventListener("click", async () => {
+    if (isDirty() && !(await save())) return;
+    try {
+      const result = await api("POST", config.api + "start/");
+      await reloadWorkflow();
+      banner(result.created ? `Started generation ${result.generation.number}. Open the chat to talk to it.` : `Already running generation ${result.generation.number} with this graph.`, "ok");
+    } catch (error) { handleWriteError(error, "Not started"); }
+  });
+
+  $("stop").addEventListener("click", async () => {
+    try {
+      await api("POST", config.api + "stop/");
+      await reloadWorkflow();
+      banner("Stopped. The chat answers again after Start.", "ok");
+    } catch (error) { handleWriteError(error, "Not stopped"); }
+  });
+
+  function resetSummary() {
+    const box = $("reset-body");
+    box.textContent = "";
+    box.append(el("p", {}, "Reset ends any answer in progress, clears every agent's stored conversation (Context) and the chat thread, and starts a fresh generation."));
+    const items = el("ul", { className: "reset-list" });
+    (state.workflow.graph.nodes || []).forEach((node) => {
+      const type = state.types[node.type];
+      if (!type || !type.hasResetHook) return;
+      const policy = node.params && node.params.reset_policy;
+      const name = `${type.label} ${node.id}`;
+      if (policy === "keep") items.append(el("li", { "data-node": node.id }, `${name}: reset_policy “keep” — its items are kept.`));
+      else if (policy) items.append(el("li", { "data-node": node.id }, `${name}: reset_policy “${policy}” — its items are deleted.`));
+      else items.append(el("li", { "data-node": node.id }, `${name}: cleared.`));
+    });
+    if (items.children.length) box.append(items);
+    if (isDirty()) box.append(el("p", { className: "meta" }, "Unsaved changes are not part of the new generation; save first to include them."));
+  }
+
+  $("reset").addEventListener("click", () => { resetSummary(); $("reset-dialog").showModal(); });
+  $("reset-dialog").addEventListener("close", async () => {
+    if ($("reset-dialog").returnValue !== "confirm") return;
+    try {
+      const result = await api("POST", config.api + "reset/", { expected_generation: state.workflow.live_generation });
+      await reloadWorkflow();
+      banner(`Reset: generation ${result.previous_generation} ended, generation ${result.generation.number} is live with empty conversations.`, "ok");
+    } catch (error) { handleWriteError(error, "Not reset"); }
+  });
+
+  $("test-run-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const prompt = $("test-prompt").value.trim();
+    if (!prompt) { $("test-prompt").focus(); return; }
+    if (isDirty() && !(await save())) return;
+    const box = $("test-answer");
+    box.hidden = false;
+    box.className = "test-answer pending";
+    box.textContent = "Running (generation 0)…";
+    $("test-run").disabled = true;
+    try {
+      const started = await api("POST", config.api + "test-run/", { prompt });
+      let run = null;
+      for (let i = 0; i < 600; i += 1) {
+        run = await api("GET", started.run_url);
+        if (TERMINAL.has(run.state)) break;
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+      showTestAnswer(run, started.firing_id);
+    } catch (error) {
+      box.className = "test-answer failed";
+      box.textContent = `Test run refused: ${error.message}`;
+    } finally {
+      $("test-run").disabled = false;
+    }
+  });
+
+  function showTestAnswer(run, firingId) {
+    const box = $("test-answer");
+    box.textContent = "";
+    const ok = run && run.state === "finished";
+    box.className = `test-answer ${ok ? "done" : "failed"}`;
+    box.append(el("p", { className: "meta" }, ok ? `Answer (${run.steps.length} step${run.steps.length === 1 ? "" : "s"}, ${run.tool_calls.length} tool call${run.tool_calls.length === 1 ? "" : "s"}):`
+      : `The test run ended: ${run ? run.state : "no answer"} ${run && run.error_code ? "(" + run.error_code + ")" : ""}`));
+    if (run && run.answer) box.append(el("div", { className: "answer-text" }, run.answer));
+    if (run && run.error_message) box.append(el("p", { className: "error" }, run.error_message));
+    box.append(el("a", { href: `${config.runsUrl}${firingId}/` }, "Details in the run history"));
+  }
+
+  // --- start -----------------------------------------------------------------------------------------------------
+
+  async function boot() {
+    try {
+      const [catalogue, workflow] = await Promise.all([api("GET", config.nodeTypesUrl), api("GET", config.api)]);
+      catalogue.types.forEach((type) => { state.types[type.type] = type; });
+      state.providers = catalogue.providers;
+      renderPalette();
+      adoptWorkflow(workflow);
+      const warnings = (workflow.warnings || []).filter((w) => w.severity === "warning");
+      if (warnings.length) banner(`Loaded with warnings — ${warnings.map((w) => w.code).join(", ")}`, "warn");
+      root.dataset.state = "ready";
+    } catch (error) {
+      banner(`The editor could not load: ${error.message}`, "error");
+      root.dataset.state = "error";
+    }
+  }
+
+  $("zoom-in").addEventListener("click", () => editor.zoom_in());
+  $("zoom-out").addEventListener("click", () => editor.zoom_out());
+  $("zoom-reset").addEventListener("click", () => editor.zoom_reset());
+
+  boot();
+})();
