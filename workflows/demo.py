@@ -12,7 +12,7 @@ def demo_graph() -> dict:
     # Client-style ids; the create service gives them canonical ids `<workflow_id>:<type>:<n>`.
     return {
         "nodes": [
-            {"id": "trigger", "type": "chatTrigger", "params": {}, "position": {"x": 0, "y": 0}},
+            {"id": "trigger", "type": "chatTrigger", "params": {}, "position": {"x": 40, "y": 40}},
             {
                 "id": "assistant",
                 "type": "agent",
@@ -22,14 +22,14 @@ def demo_graph() -> dict:
                     "model": "offline-echo",
                     "system_prompt": "You are a helpful assistant. Use the memory tool to remember what matters.",
                 },
-                "position": {"x": 280, "y": 0},
+                "position": {"x": 400, "y": 120},
             },
-            {"id": "context", "type": "context", "params": {}, "position": {"x": 280, "y": 200}},
+            {"id": "context", "type": "context", "params": {}, "position": {"x": 60, "y": 220}},
             {
                 "id": "memory",
                 "type": "simpleMemory",
                 "params": {"reset_policy": "keep"},
-                "position": {"x": 520, "y": 200},
+                "position": {"x": 60, "y": 360},
             },
         ],
         "edges": [

@@ -68,7 +68,8 @@
       const id = `${idPrefix}-${name}`;
       const wrap = el("div", { className: "field", "data-field": name });
       const label = el("label", { for: id }, field.title || name);
-      if (!required.has(name) && field.default === undefined) label.append(el("span", { className: "meta" }, " (optional)"));
+      const optional = !required.has(name) && (field.default === undefined || field.default === null);
+      if (optional) label.append(el("span", { className: "meta" }, " (optional)"));
       wrap.append(label);
       let input;
       const widget = field["x-widget"];
@@ -83,6 +84,7 @@
           id, name, type: "number", inputmode: field.type === "integer" ? "numeric" : "decimal",
           min: field.minimum ?? field.exclusiveMinimum, max: field.maximum ?? field.exclusiveMaximum,
           step: field.type === "integer" ? 1 : "any",
+          placeholder: nullable ? "default" : undefined,
         });
       } else if (widget === "textarea") {
         input = el("textarea", { id, name, rows: 4, maxlength: field.maxLength });
@@ -135,8 +137,9 @@
     }
 
     function refresh(next) {
+      const copy = Object.assign({}, next || {});
       Object.keys(values).forEach((key) => delete values[key]);
-      Object.assign(values, next || {});
+      Object.assign(values, copy);
       Object.entries(fields).forEach(([name, { input, field }]) => {
         const value = values[name] !== undefined ? values[name] : field.default;
         if (input.type === "checkbox") input.checked = Boolean(value);

@@ -8,6 +8,7 @@
   const root = document.getElementById("editor");
   const $ = (id) => document.getElementById(id);
   const TERMINAL = new Set(["finished", "failed", "stopped"]);
+  const CONTEXT_CODES = new Set(["MULTIPLE_CONTEXTS", "SHARED_CONTEXT", "INVALID_CONTEXT_EDGE"]);
 
   const state = {
     types: {}, // type -> node type data
@@ -66,8 +67,12 @@
     return String(text == null ? "" : text).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
   }
 
+  let bannerTimer = null;
   function banner(message, kind) {
     const box = $("banner");
+    clearTimeout(bannerTimer);
+    // Confirmations fade; errors stay until the next message.
+    if (message && kind !== "error") bannerTimer = setTimeout(() => { box.hidden = true; }, 12000);
     box.textContent = "";
     if (!message) { box.hidden = true; return; }
     box.className = `banner banner-${kind || "info"}`;
@@ -159,6 +164,8 @@
     if (!element || !type) return;
     element.dataset.nodeId = node.data.id;
     element.dataset.type = node.data.type;
+    element.classList.toggle("has-inputs", type.inputs.length > 0);
+    element.classList.toggle("has-outputs", type.outputs.length > 0);
     ["input", "output"].forEach((direction) => {
       element.querySelectorAll(`.${direction}`).forEach((dot) => {
         const handle = handleAt(type, direction, dot.classList[1]);
@@ -297,7 +304,7 @@
       });
       button.addEventListener("click", () => {
         const rect = $("canvas").getBoundingClientRect();
-        const dfId = createNode(type.type, canvasPoint(rect.left + rect.width / 3, rect.top + rect.height / 3 + 30 * (state.newCounter % 5)));
+        const dfId = createNode(type.type, freeSpot(canvasPoint(rect.left + rect.width / 4, rect.top + 40)));
         selectNode(dfId);
       });
       item.append(button);
@@ -308,6 +315,16 @@
   function canvasPoint(clientX, clientY) {
     const rect = editor.precanvas.getBoundingClientRect();
     return { x: (clientX - rect.x) / editor.zoom, y: (clientY - rect.y) / editor.zoom };
+  }
+
+  function freeSpot(wanted) {
+    // Below the wanted point until no node sits there, so a new node never hides another.
+    const taken = allNodes().map((n) => ({ x: n.pos_x, y: n.pos_y }));
+    const spot = { x: Math.max(wanted.x, 10), y: Math.max(wanted.y, 10) };
+    for (let i = 0; i < 50 && taken.some((t) => Math.abs(t.x - spot.x) < 200 && Math.abs(t.y - spot.y) < 90); i += 1) {
+      spot.y += 100;
+    }
+    return spot;
   }
 
   function createNode(typeName, position) {
@@ -415,7 +432,7 @@
     const input = agentType && agentType.inputs.find((h) => h.kind === "context");
     if (!type || !input) return;
     const agent = getNode(agentDf);
-    const dfId = createNode(type.type, { x: agent.pos_x - 40, y: agent.pos_y + 190 });
+    const dfId = createNode(type.type, freeSpot({ x: agent.pos_x - 300, y: agent.pos_y + 110 }));
     connect(dfId, type.outputs.find((h) => h.kind === "context").id, agentDf, input.id);
     decorate(agentDf);
     changed();
@@ -602,7 +619,12 @@
         const source = handleAt(type, "output", cls);
         const targetHandle = handleAt(state.types[target.data.type], "input", connection.output);
         const edgeId = `${canonical(node.data.id)}:${source.id}->${canonical(target.data.id)}:${targetHandle.id}`;
-        const found = byEdge[edgeId] || [];
+        let found = byEdge[edgeId] || [];
+        if (!found.length && source.kind === "context") {
+          // Context rules name a node (two Contexts on an agent, one Context on two agents): mark its context wires.
+          found = (byNode[canonical(target.data.id)] || []).concat(byNode[canonical(node.data.id)] || [])
+            .filter((i) => CONTEXT_CODES.has(i.code));
+        }
         if (!found.length) return;
         const svg = document.querySelector(`#canvas svg.connection.node_in_node-${target.id}.node_out_node-${node.id}.${cls}.${connection.output}`);
         if (svg) {
@@ -666,8 +688,7 @@
       const data = await api("PUT", config.api, { graph: draftGraph(), revision: state.workflow.revision });
       adoptWorkflow(data);
       const notes = (data.warnings || []).map((w) => `${w.code}: ${w.message}`);
-      const renamed = Object.keys(data.aliases || {}).length;
-      banner(notes.length ? `Saved with warnings — ${notes.join(" ")}` : `Saved${renamed ? ` (${renamed} new node id${renamed > 1 ? "s" : ""} assigned)` : ""}.`, notes.length ? "warn" : "ok");
+      banner(notes.length ? `Saved with warnings — ${notes.join(" ")}` : "Saved.", notes.length ? "warn" : "ok");
       return true;
     } catch (error) {
       setSaveState("Not saved");

@@ -225,7 +225,8 @@ def test_another_owner_gets_404_on_every_new_endpoint(owner_client, other_client
         ("get", f"/api/workflows/{wid}/generations/", None),
         ("post", f"/api/workflows/{wid}/duplicate/", {}),
     ]:
-        response = getattr(other_client, method)(path, body, format="json") if body is not None else other_client.get(path)
+        client_call = getattr(other_client, method)
+        response = client_call(path, body, format="json") if body is not None else client_call(path)
         assert response.status_code == 404, (path, response.status_code)
         assert response.json()["code"] == "not_found"
     assert Firing.objects.filter(workflow_id=wid).count() == 1  # the refused test run fired nothing

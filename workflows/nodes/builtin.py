@@ -191,7 +191,7 @@ CHAT_TRIGGER = NodeSpec(
     type="chatTrigger",
     label="Chat trigger",
     params_model=NoParams,
-    outputs=(Handle("output-main", KIND_MAIN, max_connections=1, label="answering agent"),),
+    outputs=(Handle("output-main", KIND_MAIN, max_connections=1, label="message"),),
     capabilities=frozenset({IS_TRIGGER}),
     description="Where the owner's chat message enters; its output picks the answering agent.",
 )
@@ -205,7 +205,7 @@ AGENT = NodeSpec(
         Handle("input-context", KIND_CONTEXT, max_connections=1, label="context"),
         Handle("input-tools", KIND_TOOL, label="tools"),
     ),
-    outputs=(Handle("output-tool", KIND_TOOL, label="as teammate"),),
+    outputs=(Handle("output-tool", KIND_TOOL, label="teammate"),),
     capabilities=frozenset({REQUIRES_CONTEXT, IS_AGENT}),
     new_params={"name": "Agent", "provider": "offline", "model": "offline-echo", "system_prompt": ""},
     tool_name=_agent_tool_name,
