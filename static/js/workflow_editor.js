@@ -445,8 +445,14 @@
     const teammateType = state.types[lead.type];
     const params = Object.assign({}, teammateType.newParams, { name: "Teammate" });
     try {
-      const data = await api("POST", config.api + "subagents/", { lead_node_id: lead.id, params, revision: state.workflow.revision });
+      // Left of and below the lead: the teammate's output then runs forward into the lead's tools input.
+      const leadNode = getNode(agentDf);
+      const position = freeSpot({ x: leadNode.pos_x - 320, y: leadNode.pos_y + 200 });
+      const data = await api("POST", config.api + "subagents/", {
+        lead_node_id: lead.id, params, revision: state.workflow.revision, position,
+      });
       adoptWorkflow(data);
+      fitView();
       banner(`Added a teammate (${data.subagent_node_id}) with its own Context, wired as ${lead.params.name || lead.id}'s tool.`, "ok");
       const dfId = dfIdOf(data.subagent_node_id);
       if (dfId) selectNode(dfId);
@@ -484,7 +490,7 @@
     const data = nodeData(dfId);
     const type = state.types[data.type];
     body.append(el("p", { className: "node-heading" }, `${type.label} `));
-    body.lastChild.append(el("code", {}, data.id));
+    body.lastChild.append(savedIds().has(data.id) ? el("code", {}, data.id) : el("span", { className: "meta" }, "(not saved yet)"));
     if (type.description) body.append(el("p", { className: "meta" }, type.description));
     const formBox = el("div", { id: "node-form" });
     body.append(formBox);
@@ -835,6 +841,7 @@
       state.providers = catalogue.providers;
       renderPalette();
       adoptWorkflow(workflow);
+      fitView();
       const warnings = (workflow.warnings || []).filter((w) => w.severity === "warning");
       if (warnings.length) banner(`Loaded with warnings — ${warnings.map((w) => w.code).join(", ")}`, "warn");
       root.dataset.state = "ready";
@@ -846,7 +853,31 @@
 
   $("zoom-in").addEventListener("click", () => editor.zoom_in());
   $("zoom-out").addEventListener("click", () => editor.zoom_out());
-  $("zoom-reset").addEventListener("click", () => editor.zoom_reset());
+  function fitView() {
+    // Bring every node into view (zooming out down to half size if needed). Drawflow scales the canvas about its
+    // centre, so the translation that puts the graph's corner at the margin accounts for that.
+    const nodes = allNodes();
+    if (!nodes.length) return;
+    const width = editor.precanvas.clientWidth;
+    const height = editor.precanvas.clientHeight;
+    const margin = 24;
+    const boxes = nodes.map((n) => {
+      const element = $(`node-${n.id}`);
+      return { x: n.pos_x, y: n.pos_y, w: element ? element.offsetWidth : 250, h: element ? element.offsetHeight : 90 };
+    });
+    const minX = Math.min(...boxes.map((b) => b.x)) - 30;
+    const minY = Math.min(...boxes.map((b) => b.y));
+    const maxX = Math.max(...boxes.map((b) => b.x + b.w)) + 10;
+    const maxY = Math.max(...boxes.map((b) => b.y + b.h));
+    const zoom = Math.max(0.5, Math.min(1, (width - 2 * margin) / (maxX - minX), (height - 2 * margin) / (maxY - minY)));
+    editor.zoom = zoom;
+    editor.zoom_last_value = zoom;
+    editor.canvas_x = margin - width / 2 - (minX - width / 2) * zoom;
+    editor.canvas_y = margin - height / 2 - (minY - height / 2) * zoom;
+    editor.precanvas.style.transform = `translate(${editor.canvas_x}px, ${editor.canvas_y}px) scale(${zoom})`;
+  }
+
+  $("zoom-reset").addEventListener("click", fitView);
 
   boot();
 })();

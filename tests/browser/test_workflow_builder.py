@@ -306,6 +306,20 @@ def test_a_revision_conflict_overwrites_nothing_and_a_deleted_context_stays_dele
     expect(page.locator(f"{NODE}[data-type='agent']")).to_contain_text("Changed elsewhere")
     shot(page, "22-reloaded")
 
+    # Add teammate: the add_subagent service wires a new agent as this one's tool, with a fresh Context of its own.
+    page.locator(f"{NODE}[data-type='agent']").click(position={"x": 100, "y": 12})
+    page.get_by_role("button", name="Add teammate").click()
+    expect(page.locator("#banner")).to_contain_text("Added a teammate")
+    expect(page.locator(f"{NODE}[data-type='agent']")).to_have_count(2)
+    expect(page.locator(f"{NODE}[data-type='context']")).to_have_count(1)
+    stored = api(page, "GET", api_path)["body"]
+    teammate = next(n for n in stored["graph"]["nodes"] if n["params"].get("name") == "Teammate")
+    assert {(e["source"], e["targetHandle"]) for e in stored["graph"]["edges"] if e["target"] == teammate["id"]} == {
+        (f"{workflow_id}:context:2", "input-context")
+    }
+    expect(page.locator("#save-state")).to_have_text(f"Saved · revision {stored['revision']}")
+    shot(page, "23-teammate")
+
 
 def test_the_editor_reads_at_390_px(cookie, stack, tmp_path):
     if not CHROMIUM.exists():
@@ -334,3 +348,59 @@ def test_the_editor_reads_at_390_px(cookie, stack, tmp_path):
     finally:
         context.close()
         playwright.stop()
+
+
+def test_a_type_registered_in_a_test_appears_in_the_palette_with_its_form(cookie, stack, browser_page):
+    """The page has no list of its own: a type registered here (served as /api/node-types/ answers with it) shows up
+    in the palette, draws its handles and gets a form from its params schema."""
+    from playwright.sync_api import expect
+    from pydantic import BaseModel, ConfigDict, Field
+
+    from workflows.node_types import node_type_catalogue
+    from workflows.nodes import KIND_TOOL, Handle, NodeSpec, register_node_spec, unregister_node_spec
+
+    class WebhookParams(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        url: str = Field(description="Where to send the call.")
+        retries: int = Field(3, ge=0, le=10)
+        method: str = Field("POST", json_schema_extra={"enum": ["POST", "PUT"]})
+
+    register_node_spec(
+        NodeSpec(
+            type="testWebhook",
+            label="Webhook (test)",
+            params_model=WebhookParams,
+            outputs=(Handle("output-tool", KIND_TOOL, label="tool"),),
+            tool_name="webhook",
+            new_params={"url": "http://localhost/hook"},
+            description="A tool type registered by this test only.",
+        )
+    )
+    try:
+        catalogue = node_type_catalogue()
+    finally:
+        unregister_node_spec("testWebhook")
+
+    page = browser_page
+    page.context.add_cookies([{**cookie, "url": stack}])
+    page.route(
+        re.compile(r".*/api/node-types/$"),
+        lambda route: route.fulfill(status=200, content_type="application/json", body=json.dumps(catalogue)),
+    )
+    page.goto(stack + "/")
+    page.get_by_role("button", name="Create and open the editor").click()
+    expect(page.locator("#editor")).to_have_attribute("data-state", "ready")
+    item = page.locator(".palette-item[data-type='testWebhook']")
+    expect(item).to_contain_text("Webhook (test)")
+    drag_from_palette(page, "testWebhook", 200, 200)
+    node = page.locator(f"{NODE}[data-type='testWebhook']")
+    expect(node).to_have_count(1)
+    expect(node.locator(".output[data-handle='output-tool']")).to_have_attribute("data-kind", "tool")
+    form = page.locator("#node-form")
+    expect(form.get_by_label("Url")).to_have_value("http://localhost/hook")
+    expect(form.get_by_label("Retries")).to_have_value("3")
+    expect(form.get_by_label("Method")).to_have_value("POST")
+    expect(form).to_contain_text("Where to send the call.")
+    form.get_by_label("Retries").fill("5")
+    expect(page.locator("#save-state")).to_have_text("Unsaved changes")
+    shot(page, "40-registered-type")
