@@ -489,7 +489,7 @@ class RunToolCallOutput(serializers.Serializer):
 
 class RunSummaryOutput(serializers.Serializer):
     id = serializers.CharField()
-    kind = serializers.ChoiceField(choices=["chat", "test_run", "delegation"])
+    kind = serializers.CharField(help_text="chat, test_run or delegation.")
     generation = serializers.IntegerField()
     agent_node_id = serializers.CharField()
     agent_name = serializers.CharField()
@@ -566,7 +566,7 @@ class WorkflowRunsApi(APIView):
             OpenApiParameter("generation", int, required=False, description="Only this generation (0: test runs)."),
             OpenApiParameter("limit", int, required=False, description="At most this many (default 50, max 200)."),
         ],
-        responses={200: RunListItemOutput(many=True), **_NOT_FOUND},
+        responses={200: RunListItemOutput(many=True), **_BAD, **_NOT_FOUND},
         description="Recent top-level firings (chat answers, test runs), newest first.",
     )
     def get(self, request, workflow_id: int):
@@ -613,7 +613,7 @@ class WorkflowDuplicateApi(APIView):
     @extend_schema(
         operation_id="workflows_duplicate",
         request=InputSerializer,
-        responses={201: WorkflowOutput, **_NOT_FOUND},
+        responses={201: WorkflowOutput, **_BAD, **_NOT_FOUND},
         description="A copy of the graph as a new, never-started workflow (no conversations, memory or todos).",
     )
     def post(self, request, workflow_id: int):

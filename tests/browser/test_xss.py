@@ -6,6 +6,9 @@ shows them, served by the real web server; a single dialog fails the test.
 
 from __future__ import annotations
 
+import mimetypes
+import re
+
 import pytest
 
 from tests.agents.factories import agent_node, edge, started_workflow
@@ -83,12 +86,24 @@ def test_no_payload_runs_on_any_page(world, tmp_path):
             )
             context = browser.new_context()
             context.add_cookies([{**world["cookie"], "url": base_url}])
+
+            # daphne serves no static files: serve the repo's, so the pages' scripts (the editor's canvas) run.
+            def static(route):
+                path = REPO_ROOT / "static" / route.request.url.split("/static/", 1)[1].split("?")[0]
+                if not path.is_file():
+                    return route.fulfill(status=404, body="")
+                kind = mimetypes.guess_type(str(path))[0] or "text/plain"
+                return route.fulfill(status=200, body=path.read_bytes(), content_type=kind)
+
+            context.route(re.compile(r".*/static/.*"), static)
             page = context.new_page()
             page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
             for path in world["pages"]:
                 response = page.goto(base_url + path)
                 assert response.status == 200, path
                 page.wait_for_load_state("networkidle")
+                if page.locator("#editor").count():
+                    page.wait_for_selector("#editor[data-state='ready']")
                 page.mouse.move(200, 200)
                 shown[path] = page.inner_text("body")
                 page.screenshot(path=str(ARTIFACTS / (path.strip("/").replace("/", "_") or "home")) + ".png")
@@ -98,6 +113,7 @@ def test_no_payload_runs_on_any_page(world, tmp_path):
     assert dialogs == [], f"markup ran as script: {dialogs}"
     home, detail, chat, context_panel, memory_panel = (shown[p] for p in world["pages"])
     assert PAYLOADS["workflow"] in home and PAYLOADS["workflow"] in detail  # shown as text, not dropped
+    assert PAYLOADS["agent"] in detail  # the editor draws the agent's name on its node as text
     assert "<img src=x onerror=alert('chat')>" in chat
     assert PAYLOADS["memory"] in memory_panel and PAYLOADS["title"] in memory_panel
     assert "<img src=x onerror=alert('chat')>" in context_panel

@@ -71,6 +71,18 @@ def spare_token_id(world: World) -> int:
     return (spare or api_token_create(user=world.owner, name="spare").token).pk
 
 
+def spare_workflow(world: World) -> int:
+    from workflows.services import workflow_create
+
+    return workflow_create(owner=world.owner, name="spare").workflow.pk
+
+
+def firing_of_run(world: World) -> str:
+    from chat.models import ChatRun
+
+    return str(ChatRun.objects.get(pk=world.run_id).firing_id)
+
+
 # route pattern (as the URL conf spells it) -> entry
 MATRIX: dict[str, Entry] = {
     # --- public -------------------------------------------------------------------------------------------------
@@ -81,6 +93,8 @@ MATRIX: dict[str, Entry] = {
     # The schema and its viewer describe handlers, not data, but only to callers with an account (security.md).
     "api/schema/": Entry(API, lambda w: "/api/schema/", ("get",)),
     "api/docs/": Entry(API, lambda w: "/api/docs/", ("get",)),
+    # --- node types: the registry as data, the same for every logged-in owner -------------------------------
+    "api/node-types/": Entry(API, lambda w: "/api/node-types/", ("get",)),
     "": Entry(PAGE, lambda w: "/", ("get",)),
     "settings/token/": Entry(
         PAGE,
@@ -123,6 +137,17 @@ MATRIX: dict[str, Entry] = {
         ("post",),
         bodies={"post": lambda w: {"lead_node_id": w.agent_node_id, "params": {"name": "Helper"}}},
         order={"post": MUTATE},
+    ),
+    "api/workflows/<int:workflow_id>/test-run/": Entry(
+        API, lambda w: wf(w) + "test-run/", ("post",), bodies={"post": {"prompt": "a test question"}}
+    ),
+    "api/workflows/<int:workflow_id>/runs/": Entry(API, lambda w: wf(w) + "runs/", ("get",)),
+    "api/workflows/<int:workflow_id>/runs/<str:firing_id>/": Entry(
+        API, lambda w: f"{wf(w)}runs/{firing_of_run(w)}/", ("get",)
+    ),
+    "api/workflows/<int:workflow_id>/generations/": Entry(API, lambda w: wf(w) + "generations/", ("get",)),
+    "api/workflows/<int:workflow_id>/duplicate/": Entry(
+        API, lambda w: wf(w) + "duplicate/", ("post",), bodies={"post": {}}
     ),
     # --- conversations API ----------------------------------------------------------------------------------
     # The signed-in owner's own settings: nothing of another owner is addressable through it.
@@ -203,6 +228,22 @@ MATRIX: dict[str, Entry] = {
     ),
     # --- pages under a workflow -----------------------------------------------------------------------------
     "workflows/<int:workflow_id>/": Entry(PAGE, page, ("get",)),
+    "workflows/new/": Entry(PAGE, lambda w: "/workflows/new/", ("post",), bodies={"post": {"template": "blank"}}),
+    "workflows/import/": Entry(
+        PAGE, lambda w: "/workflows/import/", ("post",), bodies={"post": {"document_text": '{"graph": {}}'}}
+    ),
+    "workflows/<int:workflow_id>/rename/": Entry(
+        PAGE, lambda w: page(w) + "rename/", ("post",), bodies={"post": {"name": WORLD_NAME}}, order={"post": MUTATE}
+    ),
+    "workflows/<int:workflow_id>/duplicate/": Entry(PAGE, lambda w: page(w) + "duplicate/", ("post",)),
+    # A workflow of the owner's made for the call: the API's DELETE already takes the world's workflow last.
+    "workflows/<int:workflow_id>/delete/": Entry(
+        PAGE, lambda w: f"/workflows/{spare_workflow(w)}/delete/", ("get", "post")
+    ),
+    "workflows/<int:workflow_id>/runs/": Entry(PAGE, lambda w: page(w) + "runs/", ("get",)),
+    "workflows/<int:workflow_id>/runs/<str:firing_id>/": Entry(
+        PAGE, lambda w: f"{page(w)}runs/{firing_of_run(w)}/", ("get",)
+    ),
     "workflows/<int:workflow_id>/context/": Entry(PAGE, lambda w: page(w) + "context/", ("get",)),
     "workflows/<int:workflow_id>/context/clear/": Entry(
         PAGE,
@@ -250,6 +291,9 @@ NOT_UNDER_A_WORKFLOW = {
     "api/tokens/",
     "api/usage/",
     "api/settings/conversations/",
+    "api/node-types/",
+    "workflows/new/",
+    "workflows/import/",
 }
 # The catch-all socket route refuses every path with 4404 (tests/security/test_sockets.py); nobody is admitted.
 REFUSING_SOCKET_ROUTES = {""}

@@ -56,7 +56,9 @@ def test_every_page_shows_markup_escaped(owner, client, hostile):
     client.force_login(owner)
     pages = {
         "home": ("/", (SCRIPT,)),
-        "workflow page": (f"/workflows/{workflow.pk}/", PAYLOADS),
+        # The editor draws node names with its script (tests/browser/test_xss.py checks them in Chromium).
+        "workflow page": (f"/workflows/{workflow.pk}/", (SCRIPT,)),
+        "run history": (f"/workflows/{workflow.pk}/runs/", PAYLOADS),
         "Context panel": (f"/workflows/{workflow.pk}/context/", PAYLOADS),
         "Memory panel": (f"/workflows/{workflow.pk}/memory/{ids['mem']}/", PAYLOADS),
         "chat page": (f"/workflows/{workflow.pk}/chat/", PAYLOADS),
