@@ -177,6 +177,16 @@ def test_build_run_and_delete_a_workflow_from_an_empty_account(cookie, stack, br
     assert all(re.fullmatch(r"\d+:(agent|chatTrigger|simpleMemory|context):1", i) for i in ids), ids
     expect(page.locator("#issues")).to_contain_text("No problems found.")
     shot(page, "06-saved")
+    # Saved nodes link to their panels: the Context to its Context panel, the Memory to its Memory panel.
+    workflow_id = int(re.search(r"/workflows/(\d+)/", page.url).group(1))
+    page.locator(f"{NODE}[data-type='context']").click(position={"x": 60, "y": 12})
+    expect(page.get_by_role("link", name="Open Context panel")).to_have_attribute(
+        "href", f"/workflows/{workflow_id}/context/?node={workflow_id}%3Acontext%3A1"
+    )
+    page.locator(memory).click(position={"x": 100, "y": 12})
+    expect(page.get_by_role("link", name="Open Memory panel")).to_have_attribute(
+        "href", f"/workflows/{workflow_id}/memory/{workflow_id}%3AsimpleMemory%3A1/"
+    )
 
     # A second Context on the same agent: MULTIPLE_CONTEXTS is marked live; deleting it clears the mark.
     page.locator(agent).click(position={"x": 100, "y": 12})
@@ -210,7 +220,6 @@ def test_build_run_and_delete_a_workflow_from_an_empty_account(cookie, stack, br
     expect(answer).to_have_count(1, timeout=30_000)
     expect(answer.first).to_contain_text("teal")
     shot(page, "10-chat-answer")
-    workflow_id = int(re.search(r"/workflows/(\d+)/", page.url).group(1))
     runs = api(page, "GET", f"/api/workflows/{workflow_id}/runs/")["body"]
     chat_run = next(r for r in runs if r["kind"] == "chat")
     detail = api(page, "GET", f"/api/workflows/{workflow_id}/runs/{chat_run['id']}/")["body"]
@@ -404,3 +413,9 @@ def test_a_type_registered_in_a_test_appears_in_the_palette_with_its_form(cookie
     form.get_by_label("Retries").fill("5")
     expect(page.locator("#save-state")).to_have_text("Unsaved changes")
     shot(page, "40-registered-type")
+    # Leaving with unsaved changes asks first.
+    dialogs = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.type), dialog.dismiss()))
+    page.close(run_before_unload=True)
+    page.wait_for_timeout(500)
+    assert dialogs == ["beforeunload"]
