@@ -373,7 +373,9 @@
     const target = handleAt(typeOf(input_id), "input", input_class);
     if (!source || !target || source.kind !== target.kind) {
       editor.removeSingleConnection(output_id, input_id, output_class, input_class);
-      banner(`Not connected: a ${source ? source.kind : "?"} output joins a ${source ? source.kind : "?"} input, and this input takes ${target ? target.kind : "?"}.`, "warn");
+      banner(source && target
+        ? `Not connected: “${source.label}” is a ${source.kind} output and only joins a ${source.kind} input; “${target.label}” takes ${target.kind}.`
+        : "Not connected: those two handles do not fit together.", "warn");
       return;
     }
     decorate(input_id);
