@@ -173,7 +173,8 @@
         dot.dataset.kind = handle.kind;
         dot.dataset.handle = handle.id;
         dot.dataset.label = handle.label;
-        dot.title = `${handle.label} (${handle.kind} ${direction})`;
+        const limit = handle.maxConnections ? `, at most ${handle.maxConnections} wire${handle.maxConnections > 1 ? "s" : ""}` : "";
+        dot.title = `${handle.label} (${handle.kind} ${direction}${limit})`;
       });
     });
     const button = element.querySelector(".add-context");
@@ -257,8 +258,10 @@
     state.selectedNode = null;
     state.selectedConnection = null;
     const byId = {};
-    (graph.nodes || []).forEach((node) => {
-      byId[node.id] = addNode({ id: node.id, type: node.type, params: node.params || {} }, node.position);
+    (graph.nodes || []).forEach((node, index) => {
+      // A graph made through the API may carry no positions: lay those nodes out in a grid instead of a pile.
+      const position = node.position || { x: 40 + (index % 3) * 320, y: 40 + Math.floor(index / 3) * 170 };
+      byId[node.id] = addNode({ id: node.id, type: node.type, params: node.params || {} }, position);
     });
     (graph.edges || []).forEach((edge) => {
       if (byId[edge.source] && byId[edge.target]) connect(byId[edge.source], edge.sourceHandle, byId[edge.target], edge.targetHandle);
