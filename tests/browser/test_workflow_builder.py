@@ -354,6 +354,8 @@ def test_the_editor_reads_at_390_px(cookie, stack, tmp_path):
         page.keyboard.press("Delete")
         expect(page.locator(f"{NODE}[data-type='todos']")).to_have_count(0)
         shot(page, "31-editor-390")
+        page.emulate_media(color_scheme="dark")
+        shot(page, "32-editor-390-dark")
     finally:
         context.close()
         playwright.stop()
