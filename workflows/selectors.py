@@ -97,7 +97,7 @@ def workflow_export(*, workflow: Workflow) -> dict:
 
 def workflows_overview(*, user) -> list[dict]:
     """The workflows list page: each workflow's state (running generation, stopped, never started) and its last
-    activity (the latest of an edit and an agent firing). Three queries whatever the number of workflows."""
+    activity (the latest of an edit and an agent firing). Two queries whatever the number of workflows."""
     from agents.selectors import last_firing_at
 
     live_numbers = WorkflowGeneration.objects.filter(

@@ -144,3 +144,13 @@ def test_pages_need_a_login(create_workflow):
     for path in ["/", f"/workflows/{workflow.pk}/", f"/workflows/{workflow.pk}/runs/"]:
         response = Client().get(path)
         assert response.status_code == 302 and "/login/" in response["Location"]
+
+
+def test_the_list_reads_in_a_fixed_number_of_queries(owner, create_workflow, django_assert_max_num_queries):
+    from workflows.selectors import workflows_overview
+
+    for n in range(5):
+        create_workflow(basic_graph(), name=f"W{n}")
+    with django_assert_max_num_queries(2):
+        rows = workflows_overview(user=owner)
+    assert len(rows) == 5 and all(row["state"] == "draft" for row in rows)
