@@ -23,8 +23,10 @@ from . import services
 from .selectors import access_workflow, workflows_overview
 from .starters import STARTERS
 
-# An export of the largest graph the validator accepts is far below this; it bounds what a page upload parses.
-IMPORT_MAX_BYTES = 2_000_000
+
+def _import_max_bytes() -> int:
+    # An export is the graph plus a few header fields: room for the largest graph a save accepts, and no more.
+    return settings.WORKFLOW_MAX_GRAPH_BYTES + 64 * 1024
 
 
 def _owned(request, workflow_id):
@@ -57,12 +59,13 @@ def workflow_new(request):
 @require_POST
 def workflow_import_page(request):
     upload = request.FILES.get("document")
-    raw = upload.read(IMPORT_MAX_BYTES + 1) if upload else request.POST.get("document_text", "").encode()
+    limit = _import_max_bytes()
+    raw = upload.read(limit + 1) if upload else request.POST.get("document_text", "").encode()
     if not raw.strip():
         messages.error(request, "Choose an exported JSON file (or paste one) to import.")
         return redirect("home")
-    if len(raw) > IMPORT_MAX_BYTES:
-        messages.error(request, f"That file is larger than {IMPORT_MAX_BYTES // 1_000_000} MB.")
+    if len(raw) > limit:
+        messages.error(request, f"That file is larger than {limit // 1024} KB, more than a workflow export can be.")
         return redirect("home")
     try:
         document = json.loads(raw)

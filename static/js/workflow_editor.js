@@ -17,6 +17,7 @@
     savedGraph: '{"nodes":[],"edges":[]}', // JSON of the draft as last loaded or saved, for "unsaved changes"
     issues: [],
     aliases: {},
+    lastAliases: {}, // {draft id: canonical id} from the last save
     selectedNode: null, // drawflow id
     selectedConnection: null,
     newCounter: 0,
@@ -444,8 +445,15 @@
     selectNode(agentDf);
   }
 
-  async function addTeammate(agentDf) {
-    if (isDirty() && !(await save())) return;
+  async function addTeammate(agentDfBefore) {
+    let agentDf = agentDfBefore;
+    if (isDirty()) {
+      // Saving rebuilds the canvas under canonical ids: find the lead again through the returned aliases.
+      const draftId = nodeData(agentDf).id;
+      if (!(await save())) return;
+      agentDf = dfIdOf(state.lastAliases[draftId] || draftId);
+      if (!agentDf) return;
+    }
     const lead = nodeData(agentDf);
     const teammateType = state.types[lead.type];
     const params = Object.assign({}, teammateType.newParams, { name: "Teammate" });
@@ -697,6 +705,7 @@
     setSaveState("Saving…");
     try {
       const data = await api("PUT", config.api, { graph: draftGraph(), revision: state.workflow.revision });
+      state.lastAliases = data.aliases || {};
       adoptWorkflow(data);
       const notes = (data.warnings || []).map((w) => `${w.code}: ${w.message}`);
       banner(notes.length ? `Saved with warnings — ${notes.join(" ")}` : "Saved.", notes.length ? "warn" : "ok");

@@ -315,10 +315,13 @@ def test_a_revision_conflict_overwrites_nothing_and_a_deleted_context_stays_dele
     expect(page.locator(f"{NODE}[data-type='agent']")).to_contain_text("Changed elsewhere")
     shot(page, "22-reloaded")
 
-    # Add teammate: the add_subagent service wires a new agent as this one's tool, with a fresh Context of its own.
+    # Add teammate (on a draft with an unsaved change: it is saved first): the add_subagent service wires a new
+    # agent as this one's tool, with a fresh Context of its own.
     page.locator(f"{NODE}[data-type='agent']").click(position={"x": 100, "y": 12})
+    page.get_by_label("Name").fill("Lead")
     page.get_by_role("button", name="Add teammate").click()
     expect(page.locator("#banner")).to_contain_text("Added a teammate")
+    expect(page.locator("#banner")).to_contain_text("wired as Lead's tool")
     expect(page.locator(f"{NODE}[data-type='agent']")).to_have_count(2)
     expect(page.locator(f"{NODE}[data-type='context']")).to_have_count(1)
     stored = api(page, "GET", api_path)["body"]

@@ -154,3 +154,11 @@ def test_the_list_reads_in_a_fixed_number_of_queries(owner, create_workflow, dja
     with django_assert_max_num_queries(2):
         rows = workflows_overview(user=owner)
     assert len(rows) == 5 and all(row["state"] == "draft" for row in rows)
+
+
+def test_an_import_larger_than_any_export_is_refused_unread(owner_pages, owner, settings):
+    settings.WORKFLOW_MAX_GRAPH_BYTES = 1024
+    upload = SimpleUploadedFile("big.json", b"{" + b" " * (200 * 1024) + b"}", content_type="application/json")
+    text = owner_pages.post("/workflows/import/", {"document": upload}, follow=True).content.decode()
+    assert "more than a workflow export can be" in text
+    assert not Workflow.objects.filter(owner=owner).exists()
