@@ -44,6 +44,9 @@ class Usage:
     cached_tokens: int = 0
     output_tokens: int = 0
     reasoning_tokens: int = 0
+    # Anthropic prompt caching: input written to the cache this call (billed above the input rate); cached_tokens
+    # is what was read from it. Both are part of input_tokens.
+    cache_creation_tokens: int = 0
     # True when the provider never reported usage (a stopped stream): the numbers are local estimates.
     estimated: bool = False
 
@@ -54,6 +57,8 @@ class Usage:
             "output_tokens": self.output_tokens,
             "reasoning_tokens": self.reasoning_tokens,
         }
+        if self.cache_creation_tokens:
+            data["cache_creation_tokens"] = self.cache_creation_tokens
         if self.estimated:
             data["estimated"] = True
         return data

@@ -48,9 +48,12 @@ class Turn:
     first part of that kind (after its first delta), "end" drops only the terminal event(s)."""
 
     parts: list[Any]
-    stop: str | None = None  # provider-neutral: None = natural (end / tool use), "max_tokens"
+    # provider-neutral: None = natural (end / tool use), "max_tokens"; "continuation" (Gemini: the answer goes on in
+    # a follow-up request with the continuation token)
+    stop: str | None = None
     input_tokens: int = 21
     cached_tokens: int = 5
+    cache_creation_tokens: int = 0  # Anthropic: input written to the prompt cache (only when the request asked)
     output_tokens: int = 13
     reasoning_tokens: int = 4
     cut: str | None = None

@@ -89,7 +89,7 @@ def test_summarize_sends_one_transcript_request_and_returns_the_text(anthropic_f
     summary = summarize(provider="anthropic", model=MODELS["anthropic"], messages=messages)
     assert summary == "Ada likes tea."
     body = anthropic_fake.last_body
-    assert body["system"] == "sys prompt"
+    assert body["system"] == [{"type": "text", "text": "sys prompt", "cache_control": {"type": "ephemeral"}}]
     [user] = body["messages"]
     prompt = user["content"][0]["text"]
     assert prompt.startswith(SUMMARY_INSTRUCTION)
