@@ -364,8 +364,10 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
         while True:
             # A CONTINUATION finish means the answer is not done: the same request goes again with the token, and
             # the hops are assembled into one reply. Each hop is a request of its own, so its usage is added.
-            hop_config = gen_config if continuation is None else gen_config.model_copy(
-                update={"continuation_token": continuation}
+            hop_config = (
+                gen_config
+                if continuation is None
+                else gen_config.model_copy(update={"continuation_token": continuation})
             )
             continuation, finish, hop_usage = None, None, Usage()
             chunks = client.models.generate_content_stream(model=request.model, contents=contents, config=hop_config)
@@ -471,7 +473,9 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
 def count_input_tokens(request: ChatRequest) -> int:
     client, api_key = make_client(request)
     try:
-        result = client.models.count_tokens(model=request.model, contents=build_contents(request.messages, request.model))
+        result = client.models.count_tokens(
+            model=request.model, contents=build_contents(request.messages, request.model)
+        )
     except Exception as exc:
         raise map_error(exc, api_key=api_key) from exc
     return int(result.total_tokens or 0)

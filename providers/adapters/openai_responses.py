@@ -72,7 +72,9 @@ def _user_content(message: dict) -> list[dict]:
 def _assistant_items(message: dict) -> list[dict]:
     state = (message.get("provider_state") or {}).get(PROVIDER) or {}
     stored = [i for i in state.get("items", []) if isinstance(i, dict)]
-    reasoning = {i["encrypted_content"]: i for i in stored if i.get("type") == "reasoning" and i.get("encrypted_content")}
+    reasoning = {
+        i["encrypted_content"]: i for i in stored if i.get("type") == "reasoning" and i.get("encrypted_content")
+    }
     calls = {i.get("call_id"): i for i in stored if i.get("type") == "function_call"}
     messages = [i for i in stored if i.get("type") == "message"]
     used: set[int] = set()
