@@ -17,7 +17,15 @@ from .. import config
 from ..catalogue import capabilities
 from ..errors import InvalidRequestError, ProviderError, TruncatedStreamError
 from ..types import ChatRequest, ChatResult, Usage
-from .common import Stream, data_url_parts, estimated_usage, image_placeholder, own_thinking, system_text
+from .common import (
+    Stream,
+    data_url_parts,
+    estimated_usage,
+    image_placeholder,
+    object_arguments,
+    own_thinking,
+    system_text,
+)
 from .openai_errors import map_openai_error
 from .openai_responses import _client
 
@@ -37,7 +45,28 @@ def make_client(request: ChatRequest) -> tuple[openai.OpenAI, str | None]:
     return _client(api_key or "not-needed", base_url, connect, read), api_key
 
 
-def build_messages(messages: list[dict], *, replay_reasoning: bool) -> list[dict]:
+def _merge_consecutive_users(out: list[dict]) -> list[dict]:
+    """Chat templates that require user/assistant alternation (Mistral, Llama 2, Gemma, ...) refuse two user
+    messages in a row, which compaction (summary + next user message) and a dropped empty reply leave behind:
+    they are sent as one user message."""
+    merged: list[dict] = []
+    for message in out:
+        previous = merged[-1] if merged else None
+        if previous is not None and previous["role"] == "user" and message["role"] == "user":
+            if isinstance(previous["content"], str) and isinstance(message["content"], str):
+                previous["content"] = f"{previous['content']}\n\n{message['content']}"
+            else:
+                as_parts = [
+                    c if isinstance(c, list) else [{"type": "text", "text": c}]
+                    for c in (previous["content"], message["content"])
+                ]
+                previous["content"] = as_parts[0] + as_parts[1]
+            continue
+        merged.append(dict(message))
+    return merged
+
+
+def build_messages(messages: list[dict], *, replay_reasoning: bool, alternate_roles: bool = False) -> list[dict]:
     out: list[dict] = []
     system = system_text(messages)
     if system:
@@ -63,16 +92,23 @@ def build_messages(messages: list[dict], *, replay_reasoning: bool) -> list[dict
         elif role == "assistant":
             texts = [b["text"] for b in blocks if b.get("type") == "text" and b["text"]]
             texts += [image_placeholder(b, PROVIDER) for b in blocks if b.get("type") == "image"]
-            calls = [
-                {
-                    "id": b["id"],
-                    "type": "function",
-                    "function": {"name": b["name"], "arguments": b["arguments_raw"]},  # the raw string, as received
-                }
-                for b in blocks
-                if b.get("type") == "tool_call"
-            ]
-            entry: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
+            calls = []
+            for b in blocks:
+                if b.get("type") != "tool_call":
+                    continue
+                # vLLM, llama.cpp and others parse history arguments as JSON and refuse the whole request (on
+                # every later turn) when they are not: malformed arguments go as {} with a note quoting them.
+                arguments, note = object_arguments(b)
+                if note:
+                    texts.append(note)
+                calls.append(
+                    {
+                        "id": b["id"],
+                        "type": "function",
+                        "function": {"name": b["name"], "arguments": b["arguments_raw"] if not note else "{}"},
+                    }
+                )
+            entry: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(texts) if texts else None}
             if calls:
                 entry["tool_calls"] = calls
             if replay_reasoning:
@@ -90,14 +126,16 @@ def build_messages(messages: list[dict], *, replay_reasoning: bool) -> list[dict
                     if block.get("is_error"):
                         content = f"[tool error] {content}"
                     out.append({"role": "tool", "tool_call_id": block["tool_call_id"], "content": content})
-    return out
+    return _merge_consecutive_users(out) if alternate_roles else out
 
 
 def build_params(request: ChatRequest) -> dict:
-    replay = capabilities(PROVIDER, request.model).replay_reasoning
+    caps = capabilities(PROVIDER, request.model)
     params: dict[str, Any] = {
         "model": request.model,
-        "messages": build_messages(request.messages, replay_reasoning=replay),
+        "messages": build_messages(
+            request.messages, replay_reasoning=caps.replay_reasoning, alternate_roles=caps.alternate_roles
+        ),
         "stream_options": {"include_usage": True},
     }
     if request.tools:
@@ -109,7 +147,7 @@ def build_params(request: ChatRequest) -> dict:
             for t in request.tools
         ]
     settings = request.settings
-    if settings.temperature is not None:
+    if settings.temperature is not None and caps.temperature:
         params["temperature"] = settings.temperature
     if settings.max_output_tokens:
         params["max_tokens"] = settings.max_output_tokens
@@ -161,7 +199,10 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
                             stream.emit({"type": "thinking_end"})
                         entry = calls.get(call.index)
                         if entry is None:
-                            entry = calls[call.index] = {"id": call.id, "name": "", "arguments": ""}
+                            # Some servers send calls without an id; a stored call needs one (and its result must
+                            # name it), so one is made from the completion id and the call's position.
+                            call_id = call.id or f"call_{completion_id or 'local'}_{call.index}"
+                            entry = calls[call.index] = {"id": call_id, "name": "", "arguments": ""}
                             if call.function and call.function.name:
                                 entry["name"] = call.function.name
                             stream.emit({"type": "tool_call_start", "id": entry["id"], "name": entry["name"]})

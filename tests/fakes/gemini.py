@@ -52,6 +52,17 @@ def decode_signature(value: str) -> bytes:
     return base64.urlsafe_b64decode(padded.replace("+", "-").replace("/", "_"))
 
 
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(word.title() for word in rest)
+
+
+def thinking_config(body: dict) -> dict:
+    """The request's thinkingConfig with camelCase keys, whichever spelling was sent."""
+    raw = (body.get("generationConfig") or {}).get("thinkingConfig") or {}
+    return {_camel(key): value for key, value in raw.items()}
+
+
 def _split(text: str) -> list[str]:
     middle = max(1, len(text) // 2)
     return [text[:middle], text[middle:]] if len(text) > 1 else [text]
@@ -142,6 +153,8 @@ class FakeGemini(FakeProviderServer):
         models take thinkingLevel (the budget is accepted for compatibility); never both."""
         if not thinking:
             return
+        # The API takes proto field names in either spelling (the SDK sends thinking_budget / thinking_level).
+        thinking = {_camel(key): value for key, value in thinking.items()}
         if "thinkingLevel" in thinking and "thinkingBudget" in thinking:
             raise Rejected(ErrorReply(400, BOTH_THINKING_KNOBS))
         generation = model.removeprefix("gemini-").split("-")[0]
