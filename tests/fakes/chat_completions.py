@@ -75,8 +75,8 @@ class FakeChatCompletions(FakeProviderServer):
                     )
                 if role in ("user", "assistant"):
                     previous_role = role
-                elif role == "tool":
-                    previous_role = "user"  # a tool result stands in the user's place
+                else:
+                    previous_role = None  # tool results sit between the two turns: only adjacent messages clash
         for index, message in enumerate(messages):
             role = message.get("role")
             for call in message.get("tool_calls") or []:
