@@ -14,8 +14,8 @@ from .errors import (
     TruncatedStreamError,
 )
 from .summarize import SUMMARY_INSTRUCTION, summarize
-from .types import PROVIDERS, ChatRequest, ChatResult, ChatSettings, ToolDefinition, Usage
-from .unifier import ChatUnifier
+from .types import PROVIDERS, ChatRequest, ChatResult, ChatSettings, ToolDefinition, UrlPolicy, Usage
+from .unifier import ChatUnifier, check_credentials
 
 __all__ = [
     "PROVIDERS",
@@ -35,7 +35,9 @@ __all__ = [
     "ToolDefinition",
     "TruncatedStreamError",
     "Usage",
+    "UrlPolicy",
     "capabilities",
+    "check_credentials",
     "estimate_tokens",
     "measure_active_context",
     "summarize",

@@ -27,6 +27,15 @@ class ChatSettings:
     thinking: str | None = None
 
 
+@dataclass(frozen=True)
+class UrlPolicy:
+    """Set when the base URL came from an owner: it is checked against server-side request forgery before use and
+    on every request made with it (providers/urlguard.py)."""
+
+    allowed_hosts: tuple[str, ...] = ()
+    allow_http: bool = False
+
+
 @dataclass
 class ChatRequest:
     provider: str
@@ -36,6 +45,7 @@ class ChatRequest:
     settings: ChatSettings = field(default_factory=ChatSettings)
     api_key: str | None = None
     base_url: str | None = None
+    url_policy: UrlPolicy | None = None
 
 
 @dataclass

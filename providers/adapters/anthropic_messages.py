@@ -434,3 +434,12 @@ def count_input_tokens(request: ChatRequest) -> int:
     except Exception as exc:
         raise map_error(exc, api_key=api_key) from exc
     return int(result.input_tokens)
+
+
+def check_credentials(request: ChatRequest) -> None:
+    """One cheap call that proves the key works: the model list (free, no tokens)."""
+    client, api_key = make_client(request)
+    try:
+        client.models.list(limit=1)
+    except Exception as exc:
+        raise map_error(exc, api_key=api_key) from exc

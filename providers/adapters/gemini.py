@@ -479,3 +479,12 @@ def count_input_tokens(request: ChatRequest) -> int:
     except Exception as exc:
         raise map_error(exc, api_key=api_key) from exc
     return int(result.total_tokens or 0)
+
+
+def check_credentials(request: ChatRequest) -> None:
+    """One cheap call that proves the key works: the model list (free, no tokens)."""
+    client, api_key = make_client(request)
+    try:
+        next(iter(client.models.list(config={"page_size": 1})), None)
+    except Exception as exc:
+        raise map_error(exc, api_key=api_key) from exc

@@ -375,3 +375,12 @@ def count_input_tokens(request: ChatRequest) -> int:
     except Exception as exc:
         raise map_openai_error(exc, provider=PROVIDER, api_key=api_key) from exc
     return int(result.input_tokens)
+
+
+def check_credentials(request: ChatRequest) -> None:
+    """One cheap call that proves the key works: the model list (free, no tokens)."""
+    client, api_key = make_client(request)
+    try:
+        client.models.list()
+    except Exception as exc:
+        raise map_openai_error(exc, provider=PROVIDER, api_key=api_key) from exc

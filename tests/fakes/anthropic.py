@@ -98,6 +98,18 @@ class FakeAnthropic(FakeProviderServer):
         raise Rejected(ErrorReply(status, message))
 
     def handle_other(self, request: RecordedRequest) -> RawReply | None:
+        if request.method == "GET" and request.path == "/v1/models":
+            if self.key_refused(request):
+                return self.render_error(ErrorReply(401, "invalid x-api-key", kind="authentication_error"))
+            model = {
+                "type": "model",
+                "id": "claude-sonnet-4-5",
+                "display_name": "Claude Sonnet 4.5",
+                "created_at": "2025-09-29T00:00:00Z",
+            }
+            return json_reply(
+                200, {"data": [model], "has_more": False, "first_id": model["id"], "last_id": model["id"]}
+            )
         if request.path == "/v1/messages/count_tokens":
             if self.fail_counting:
                 return self.render_error(ErrorReply(500, "Internal server error"))

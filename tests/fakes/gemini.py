@@ -83,6 +83,12 @@ class FakeGemini(FakeProviderServer):
         return value
 
     def handle_other(self, request: RecordedRequest) -> RawReply | None:
+        if request.method == "GET" and request.path.endswith("/models"):
+            if self.key_refused(request):
+                return self.render_error(
+                    ErrorReply(400, "API key not valid. Please pass a valid API key.", kind="INVALID_ARGUMENT")
+                )
+            return json_reply(200, {"models": [{"name": "models/gemini-2.5-pro", "displayName": "Gemini 2.5 Pro"}]})
         if request.path.endswith(":countTokens"):
             self._check_key(request)
             return json_reply(200, {"totalTokens": max(1, len(json.dumps(request.body)) // 4)})

@@ -73,6 +73,19 @@ class FakeOpenAIResponses(FakeProviderServer):
         return f"{self.root_url}/v1"
 
     def handle_other(self, request: RecordedRequest) -> RawReply | None:
+        if request.method == "GET" and request.path == "/v1/models":
+            if self.key_refused(request):
+                key = self.presented_key(request)
+                return self.render_error(
+                    ErrorReply(
+                        401,
+                        f"Incorrect API key provided: {key[:3]}***{key[-4:]}. You can find your API key at "
+                        "https://platform.openai.com/account/api-keys.",
+                        kind="invalid_request_error",
+                    )
+                )
+            model = {"id": "gpt-5", "object": "model", "created": 1754000000, "owned_by": "system"}
+            return json_reply(200, {"object": "list", "data": [model]})
         if request.path == "/v1/responses/input_tokens":
             self.validate(request, path="/v1/responses/input_tokens")
             tokens = max(1, len(json.dumps(request.body)) // 4)
