@@ -48,6 +48,8 @@ def _forbidden(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | 
             return _forbidden(inner)
     if address in METADATA_ADDRESSES:
         return "a cloud metadata address"
+    if address.is_unspecified:
+        return "a reserved address"
     if address.is_loopback:
         return "a loopback address"
     if address.is_link_local:
@@ -85,8 +87,6 @@ def check_outbound_url(
     if parts.username or parts.password:
         raise UnsafeURLError("The base URL may not contain a user name or password; store the key separately.")
     allowlisted = bool(_host_key(host, port) & {h.strip().lower() for h in allowed_hosts if h.strip()})
-    if parts.scheme == "http" and not (allow_http or allowlisted):
-        raise UnsafeURLError("The base URL must use https:// (plain http is not allowed on this installation).")
     if allowlisted:
         return url.strip()
     try:
@@ -106,6 +106,9 @@ def check_outbound_url(
                 f"The base URL points to {reason} ({host}), which owners may not reach from this server. Ask "
                 "staff to add the host to the allowed provider hosts if it is a server you run."
             )
+    # After the address check, so an internal address is named as such whatever its scheme.
+    if parts.scheme == "http" and not allow_http:
+        raise UnsafeURLError("The base URL must use https:// (plain http is not allowed on this installation).")
     return url.strip()
 
 
