@@ -15,7 +15,7 @@ api_urlpatterns = [
     path("", include("accounts.urls")),
     path("schema/", schema_view(), name="api-schema"),
     path("docs/", docs_view(url_name="api-schema"), name="api-docs"),
-    path("", include("providers.keys.urls")),
+    path("", include("provider_keys.urls")),
 ]
 
 urlpatterns = [
@@ -31,5 +31,5 @@ urlpatterns = [
     path("", include("conversations.page_urls")),
     path("", include("memory.page_urls")),
     path("", include("chat.page_urls")),
-    path("", include("providers.keys.page_urls")),
+    path("", include("provider_keys.page_urls")),
 ]

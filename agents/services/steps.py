@@ -171,7 +171,7 @@ def _limit_reached(firing: Firing) -> str | None:
 
 
 def _build_request(firing: Firing, messages: list[dict], *, credentials: bool = True):
-    from providers.keys.selectors import owner_request_overrides
+    from provider_keys.selectors import owner_request_overrides
     from providers.types import ChatRequest, ChatSettings, ToolDefinition
 
     config = firing.agent_config
@@ -734,10 +734,10 @@ def compact_context(
     from conversations import store
     from conversations.services import usage_record_append
     from conversations.store import CompactionError, conversation_key
+    from provider_keys.selectors import owner_request_overrides
     from providers import summarize
     from providers.billing import ledger_fields
     from providers.context import estimate_tokens
-    from providers.keys.selectors import owner_request_overrides
     from providers.types import ChatRequest, Usage
     from workflows.models import WorkflowGeneration
 

@@ -56,7 +56,7 @@ INSTALLED_APPS = [
     "chat",
     "agents",
     "conversations",
-    "providers.keys",
+    "provider_keys",
 ]
 
 MIDDLEWARE = [
@@ -440,7 +440,7 @@ WEBSOCKET_MAX_FRAME_DEPTH = env_int("WEBSOCKET_MAX_FRAME_DEPTH", 4, minimum=1, m
 # How often an open socket re-checks that its session and its workflow still exist (the logout, password change
 # and delete paths also close sockets at once; this is the net under them).
 WEBSOCKET_RECHECK_SECONDS = env_float("WEBSOCKET_RECHECK_SECONDS", 30.0)
-# Owners' own provider keys (providers/keys, docs/security.md "Owners' provider keys"). The first Fernet key
+# Owners' own provider keys (provider_keys, docs/security.md "Owners' provider keys"). The first Fernet key
 # encrypts, all decrypt (rotation: add a new key first, run `manage.py rotate_provider_keys`, drop the old one).
 # Unset: a key derived from SECRET_KEY.
 PROVIDER_KEYS_ENCRYPTION_KEYS = env_list("PROVIDER_KEYS_ENCRYPTION_KEYS", [])

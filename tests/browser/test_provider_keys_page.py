@@ -19,7 +19,7 @@ def test_store_test_and_refuse_on_the_provider_keys_page(make_user, tmp_path):
         pytest.skip("Debian's Chromium is not installed at /usr/bin/chromium")
     from playwright.sync_api import sync_playwright
 
-    from providers.keys.models import OwnerProviderKey
+    from provider_keys.models import OwnerProviderKey
     from tests.realtime import session_cookie_for
 
     owner = make_user("keys-owner")

@@ -10,10 +10,10 @@ from django.db import connection
 
 from agents.models import Firing
 from agents.services.firings import fire_agent
-from providers.keys import crypto
-from providers.keys.models import AllowedProviderHost, OwnerProviderKey
-from providers.keys.selectors import owner_request_overrides
-from providers.keys.services import owner_provider_key_set, owner_provider_key_test
+from provider_keys import crypto
+from provider_keys.models import AllowedProviderHost, OwnerProviderKey
+from provider_keys.selectors import owner_request_overrides
+from provider_keys.services import owner_provider_key_set, owner_provider_key_test
 from providers.urlguard import UnsafeURLError, check_outbound_url
 from tests.agents.factories import assistant_with
 from tests.fakes import FakeAnthropic, FakeChatCompletions, RawReply, Text, Turn

@@ -32,7 +32,7 @@ API_KEY = f"sk-canaryapikey{_RUN}"
 REMEMBERED = f"canaryremembered{_RUN}"  # the model remembers it: a tool argument and then a memory item's content
 RECALLED = f"canarytoolresult{_RUN}"  # a planted memory the model recalls: it comes back in a tool result
 SIGNATURE = f"canarysignature{_RUN}"  # a thinking block's signature in the stored conversation
-OWNER_KEY = f"sk-canaryownerkey{_RUN}"  # an owner's own provider key (providers/keys), stored through the API
+OWNER_KEY = f"sk-canaryownerkey{_RUN}"  # an owner's own provider key (provider_keys), stored through the API
 OWNER_BASE_KEY = f"sk-canaryownerbase{_RUN}"  # an owner's key for an OpenAI-compatible server
 CANARIES = (API_KEY, REMEMBERED, RECALLED, SIGNATURE, OWNER_KEY, OWNER_BASE_KEY)
 SECRETS = (API_KEY, SIGNATURE, OWNER_KEY, OWNER_BASE_KEY)  # never in a page, an API read or a socket frame
@@ -56,8 +56,8 @@ def planted(world, settings, monkeypatch):
     thinking = {"type": "thinking", "text": "thinking it over", "signature": SIGNATURE, "provider": "anthropic"}
     stored[index] = {**stored[index], "blocks": [thinking, *stored[index]["blocks"]]}  # loaded messages are read-only
     save_conversation(key, stored)
-    from providers.keys.models import AllowedProviderHost
-    from providers.keys.services import owner_provider_key_set
+    from provider_keys.models import AllowedProviderHost
+    from provider_keys.services import owner_provider_key_set
 
     owner_provider_key_set(owner=world.owner, provider="openai", api_key=OWNER_KEY)
     AllowedProviderHost.objects.get_or_create(host="llm.internal.test")
@@ -197,7 +197,7 @@ def test_an_owner_key_echoed_by_a_provider_error_reaches_no_row_log_or_event(wor
     key."""
     from agents.models import Firing, LlmStep
     from agents.services.firings import fire_agent
-    from providers.keys.services import owner_provider_key_set
+    from provider_keys.services import owner_provider_key_set
     from tests.agents.factories import assistant_with
     from tests.fakes import ErrorReply, FakeAnthropic
 

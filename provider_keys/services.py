@@ -6,9 +6,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from opencompany.errors import NotFoundError, ServiceError
+from providers.errors import ProviderError, scrub
+from providers.urlguard import UnsafeURLError, check_outbound_url
 
-from ..errors import ProviderError, scrub
-from ..urlguard import UnsafeURLError, check_outbound_url
 from .crypto import encrypt
 from .models import OWNER_KEY_PROVIDERS, OwnerProviderKey
 from .selectors import owner_request_overrides, url_policy
@@ -68,7 +68,7 @@ def owner_provider_key_delete(*, owner, provider: str) -> None:
 def owner_provider_key_test(*, owner, provider: str) -> OwnerProviderKey:
     """One cheap call with the stored key (the provider's model list), made outside any transaction; the outcome is
     recorded on the row and returned."""
-    from .. import ChatRequest, check_credentials
+    from providers import ChatRequest, check_credentials
 
     row = OwnerProviderKey.objects.filter(owner=owner, provider=provider).first()
     if row is None:

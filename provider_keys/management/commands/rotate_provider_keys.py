@@ -2,8 +2,8 @@
 
 from django.core.management.base import BaseCommand
 
-from providers.keys.crypto import rotate
-from providers.keys.models import OwnerProviderKey
+from provider_keys.crypto import rotate
+from provider_keys.models import OwnerProviderKey
 
 
 class Command(BaseCommand):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from ..types import UrlPolicy
+from providers.types import UrlPolicy
+
 from .models import AllowedProviderHost, OwnerProviderKey
 
 
@@ -41,7 +42,8 @@ def owner_request_overrides(*, owner_id: int | None, provider: str) -> dict:
     """ChatRequest overrides (api_key, base_url, url_policy) from the owner's stored key for `provider`, or {} when
     they stored none (the environment's key is used then). Raises providers.errors.AuthError when the stored key
     cannot be decrypted: spending the environment's key instead would bill the operator for the owner."""
-    from ..errors import AuthError
+    from providers.errors import AuthError
+
     from .crypto import KeyDecryptionError, decrypt
 
     if owner_id is None:
