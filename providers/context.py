@@ -96,3 +96,16 @@ def measure_pressure(request: ChatRequest) -> Pressure:
     window = capabilities(request.provider, request.model).context_window
     headroom = min(output_headroom(request), max(window - tokens, 0))
     return Pressure(tokens, headroom, window, method)
+
+
+PROVIDER_NAMES = {"openai": "OpenAI", "anthropic": "Anthropic", "gemini": "Gemini"}
+
+
+def pressure_method_note(provider: str) -> str:
+    """How the pressure of an agent on `provider` is measured, for the Context panel."""
+    if provider in COUNTING_PROVIDERS:
+        return (
+            f"Counted by {PROVIDER_NAMES[provider]}'s own token counter after each step (estimated at about "
+            f"{CHARS_PER_TOKEN} characters per token when the counter could not be reached)."
+        )
+    return f"Estimated at about {CHARS_PER_TOKEN} characters per token: this provider has no token counter."

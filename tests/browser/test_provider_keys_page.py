@@ -20,9 +20,11 @@ def test_store_test_and_refuse_on_the_provider_keys_page(make_user, tmp_path):
     from playwright.sync_api import sync_playwright
 
     from provider_keys.models import OwnerProviderKey
+    from tests.agents.factories import assistant_with
     from tests.realtime import session_cookie_for
 
     owner = make_user("keys-owner")
+    workflow, _, _ = assistant_with(owner, provider="openai_compatible", model="my-local-finetune")
     name, value = session_cookie_for(owner).split("=", 1)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with FakeAnthropic() as fake:
@@ -61,6 +63,13 @@ def test_store_test_and_refuse_on_the_provider_keys_page(make_user, tmp_path):
                 page.wait_for_load_state("networkidle")
                 assert "cloud metadata address" in page.inner_text("body")
                 page.screenshot(path=str(ARTIFACTS / "4-refused.png"), full_page=True)
+
+                # The Context panel of an agent on a model the catalogue does not know says so, and how its
+                # pressure is measured.
+                page.goto(f"{base_url}/workflows/{workflow.pk}/context/")
+                assert "Unknown model" in page.inner_text("#ctx-model-note")
+                assert "no token counter" in page.inner_text("#ctx-pressure-method")
+                page.screenshot(path=str(ARTIFACTS / "5-context-panel.png"), full_page=True)
                 browser.close()
         finally:
             web.stop()

@@ -97,3 +97,14 @@ def test_embeddings_have_a_ledger_price():
         ).total_price
     )
     assert fields["cost"] > 0 and fields["meta"]["price_source"].startswith("genai-prices ")
+
+
+def test_the_context_panel_says_how_pressure_is_measured_and_flags_an_unknown_model(owner, client):
+    client.force_login(owner)
+    counted, _, _ = assistant_with(owner, provider="anthropic", model=MODEL)
+    page = client.get(f"/workflows/{counted.pk}/context/").content.decode()
+    assert "Counted by Anthropic&#x27;s own token counter" in page and "ctx-model-note" not in page
+    estimated, _, _ = assistant_with(owner, provider="openai_compatible", model="my-local-finetune")
+    page = client.get(f"/workflows/{estimated.pk}/context/").content.decode()
+    assert "Estimated at about 4 characters per token: this provider has no token counter." in page
+    assert "Unknown model: not in the catalogue" in page
