@@ -210,3 +210,26 @@ def test_unknown_provider_is_an_invalid_request():
 
     with pytest.raises(InvalidRequestError, match="unknown provider"):
         ChatUnifier().chat(ChatRequest(provider="acme", model="m", messages=[]))
+
+
+@pytest.mark.parametrize(
+    ("provider", "fixture", "refusal"),
+    [
+        ("openai", "openai_fake", "Incorrect API key provided"),
+        ("anthropic", "anthropic_fake", "invalid x-api-key"),
+        ("gemini", "gemini_fake", "API key not valid"),
+        ("openai_compatible", "compat_fake", "Incorrect API key provided"),
+    ],
+)
+def test_check_credentials_makes_one_model_list_call(provider, fixture, refusal, request):
+    from providers import AuthError, check_credentials
+
+    fake = request.getfixturevalue(fixture)
+    fake.valid_keys = {"the-right-key-1234"}
+    good = ChatRequest(provider=provider, model="", messages=[], api_key="the-right-key-1234", base_url=fake.base_url)
+    check_credentials(good)
+    assert [(r.method, r.path.rsplit("/", 1)[-1]) for r in fake.requests] == [("GET", "models")]
+    bad = ChatRequest(provider=provider, model="", messages=[], api_key="a-wrong-key-98765", base_url=fake.base_url)
+    with pytest.raises(AuthError, match=refusal) as caught:
+        check_credentials(bad)
+    assert "a-wrong-key-98765" not in caught.value.message
