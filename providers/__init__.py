@@ -2,7 +2,7 @@
 Chat Completions and the built-in offline provider. See providers/README.md."""
 
 from .catalogue import Capabilities, capabilities
-from .context import estimate_tokens, measure_active_context
+from .context import Pressure, estimate_tokens, measure_active_context, measure_pressure, output_headroom
 from .errors import (
     AuthError,
     ContextTooLongError,
@@ -28,6 +28,7 @@ __all__ = [
     "ContextTooLongError",
     "InvalidRequestError",
     "NetworkError",
+    "Pressure",
     "ProviderError",
     "RateLimitedError",
     "SUMMARY_INSTRUCTION",
@@ -40,5 +41,7 @@ __all__ = [
     "check_credentials",
     "estimate_tokens",
     "measure_active_context",
+    "measure_pressure",
+    "output_headroom",
     "summarize",
 ]
