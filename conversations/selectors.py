@@ -54,6 +54,15 @@ def live_context_targets(workflow: Workflow) -> list[ContextTarget]:
     return targets
 
 
+def agent_model(workflow: Workflow, agent_node_id: str) -> tuple[str, str] | None:
+    """(provider, model) of an agent node of the live generation."""
+    node = node_by_id(live_graph(workflow), agent_node_id) or {}
+    params = node.get("params") or {}
+    if not params.get("provider"):
+        return None
+    return str(params["provider"]), str(params.get("model") or "")
+
+
 def live_conversation_header(workflow: Workflow, agent_node_id: str) -> AgentConversation | None:
     if not workflow.live_generation:
         return None

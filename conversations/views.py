@@ -35,6 +35,20 @@ def _pick_target(workflow, node_id: str | None):
     return targets, next((t for t in targets if t.agent_node_id), targets[0] if targets else None)
 
 
+def _model_notes(provider: str, model: str) -> dict:
+    """How the panel's pressure is measured for this agent's provider, and whether its model is unknown to the
+    catalogue (conservative capabilities, no price)."""
+    from providers import capabilities
+    from providers.context import pressure_method_note
+    from providers.errors import ProviderError
+
+    try:
+        note = capabilities(provider, model).note
+    except ProviderError:
+        note = ""
+    return {"pressure_note": pressure_method_note(provider), "model_note": note}
+
+
 def _view_block(block) -> dict:
     kind = block.get("type") if isinstance(block, dict) else None
     view = {"kind": kind or "unknown", "block": block}
@@ -90,6 +104,9 @@ def context_panel(request, workflow_id: int):
         else None,
         "pressure": selectors.pressure_of(header),
     }
+    model = selectors.agent_model(workflow, target.agent_node_id) if target and target.agent_node_id else None
+    if model is not None:
+        context.update(_model_notes(*model))
     if context["pressure"] and context["pressure"]["fraction"] is not None:
         context["pressure_percent"] = min(100, round(context["pressure"]["fraction"] * 100))
     return render(request, "conversations/context_panel.html", context)

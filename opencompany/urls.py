@@ -15,6 +15,7 @@ api_urlpatterns = [
     path("", include("accounts.urls")),
     path("schema/", schema_view(), name="api-schema"),
     path("docs/", docs_view(url_name="api-schema"), name="api-docs"),
+    path("", include("provider_keys.urls")),
 ]
 
 urlpatterns = [
@@ -30,4 +31,5 @@ urlpatterns = [
     path("", include("conversations.page_urls")),
     path("", include("memory.page_urls")),
     path("", include("chat.page_urls")),
+    path("", include("provider_keys.page_urls")),
 ]

@@ -2,7 +2,7 @@
 Chat Completions and the built-in offline provider. See providers/README.md."""
 
 from .catalogue import Capabilities, capabilities
-from .context import estimate_tokens, measure_active_context
+from .context import Pressure, estimate_tokens, measure_active_context, measure_pressure, output_headroom
 from .errors import (
     AuthError,
     ContextTooLongError,
@@ -14,8 +14,8 @@ from .errors import (
     TruncatedStreamError,
 )
 from .summarize import SUMMARY_INSTRUCTION, summarize
-from .types import PROVIDERS, ChatRequest, ChatResult, ChatSettings, ToolDefinition, Usage
-from .unifier import ChatUnifier
+from .types import PROVIDERS, ChatRequest, ChatResult, ChatSettings, ToolDefinition, UrlPolicy, Usage
+from .unifier import ChatUnifier, check_credentials
 
 __all__ = [
     "PROVIDERS",
@@ -28,6 +28,7 @@ __all__ = [
     "ContextTooLongError",
     "InvalidRequestError",
     "NetworkError",
+    "Pressure",
     "ProviderError",
     "RateLimitedError",
     "SUMMARY_INSTRUCTION",
@@ -35,8 +36,12 @@ __all__ = [
     "ToolDefinition",
     "TruncatedStreamError",
     "Usage",
+    "UrlPolicy",
     "capabilities",
+    "check_credentials",
     "estimate_tokens",
     "measure_active_context",
+    "measure_pressure",
+    "output_headroom",
     "summarize",
 ]

@@ -8,10 +8,11 @@ turns it summarizes, and it must work the same for every provider.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from conversations.wire import text_message, text_of
 
-from .types import ChatRequest, ChatSettings
+from .types import ChatRequest, ChatSettings, UrlPolicy, Usage
 from .unifier import ChatUnifier
 
 SUMMARY_INSTRUCTION = (
@@ -44,9 +45,23 @@ def render_transcript(messages: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def summarize(*, provider: str, model: str, messages: list[dict], api_key: str | None = None) -> str:
-    """Summary of `messages` (MessageWire dicts). Raises ProviderError; the caller (compaction) treats that as
-    terminal. The offline provider answers deterministically."""
+@dataclass
+class Summary:
+    text: str
+    usage: Usage  # the call's real usage, billed to the ledger like any call
+
+
+def summarize_call(
+    *,
+    provider: str,
+    model: str,
+    messages: list[dict],
+    api_key: str | None = None,
+    base_url: str | None = None,
+    url_policy: UrlPolicy | None = None,
+) -> Summary:
+    """Summary of `messages` (MessageWire dicts) with the call's usage. Raises ProviderError; the caller
+    (compaction) treats that as terminal. The offline provider answers deterministically."""
     system = [m for m in messages if m.get("role") == "system"]
     prompt = f"{SUMMARY_INSTRUCTION}\n\n{TRANSCRIPT_MARKER}\n{render_transcript(messages)}"
     request = ChatRequest(
@@ -56,6 +71,33 @@ def summarize(*, provider: str, model: str, messages: list[dict], api_key: str |
         tools=[],
         settings=ChatSettings(),
         api_key=api_key,
+        base_url=base_url,
+        url_policy=url_policy,
     )
     result = ChatUnifier().chat(request)
-    return text_of(result.message).strip()
+    return Summary(text=text_of(result.message).strip(), usage=result.usage)
+
+
+class SummaryText(str):
+    """The summary as a plain string that also carries the call's usage (`.usage`), so callers that only want the
+    text keep working and the ledger can bill the call."""
+
+    usage: Usage
+
+
+def summarize(
+    *,
+    provider: str,
+    model: str,
+    messages: list[dict],
+    api_key: str | None = None,
+    base_url: str | None = None,
+    url_policy: UrlPolicy | None = None,
+) -> str:
+    """The summary text (a SummaryText carrying `.usage`); see summarize_call."""
+    summary = summarize_call(
+        provider=provider, model=model, messages=messages, api_key=api_key, base_url=base_url, url_policy=url_policy
+    )
+    text = SummaryText(summary.text)
+    text.usage = summary.usage
+    return text

@@ -27,6 +27,15 @@ class ChatSettings:
     thinking: str | None = None
 
 
+@dataclass(frozen=True)
+class UrlPolicy:
+    """Set when the base URL came from an owner: it is checked against server-side request forgery before use and
+    on every request made with it (providers/urlguard.py)."""
+
+    allowed_hosts: tuple[str, ...] = ()
+    allow_http: bool = False
+
+
 @dataclass
 class ChatRequest:
     provider: str
@@ -36,6 +45,7 @@ class ChatRequest:
     settings: ChatSettings = field(default_factory=ChatSettings)
     api_key: str | None = None
     base_url: str | None = None
+    url_policy: UrlPolicy | None = None
 
 
 @dataclass
@@ -44,6 +54,9 @@ class Usage:
     cached_tokens: int = 0
     output_tokens: int = 0
     reasoning_tokens: int = 0
+    # Anthropic prompt caching: input written to the cache this call (billed above the input rate); cached_tokens
+    # is what was read from it. Both are part of input_tokens.
+    cache_creation_tokens: int = 0
     # True when the provider never reported usage (a stopped stream): the numbers are local estimates.
     estimated: bool = False
 
@@ -54,6 +67,8 @@ class Usage:
             "output_tokens": self.output_tokens,
             "reasoning_tokens": self.reasoning_tokens,
         }
+        if self.cache_creation_tokens:
+            data["cache_creation_tokens"] = self.cache_creation_tokens
         if self.estimated:
             data["estimated"] = True
         return data

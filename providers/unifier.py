@@ -42,3 +42,11 @@ class ChatUnifier:
             except WireError as exc:
                 raise InvalidRequestError(f"messages[{index}]: {exc}", provider=request.provider) from None
         return adapter.chat(request, Stream(on_event, should_stop))
+
+
+def check_credentials(request: ChatRequest) -> None:
+    """Prove that `request`'s key (and base URL) work with one cheap call that uses no tokens (the provider's
+    model list). Raises a ProviderError (AuthError for a refused key); the offline provider needs no key."""
+    if request.provider == "offline":
+        return
+    adapter_for(request.provider).check_credentials(request)

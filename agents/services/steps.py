@@ -170,10 +170,15 @@ def _limit_reached(firing: Firing) -> str | None:
     return None
 
 
-def _build_request(firing: Firing, messages: list[dict]):
+def _build_request(firing: Firing, messages: list[dict], *, credentials: bool = True):
+    from provider_keys.selectors import owner_request_overrides
     from providers.types import ChatRequest, ChatSettings, ToolDefinition
 
     config = firing.agent_config
+    # The owner's own key (and base URL) for this provider when they stored one, else the environment's.
+    overrides = (
+        owner_request_overrides(owner_id=firing.workflow.owner_id, provider=config["provider"]) if credentials else {}
+    )
     return ChatRequest(
         provider=config["provider"],
         model=config["model"],
@@ -184,6 +189,7 @@ def _build_request(firing: Firing, messages: list[dict]):
             max_output_tokens=config.get("max_output_tokens"),
             thinking=config.get("thinking"),
         ),
+        **overrides,
     )
 
 
@@ -229,7 +235,6 @@ def execute_llm_step(firing_id: str, iteration: int, *, committed: Firing | None
     except (store.ConversationConflict, store.ConversationLoadFailed, store.ConversationTooLarge) as exc:
         _record_unbuilt_step(firing, step, exc)
         return
-    request = _build_request(firing, messages)
     request_info = _request_info(firing, messages)
     on_event = None
     if firing.chat_run_id:
@@ -240,6 +245,8 @@ def execute_llm_step(firing_id: str, iteration: int, *, committed: Firing | None
 
     started = time.monotonic()
     try:
+        # Built inside: an owner key that cannot be decrypted fails the step with a clear error.
+        request = _build_request(firing, messages)
         with StepHeartbeat(step.pk):
             result = ChatUnifier().chat(request, on_event=on_event, should_stop=stop_checker(firing.pk))
             duration_ms = int((time.monotonic() - started) * 1000)
@@ -667,20 +674,57 @@ def _record_pressure(firing: Firing, step: LlmStep, *, added_messages: list[dict
     """Store the agent's active context pressure; True when the projected next request crosses its threshold."""
     if not firing.uses_conversation:
         return False
-    from conversations import store
-    from providers import capabilities
+    from providers.context import Pressure, estimate_tokens
+    from providers.types import ChatRequest
 
     config = firing.agent_config
     usage = step.result.get("usage") or {}
-    window = capabilities(config["provider"], config["model"]).context_window
-    # What this turn added to the next request: the answer and its tool results.
-    added = sum(len(str(m)) for m in added_messages) // 4
-    projected = int(usage.get("input_tokens", 0)) + added
-    headroom = int(config.get("max_output_tokens") or 0)
+    # The provider counted the request it just served (usage.input_tokens); what this turn added (the answer and
+    # its tool results) is estimated here, inside persist, where no provider call may be made.
+    request = _build_request(firing, added_messages, credentials=False)  # for the model and settings only
+    added = estimate_tokens(ChatRequest(provider=request.provider, model=request.model, messages=added_messages))
+    pressure = Pressure(int(usage.get("input_tokens", 0)) + added, 0, _context_window(request), "estimate")
+    key = firing_key(firing)
+    _store_pressure(key, pressure, request)
+    # After commit, outside every lock: the provider's own token counter replaces the estimate where it has one.
+    transaction.on_commit(lambda: _count_pressure(key, firing))
+    window = pressure.context_window_tokens
+    return bool(window) and pressure.input_tokens >= window * float(config["compaction_threshold"])
+
+
+def _context_window(request) -> int:
+    from providers import capabilities
+
+    return capabilities(request.provider, request.model).context_window
+
+
+def _store_pressure(key, pressure, request) -> None:
+    from conversations import store
+    from providers.context import output_headroom
+
+    # Headroom is the output the request will actually allow, within what the window leaves.
+    headroom = min(output_headroom(request), max(pressure.context_window_tokens - pressure.input_tokens, 0))
     store.conversation_pressure_record(
-        firing_key(firing), input_tokens=projected, output_headroom_tokens=headroom, context_window_tokens=window
+        key,
+        input_tokens=pressure.input_tokens,
+        output_headroom_tokens=headroom,
+        context_window_tokens=pressure.context_window_tokens,
     )
-    return bool(window) and projected >= window * float(config["compaction_threshold"])
+
+
+def _count_pressure(key, firing: Firing) -> None:
+    """The next request as the provider counts it (its free count endpoint), with the owner's key."""
+    from providers.context import COUNTING_PROVIDERS, measure_pressure
+
+    if firing.agent_config["provider"] not in COUNTING_PROVIDERS:
+        return  # the estimate stored in persist is all there is
+    try:
+        request = _build_request(firing, firing_messages(firing))
+        pressure = measure_pressure(request)
+        if pressure.method == "provider_count":
+            _store_pressure(key, pressure, request)
+    except Exception:  # display only: a failed count keeps the estimate
+        logger.warning("context pressure count failed", extra=key.as_log())
 
 
 def compact_context(
@@ -690,9 +734,11 @@ def compact_context(
     from conversations import store
     from conversations.services import usage_record_append
     from conversations.store import CompactionError, conversation_key
+    from provider_keys.selectors import owner_request_overrides
     from providers import summarize
+    from providers.billing import ledger_fields
     from providers.context import estimate_tokens
-    from providers.types import ChatRequest
+    from providers.types import ChatRequest, Usage
     from workflows.models import WorkflowGeneration
 
     generation_row = (
@@ -706,10 +752,16 @@ def compact_context(
         return
     key = conversation_key(workflow_id, generation, agent_node_id)
     calls = []
+    spent = Usage()
 
     def summarize_messages(messages: list[dict]) -> str:
         calls.append(len(messages))
-        return summarize(provider=config["provider"], model=config["model"], messages=messages)
+        overrides = owner_request_overrides(owner_id=generation_row.workflow.owner_id, provider=config["provider"])
+        summary = summarize(provider=config["provider"], model=config["model"], messages=messages, **overrides)
+        used = getattr(summary, "usage", None)  # the real usage of the call, billed below
+        for name in ("input_tokens", "cached_tokens", "output_tokens", "reasoning_tokens", "cache_creation_tokens"):
+            setattr(spent, name, getattr(spent, name) + getattr(used, name, 0))
+        return summary
 
     def count_tokens(messages: list[dict]) -> int:
         return estimate_tokens(ChatRequest(provider=config["provider"], model=config["model"], messages=messages))
@@ -736,6 +788,7 @@ def compact_context(
                 workflow_id=workflow_id,
                 generation=generation,
                 agent_node_id=agent_node_id,
+                **ledger_fields(provider=config["provider"], model=config["model"], usage=spent.to_dict()),
             )
     logger.info("compaction", extra={**key.as_log(), "status": outcome.status, "reason": outcome.reason})
     if firing_id:

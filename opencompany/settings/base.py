@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "chat",
     "agents",
     "conversations",
+    "provider_keys",
 ]
 
 MIDDLEWARE = [
@@ -440,3 +441,11 @@ WEBSOCKET_MAX_FRAME_DEPTH = env_int("WEBSOCKET_MAX_FRAME_DEPTH", 4, minimum=1, m
 # How often an open socket re-checks that its session and its workflow still exist (the logout, password change
 # and delete paths also close sockets at once; this is the net under them).
 WEBSOCKET_RECHECK_SECONDS = env_float("WEBSOCKET_RECHECK_SECONDS", 30.0)
+# Owners' own provider keys (provider_keys, docs/security.md "Owners' provider keys"). The first Fernet key
+# encrypts, all decrypt (rotation: add a new key first, run `manage.py rotate_provider_keys`, drop the old one).
+# Unset: a key derived from SECRET_KEY.
+PROVIDER_KEYS_ENCRYPTION_KEYS = env_list("PROVIDER_KEYS_ENCRYPTION_KEYS", [])
+# Owners' base URLs: https only unless this allows http; hosts staff vouch for skip the private-address check
+# (also editable in admin as "Allowed provider hosts").
+PROVIDER_BASE_URL_ALLOW_HTTP = env_bool("PROVIDER_BASE_URL_ALLOW_HTTP", False)
+PROVIDER_BASE_URL_ALLOWED_HOSTS = env_list("PROVIDER_BASE_URL_ALLOWED_HOSTS", [])

@@ -38,7 +38,8 @@ from .common import (
 )
 
 PROVIDER = "anthropic"
-THINKING_BUDGET = {"low": 2048, "medium": 8192, "high": 24576}
+THINKING_BUDGET = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 24576}
+EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": "high"}
 CONTEXT_MARKERS = ("prompt is too long", "context window", "too many tokens")
 STREAM_ERROR_STATUS = {
     "rate_limit_error": 429,
@@ -132,6 +133,10 @@ def _assistant_content(message: dict) -> list[dict]:
             content.append({"type": "tool_use", "id": _tool_id(block["id"]), "name": block["name"], "input": arguments})
         elif kind == "image":
             content.append({"type": "text", "text": image_placeholder(block, PROVIDER)})
+    # Anthropic refuses an assistant message whose final block is thinking ("The final block in an assistant
+    # message cannot be `thinking`"); a reply stopped right after its thinking, stored before this rule, ends so.
+    while content and content[-1]["type"] in ("thinking", "redacted_thinking"):
+        content.pop()
     return content
 
 
@@ -178,14 +183,62 @@ def build_messages(messages: list[dict]) -> list[dict]:
     return out
 
 
-def _current_turn_can_think(messages: list[dict]) -> bool:
-    if len(messages) < 2 or messages[-1]["role"] != "user":
-        return True
-    if not any(b.get("type") == "tool_result" for b in messages[-1]["content"]):
-        return True
-    previous = messages[-2]
-    first = previous["content"][0] if previous["role"] == "assistant" and previous["content"] else {}
-    return first.get("type") in ("thinking", "redacted_thinking")
+def _turn_start(messages: list[dict]) -> int:
+    """Index of the first message of the assistant turn in progress: the one after the last user message that is
+    more than tool results. A tool loop (assistant, tool results, assistant, ...) is one assistant turn."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if message["role"] == "user" and any(b.get("type") != "tool_result" for b in message["content"]):
+            return index + 1
+    return 0
+
+
+def _turn_started_with_thinking(messages: list[dict]) -> bool | None:
+    """Whether the turn in progress began with a thinking block; None when no assistant step of it exists yet.
+
+    Anthropic keeps one thinking configuration per assistant turn: when thinking is on, the first assistant
+    message of a tool loop must start with a thinking block, and later steps of the same loop (without
+    interleaved thinking) carry none. So the decision is read from the turn's first step, not from the previous
+    message."""
+    for message in messages[_turn_start(messages) :]:
+        if message["role"] == "assistant":
+            first = message["content"][0] if message["content"] else {}
+            return first.get("type") in ("thinking", "redacted_thinking")
+    return None
+
+
+def thinking_params(request: ChatRequest, caps, messages: list[dict]) -> tuple[dict, int | None]:
+    """The thinking fields for this request, per model family (catalogue `thinking`), and the budget if any."""
+    level = request.settings.thinking
+    if not level or level == "off" or caps.thinking == "none":
+        # "off" is sent as no thinking field: every family accepts that, and `disabled` is refused by the
+        # adaptive-only ones.
+        return {}, None
+    if _turn_started_with_thinking(messages) is False:
+        # The turn began without thinking (another provider or a thinking-off request made its first step):
+        # Anthropic refuses thinking now, and the documented way out is to finish the turn without it.
+        return {}, None
+    if caps.thinking == "budget":
+        budget = THINKING_BUDGET.get(level, THINKING_BUDGET["medium"])
+        return {"thinking": {"type": "enabled", "budget_tokens": budget}}, budget
+    effort = EFFORT.get(level, "medium")
+    return {"thinking": {"type": "adaptive"}, "output_config": {"effort": effort}}, None
+
+
+def _cache_breakpoints(params: dict) -> None:
+    """Prompt caching: a breakpoint after the system prompt and one on the last block of the conversation, so the
+    next step of the loop (and the next turn) reads the whole stored prefix from the cache. Thinking blocks cannot
+    carry one, so the last block that can is used."""
+    system = params.get("system")
+    if isinstance(system, str) and system:
+        params["system"] = [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}]
+    messages = params["messages"]
+    if not messages:
+        return
+    for block in reversed(messages[-1]["content"]):
+        if block.get("type") not in ("thinking", "redacted_thinking"):
+            block["cache_control"] = {"type": "ephemeral"}
+            break
 
 
 def build_params(request: ChatRequest, *, for_counting: bool = False) -> dict:
@@ -199,27 +252,26 @@ def build_params(request: ChatRequest, *, for_counting: bool = False) -> dict:
             for tool in request.tools
         ]
     settings = request.settings
-    budget = THINKING_BUDGET.get(settings.thinking or "")
-    if budget and not _current_turn_can_think(params["messages"]):
-        # Anthropic refuses thinking when the assistant step being continued does not start with a thinking
-        # block (it was made by another provider, or without thinking); its documented way out is to send this
-        # request without thinking. The next user turn thinks again.
-        budget = None
-    if budget:
-        params["thinking"] = {"type": "enabled", "budget_tokens": budget}
+    caps = capabilities(PROVIDER, request.model)
+    thinking, budget = thinking_params(request, caps, params["messages"])
+    params.update(thinking)
     if not for_counting:
-        default = min(
-            int(config.setting("PROVIDER_DEFAULT_MAX_OUTPUT_TOKENS")),
-            capabilities(PROVIDER, request.model).max_output_tokens,
-        )
+        default = min(int(config.setting("PROVIDER_DEFAULT_MAX_OUTPUT_TOKENS")), caps.max_output_tokens)
         max_tokens = settings.max_output_tokens or default
         if budget and max_tokens <= budget:
             max_tokens = budget + 4096  # the thinking budget must be below max_tokens
         params["max_tokens"] = max_tokens
-        # This SDK generation has no temperature parameter; with thinking on the API refuses one anyway.
-        if settings.temperature is not None and not budget:
+        # This SDK generation has no temperature parameter. The 4.7+ families refuse it outright ("deprecated
+        # for this model"), and every family refuses it while thinking is on.
+        if settings.temperature is not None and caps.temperature and not thinking:
             params["extra_body"] = {"temperature": settings.temperature}
+        _cache_breakpoints(params)
     return params
+
+
+def request_max_output(request: ChatRequest) -> int:
+    """The output this request will actually allow (what build_params puts in max_tokens)."""
+    return int(build_params(request)["max_tokens"])
 
 
 # --- response --------------------------------------------------------------------------------------------------
@@ -246,8 +298,10 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
                     message_id = event.message.id
                     start = event.message.usage
                     cached = start.cache_read_input_tokens or 0
-                    usage.input_tokens = start.input_tokens + cached + (start.cache_creation_input_tokens or 0)
+                    written = start.cache_creation_input_tokens or 0
+                    usage.input_tokens = start.input_tokens + cached + written
                     usage.cached_tokens = cached
+                    usage.cache_creation_tokens = written
                 elif kind == "content_block_start":
                     block = event.content_block
                     entry: dict[str, Any] = {"kind": block.type}
@@ -317,12 +371,17 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
             entry = open_blocks[index]
             if entry["kind"] == "text" and entry["text"]:
                 wire_blocks.append(text_block(entry["text"], stopped=True))
+        # Stopped right after a thinking block closed: Anthropic refuses an assistant message that ends with
+        # thinking, so thinking that produced nothing is not stored (it was billed; the usage below says so).
+        while wire_blocks and wire_blocks[-1]["type"] in ("thinking", "redacted_thinking"):
+            wire_blocks.pop()
         result_stop = "stopped"
         # message_start reported the real input; the output so far is estimated.
         estimate = estimated_usage(request, wire_blocks)
         usage = Usage(
             input_tokens=usage.input_tokens or estimate.input_tokens,
             cached_tokens=usage.cached_tokens,
+            cache_creation_tokens=usage.cache_creation_tokens,
             output_tokens=estimate.output_tokens,
             estimated=True,
         )
@@ -375,3 +434,12 @@ def count_input_tokens(request: ChatRequest) -> int:
     except Exception as exc:
         raise map_error(exc, api_key=api_key) from exc
     return int(result.input_tokens)
+
+
+def check_credentials(request: ChatRequest) -> None:
+    """One cheap call that proves the key works: the model list (free, no tokens)."""
+    client, api_key = make_client(request)
+    try:
+        client.models.list(limit=1)
+    except Exception as exc:
+        raise map_error(exc, api_key=api_key) from exc

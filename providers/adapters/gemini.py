@@ -25,6 +25,7 @@ from google.genai import types
 from conversations.wire import text_block, tool_call_block
 
 from .. import config
+from ..catalogue import capabilities
 from ..errors import (
     AuthError,
     NetworkError,
@@ -49,7 +50,10 @@ from .common import (
 PROVIDER = "gemini"
 # Documented escape hatch for function calls the model did not sign itself (e.g. made by another provider): it
 # tells the API not to validate that part, instead of refusing the whole request.
-SKIP_SIGNATURE = b"skip_thought_signature_validator"
+# The API compares the literal text; the SDK sends a signature's bytes URL-safe base64 encoded, so these are the
+# bytes whose encoding is exactly that text (bytes of the text itself would go out as "c2tpcF90aG91...").
+SKIP_SIGNATURE = base64.urlsafe_b64decode("skip_thought_signature_validator")
+MAX_CONTINUATIONS = 8  # a CONTINUATION finish is followed by at most this many more requests
 CONTEXT_MARKERS = ("exceeds the maximum number of tokens", "input token count", "context window", "too long")
 THINKING_LEVELS = {"minimal": "MINIMAL", "low": "LOW", "medium": "MEDIUM", "high": "HIGH"}
 
@@ -129,9 +133,16 @@ def _synthetic_ids(messages: list[dict]) -> set[str]:
     return ids
 
 
-def _model_parts(message: dict, synthetic: set[str]) -> list[types.Part]:
+def _model_parts(message: dict, synthetic: set[str], model: str) -> list[types.Part]:
     state = (message.get("provider_state") or {}).get(PROVIDER) or {}
-    signatures = {int(s["index"]): s for s in state.get("signatures") or [] if isinstance(s, dict) and "index" in s}
+    # A signature is valid only for the model that made it: after a model switch the old model's signatures are
+    # left out (thoughts dropped, calls of the turn in progress get the skip value in _sign_current_turn).
+    same_model = state.get("model") in (None, model)
+    signatures = {
+        int(s["index"]): s
+        for s in (state.get("signatures") or [] if same_model else [])
+        if isinstance(s, dict) and "index" in s
+    }
     parts: list[types.Part] = []
     for index, block in enumerate(message.get("blocks", [])):
         kind = block.get("type")
@@ -141,7 +152,7 @@ def _model_parts(message: dict, synthetic: set[str]) -> list[types.Part]:
             signature = _unb64(stored["signature"])
         if kind == "thinking":
             # Only signed Gemini thoughts are worth sending back; summaries alone carry nothing for the model.
-            if own_thinking(block, PROVIDER) and block.get("signature"):
+            if own_thinking(block, PROVIDER) and block.get("signature") and same_model:
                 parts.append(types.Part(text=block["text"], thought=True, thought_signature=_unb64(block["signature"])))
         elif kind == "text":
             if block["text"] or signature:
@@ -173,7 +184,7 @@ def _user_parts(message: dict) -> list[types.Part]:
     return parts
 
 
-def build_contents(messages: list[dict]) -> list[types.Content]:
+def build_contents(messages: list[dict], model: str = "") -> list[types.Content]:
     synthetic = _synthetic_ids(messages)
     contents: list[types.Content] = []
     for message in messages:
@@ -183,7 +194,7 @@ def build_contents(messages: list[dict]) -> list[types.Content]:
             if parts:
                 contents.append(types.Content(role="user", parts=parts))
         elif role == "assistant":
-            parts = _model_parts(message, synthetic)
+            parts = _model_parts(message, synthetic, model)
             if parts:
                 contents.append(types.Content(role="model", parts=parts))
         elif role == "tool":
@@ -225,6 +236,24 @@ def _sign_current_turn(contents: list[types.Content]) -> None:
             calls[0].thought_signature = SKIP_SIGNATURE
 
 
+def thinking_config(request: ChatRequest) -> types.ThinkingConfig | None:
+    """The thinking knob per model family: a token budget for 2.5 (which refuses thinking_level), a level for 3.x
+    (where the budget is legacy). "off" is budget 0 only where the model can stop thinking (2.5 Pro refuses 0 and
+    gets its minimum), the lowest level the family has for 3.x."""
+    level = request.settings.thinking
+    caps = capabilities(PROVIDER, request.model)
+    if not level or caps.thinking == "none":
+        return None
+    if caps.thinking == "budget":
+        if level == "off":
+            return types.ThinkingConfig(thinking_budget=int(caps.thinking_off or 0))
+        budget = caps.thinking_budgets.get(level) or caps.thinking_budgets.get("medium") or -1
+        return types.ThinkingConfig(include_thoughts=True, thinking_budget=int(budget))
+    if level == "off":
+        return types.ThinkingConfig(thinking_level=str(caps.thinking_off or "LOW"))
+    return types.ThinkingConfig(include_thoughts=True, thinking_level=THINKING_LEVELS.get(level, "MEDIUM"))
+
+
 def build_config(request: ChatRequest) -> types.GenerateContentConfig:
     settings = request.settings
     kwargs: dict[str, Any] = {
@@ -249,12 +278,9 @@ def build_config(request: ChatRequest) -> types.GenerateContentConfig:
         kwargs["temperature"] = settings.temperature
     if settings.max_output_tokens:
         kwargs["max_output_tokens"] = settings.max_output_tokens
-    if settings.thinking == "off":
-        kwargs["thinking_config"] = types.ThinkingConfig(thinking_budget=0)
-    elif settings.thinking:
-        kwargs["thinking_config"] = types.ThinkingConfig(
-            include_thoughts=True, thinking_level=THINKING_LEVELS.get(settings.thinking, "MEDIUM")
-        )
+    thinking = thinking_config(request)
+    if thinking is not None:
+        kwargs["thinking_config"] = thinking
     return types.GenerateContentConfig(**kwargs)
 
 
@@ -324,7 +350,7 @@ class _Assembler:
 
 def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     client, api_key = make_client(request)
-    contents = build_contents(request.messages)
+    contents = build_contents(request.messages, request.model)
     gen_config = build_config(request)
     assembler = _Assembler(stream)
     usage = Usage()
@@ -332,27 +358,50 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     stopped = False
     received_any = False
     chunks = None
+    continuation: bytes | None = None
+    hops = 0
     try:
-        chunks = client.models.generate_content_stream(model=request.model, contents=contents, config=gen_config)
-        for chunk in stream.pump(chunks):
-            received_any = True
-            assembler.response_id = assembler.response_id or chunk.response_id
-            if chunk.usage_metadata is not None:
-                meta = chunk.usage_metadata
-                usage.input_tokens = int(meta.prompt_token_count or 0)
-                usage.cached_tokens = int(meta.cached_content_token_count or 0)
-                usage.reasoning_tokens = int(meta.thoughts_token_count or 0)
-                usage.output_tokens = int(meta.candidates_token_count or 0) + usage.reasoning_tokens
-            candidate = (chunk.candidates or [None])[0]
-            if candidate is not None:
-                if candidate.content is not None:
-                    for part in candidate.content.parts or []:
-                        assembler.add(part)
-                if candidate.finish_reason is not None:
-                    finish = str(getattr(candidate.finish_reason, "value", candidate.finish_reason))
-            if finish is None and stream.stopped():
-                stopped = True
+        while True:
+            # A CONTINUATION finish means the answer is not done: the same request goes again with the token, and
+            # the hops are assembled into one reply. Each hop is a request of its own, so its usage is added.
+            hop_config = (
+                gen_config
+                if continuation is None
+                else gen_config.model_copy(update={"continuation_token": continuation})
+            )
+            continuation, finish, hop_usage = None, None, Usage()
+            chunks = client.models.generate_content_stream(model=request.model, contents=contents, config=hop_config)
+            for chunk in stream.pump(chunks):
+                received_any = True
+                assembler.response_id = assembler.response_id or chunk.response_id
+                if chunk.usage_metadata is not None:
+                    # Each chunk's usageMetadata is the running total of this hop: the latest replaces, never adds.
+                    meta = chunk.usage_metadata
+                    hop_usage.input_tokens = int(meta.prompt_token_count or 0)
+                    hop_usage.cached_tokens = int(meta.cached_content_token_count or 0)
+                    hop_usage.reasoning_tokens = int(meta.thoughts_token_count or 0)
+                    hop_usage.output_tokens = int(meta.candidates_token_count or 0) + hop_usage.reasoning_tokens
+                candidate = (chunk.candidates or [None])[0]
+                if candidate is not None:
+                    if candidate.content is not None:
+                        for part in candidate.content.parts or []:
+                            assembler.add(part)
+                    if candidate.finish_reason is not None:
+                        finish = str(getattr(candidate.finish_reason, "value", candidate.finish_reason))
+                    if getattr(candidate, "continuation_token", None):
+                        continuation = candidate.continuation_token
+                if finish is None and stream.stopped():
+                    stopped = True
+                    break
+            usage.input_tokens += hop_usage.input_tokens
+            usage.cached_tokens += hop_usage.cached_tokens
+            usage.reasoning_tokens += hop_usage.reasoning_tokens
+            usage.output_tokens += hop_usage.output_tokens
+            hops += 1
+            if finish != "CONTINUATION" or stopped or stream.stop_requested:
                 break
+            if continuation is None or hops > MAX_CONTINUATIONS:
+                break  # no token to continue with: kept as an answer cut short (stop_reason max_tokens)
     except ProviderError:
         raise
     except genai_errors.APIError as exc:
@@ -384,7 +433,7 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     else:
         assembler._close_thinking()
         blocks = assembler.blocks
-        if finish == "MAX_TOKENS":
+        if finish in ("MAX_TOKENS", "CONTINUATION"):
             stop_reason = "max_tokens"
         elif any(b["type"] == "tool_call" for b in blocks):
             stop_reason = "tool_use"
@@ -404,7 +453,7 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
                 remap[index] = position
                 position += 1
         signatures = [{**s, "index": remap[s["index"]]} for s in signatures if s["index"] in remap]
-    state = {"response_id": assembler.response_id, "signatures": signatures}
+    state = {"response_id": assembler.response_id, "model": request.model, "signatures": signatures}
     if assembler.synthetic:
         state["synthetic_call_ids"] = assembler.synthetic
     message = {
@@ -424,7 +473,18 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
 def count_input_tokens(request: ChatRequest) -> int:
     client, api_key = make_client(request)
     try:
-        result = client.models.count_tokens(model=request.model, contents=build_contents(request.messages))
+        result = client.models.count_tokens(
+            model=request.model, contents=build_contents(request.messages, request.model)
+        )
     except Exception as exc:
         raise map_error(exc, api_key=api_key) from exc
     return int(result.total_tokens or 0)
+
+
+def check_credentials(request: ChatRequest) -> None:
+    """One cheap call that proves the key works: the model list (free, no tokens)."""
+    client, api_key = make_client(request)
+    try:
+        next(iter(client.models.list(config={"page_size": 1})), None)
+    except Exception as exc:
+        raise map_error(exc, api_key=api_key) from exc

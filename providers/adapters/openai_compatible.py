@@ -7,8 +7,10 @@ servers have no signatures); it is sent back on the assistant message only when 
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
+import httpx2
 import openai
 
 from conversations.wire import text_block, tool_call_block
@@ -16,8 +18,17 @@ from conversations.wire import text_block, tool_call_block
 from .. import config
 from ..catalogue import capabilities
 from ..errors import InvalidRequestError, ProviderError, TruncatedStreamError
-from ..types import ChatRequest, ChatResult, Usage
-from .common import Stream, data_url_parts, estimated_usage, image_placeholder, own_thinking, system_text
+from ..types import ChatRequest, ChatResult, UrlPolicy, Usage
+from ..urlguard import check_outbound_url, request_hook
+from .common import (
+    Stream,
+    data_url_parts,
+    estimated_usage,
+    image_placeholder,
+    object_arguments,
+    own_thinking,
+    system_text,
+)
 from .openai_errors import map_openai_error
 from .openai_responses import _client
 
@@ -33,11 +44,47 @@ def make_client(request: ChatRequest) -> tuple[openai.OpenAI, str | None]:
         )
     api_key = config.api_key_for(PROVIDER, request.api_key)
     connect, read = config.timeouts()
+    if request.url_policy is not None:
+        # An owner's base URL: checked again now (its DNS answer may have changed since it was saved), and every
+        # request the client makes, redirects included, goes through the same check.
+        policy = request.url_policy
+        check_outbound_url(base_url, allowed_hosts=policy.allowed_hosts, allow_http=policy.allow_http)
+        return _guarded_client(api_key or "not-needed", base_url, connect, read, policy), api_key
     # Local servers usually take any key; the client is cached like the Responses one.
     return _client(api_key or "not-needed", base_url, connect, read), api_key
 
 
-def build_messages(messages: list[dict], *, replay_reasoning: bool) -> list[dict]:
+@lru_cache(maxsize=32)
+def _guarded_client(api_key: str, base_url: str, connect: float, read: float, policy: UrlPolicy) -> openai.OpenAI:
+    hook = request_hook(allowed_hosts=policy.allowed_hosts, allow_http=policy.allow_http)
+    http_client = httpx2.Client(
+        timeout=httpx2.Timeout(read, connect=connect), follow_redirects=True, event_hooks={"request": [hook]}
+    )
+    return openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0, http_client=http_client)
+
+
+def _merge_consecutive_users(out: list[dict]) -> list[dict]:
+    """Chat templates that require user/assistant alternation (Mistral, Llama 2, Gemma, ...) refuse two user
+    messages in a row, which compaction (summary + next user message) and a dropped empty reply leave behind:
+    they are sent as one user message."""
+    merged: list[dict] = []
+    for message in out:
+        previous = merged[-1] if merged else None
+        if previous is not None and previous["role"] == "user" and message["role"] == "user":
+            if isinstance(previous["content"], str) and isinstance(message["content"], str):
+                previous["content"] = f"{previous['content']}\n\n{message['content']}"
+            else:
+                as_parts = [
+                    c if isinstance(c, list) else [{"type": "text", "text": c}]
+                    for c in (previous["content"], message["content"])
+                ]
+                previous["content"] = as_parts[0] + as_parts[1]
+            continue
+        merged.append(dict(message))
+    return merged
+
+
+def build_messages(messages: list[dict], *, replay_reasoning: bool, alternate_roles: bool = False) -> list[dict]:
     out: list[dict] = []
     system = system_text(messages)
     if system:
@@ -63,16 +110,23 @@ def build_messages(messages: list[dict], *, replay_reasoning: bool) -> list[dict
         elif role == "assistant":
             texts = [b["text"] for b in blocks if b.get("type") == "text" and b["text"]]
             texts += [image_placeholder(b, PROVIDER) for b in blocks if b.get("type") == "image"]
-            calls = [
-                {
-                    "id": b["id"],
-                    "type": "function",
-                    "function": {"name": b["name"], "arguments": b["arguments_raw"]},  # the raw string, as received
-                }
-                for b in blocks
-                if b.get("type") == "tool_call"
-            ]
-            entry: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
+            calls = []
+            for b in blocks:
+                if b.get("type") != "tool_call":
+                    continue
+                # vLLM, llama.cpp and others parse history arguments as JSON and refuse the whole request (on
+                # every later turn) when they are not: malformed arguments go as {} with a note quoting them.
+                arguments, note = object_arguments(b)
+                if note:
+                    texts.append(note)
+                calls.append(
+                    {
+                        "id": b["id"],
+                        "type": "function",
+                        "function": {"name": b["name"], "arguments": b["arguments_raw"] if not note else "{}"},
+                    }
+                )
+            entry: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(texts) if texts else None}
             if calls:
                 entry["tool_calls"] = calls
             if replay_reasoning:
@@ -90,14 +144,16 @@ def build_messages(messages: list[dict], *, replay_reasoning: bool) -> list[dict
                     if block.get("is_error"):
                         content = f"[tool error] {content}"
                     out.append({"role": "tool", "tool_call_id": block["tool_call_id"], "content": content})
-    return out
+    return _merge_consecutive_users(out) if alternate_roles else out
 
 
 def build_params(request: ChatRequest) -> dict:
-    replay = capabilities(PROVIDER, request.model).replay_reasoning
+    caps = capabilities(PROVIDER, request.model)
     params: dict[str, Any] = {
         "model": request.model,
-        "messages": build_messages(request.messages, replay_reasoning=replay),
+        "messages": build_messages(
+            request.messages, replay_reasoning=caps.replay_reasoning, alternate_roles=caps.alternate_roles
+        ),
         "stream_options": {"include_usage": True},
     }
     if request.tools:
@@ -109,7 +165,7 @@ def build_params(request: ChatRequest) -> dict:
             for t in request.tools
         ]
     settings = request.settings
-    if settings.temperature is not None:
+    if settings.temperature is not None and caps.temperature:
         params["temperature"] = settings.temperature
     if settings.max_output_tokens:
         params["max_tokens"] = settings.max_output_tokens
@@ -161,7 +217,10 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
                             stream.emit({"type": "thinking_end"})
                         entry = calls.get(call.index)
                         if entry is None:
-                            entry = calls[call.index] = {"id": call.id, "name": "", "arguments": ""}
+                            # Some servers send calls without an id; a stored call needs one (and its result must
+                            # name it), so one is made from the completion id and the call's position.
+                            call_id = call.id or f"call_{completion_id or 'local'}_{call.index}"
+                            entry = calls[call.index] = {"id": call_id, "name": "", "arguments": ""}
                             if call.function and call.function.name:
                                 entry["name"] = call.function.name
                             stream.emit({"type": "tool_call_start", "id": entry["id"], "name": entry["name"]})
@@ -180,7 +239,7 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     except ProviderError:
         raise
     except openai.APIConnectionError as exc:
-        if received_any:
+        if received_any and not isinstance(exc.__cause__, ProviderError):
             raise TruncatedStreamError(f"{PROVIDER}: the stream broke before finish_reason", provider=PROVIDER) from exc
         raise map_openai_error(exc, provider=PROVIDER, api_key=api_key) from exc
     except Exception as exc:
@@ -225,3 +284,12 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     return ChatResult(
         message=message, usage=usage, stop_reason=stop_reason, provider_ids={"completion_id": completion_id}
     )
+
+
+def check_credentials(request: ChatRequest) -> None:
+    """One cheap call that proves the key and base URL work: the server's model list."""
+    client, api_key = make_client(request)
+    try:
+        client.models.list()
+    except Exception as exc:
+        raise map_openai_error(exc, provider=PROVIDER, api_key=api_key) from exc

@@ -22,6 +22,8 @@ def _error_text(body, fallback: str) -> str:
 def map_openai_error(exc: Exception, *, provider: str, api_key: str | None) -> ProviderError:
     if isinstance(exc, ProviderError):
         return exc
+    if isinstance(exc.__cause__, ProviderError):  # raised by our own request hook (the URL guard) inside the SDK
+        return exc.__cause__
     if isinstance(exc, openai.APIStatusError):
         text = scrub(_error_text(exc.body, exc.message), [api_key])
         return classify_status(

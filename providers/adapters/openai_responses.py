@@ -72,7 +72,9 @@ def _user_content(message: dict) -> list[dict]:
 def _assistant_items(message: dict) -> list[dict]:
     state = (message.get("provider_state") or {}).get(PROVIDER) or {}
     stored = [i for i in state.get("items", []) if isinstance(i, dict)]
-    reasoning = {i.get("encrypted_content"): i for i in stored if i.get("type") == "reasoning"}
+    reasoning = {
+        i["encrypted_content"]: i for i in stored if i.get("type") == "reasoning" and i.get("encrypted_content")
+    }
     calls = {i.get("call_id"): i for i in stored if i.get("type") == "function_call"}
     messages = [i for i in stored if i.get("type") == "message"]
     used: set[int] = set()
@@ -109,8 +111,9 @@ def _assistant_items(message: dict) -> list[dict]:
             continue
         flush_text()
         if kind == "thinking":
-            # Only a reasoning item we still hold verbatim can go back; a summary alone cannot be verified.
-            if own_thinking(block, PROVIDER) and block.get("signature") in reasoning:
+            # Only a reasoning item we still hold verbatim, with its encrypted content, can go back: with store=false
+            # a bare rs_ id is refused ("Item with id ... not found"), and a summary alone cannot be verified.
+            if own_thinking(block, PROVIDER) and block.get("signature") and block["signature"] in reasoning:
                 items.append(reasoning[block["signature"]])
         elif kind == "tool_call":
             item = calls.get(block["id"])
@@ -127,7 +130,8 @@ def _assistant_items(message: dict) -> list[dict]:
                 )
         # redacted_thinking and unknown blocks have no Responses form: left out of the request.
     flush_text()
-    return items
+    # A conversation stored before reasoning was kept only with its following item must not fail every request.
+    return keep_reasoning_followed(items)
 
 
 def build_input(messages: list[dict]) -> list[dict]:
@@ -152,12 +156,26 @@ def build_input(messages: list[dict]) -> list[dict]:
     return items
 
 
+def reasoning_effort(request: ChatRequest, caps) -> str | None:
+    """reasoning.effort for this model family, or None to leave it to the model's default."""
+    level = request.settings.thinking
+    if not level or caps.thinking != "effort":
+        return None
+    if level == "off":
+        return caps.thinking_off  # "none" (gpt-5.1+), "minimal" (gpt-5), "low" (o-series: cannot be off)
+    wanted = REASONING_EFFORT.get(level, "medium")
+    if caps.effort_levels and wanted not in caps.effort_levels:
+        wanted = "low" if wanted == "minimal" else "medium"
+    return wanted
+
+
 def build_params(request: ChatRequest) -> dict:
     params: dict[str, Any] = {"model": request.model, "input": build_input(request.messages), "store": False}
-    thinking = request.settings.thinking
-    # Only reasoning models take this include; the others refuse the whole request ("Encrypted content is not
-    # supported with this model"). Without it a stateless (store=false) reasoning model could not continue.
-    if (thinking and thinking != "off") or capabilities(PROVIDER, request.model).reasoning:
+    caps = capabilities(PROVIDER, request.model)
+    # Every model that can reason gets its reasoning back encrypted: with store=false a reasoning item can only be
+    # replayed with its encrypted_content. Models that cannot reason refuse the include ("Encrypted content is not
+    # supported with this model"), so the catalogue family decides, with unknown names treated as reasoning.
+    if caps.reasoning:
         params["include"] = ["reasoning.encrypted_content"]
     instructions = system_text(request.messages)
     if instructions:
@@ -176,11 +194,26 @@ def build_params(request: ChatRequest) -> dict:
     settings = request.settings
     if settings.max_output_tokens:
         params["max_output_tokens"] = settings.max_output_tokens
-    if settings.temperature is not None:
-        params["temperature"] = settings.temperature
-    if settings.thinking and settings.thinking != "off":
-        params["reasoning"] = {"effort": REASONING_EFFORT.get(settings.thinking, "medium"), "summary": "auto"}
+    if settings.temperature is not None and caps.temperature:
+        params["temperature"] = settings.temperature  # reasoning families refuse it ("Unsupported parameter")
+    effort = reasoning_effort(request, caps)
+    if effort:
+        params["reasoning"] = {"effort": effort, "summary": "auto"} if effort != "none" else {"effort": "none"}
     return params
+
+
+def keep_reasoning_followed(items: list[dict]) -> list[dict]:
+    """Drop every reasoning item not directly followed by the item it produced (a call or message the token limit
+    or a Stop cut off): the API refuses such an item on every later request ("... was provided without its
+    required following item")."""
+    kept: list[dict] = []
+    for position, item in enumerate(items):
+        if item.get("type") == "reasoning":
+            nxt = items[position + 1] if position + 1 < len(items) else None
+            if nxt is None or nxt.get("type") == "reasoning":
+                continue
+        kept.append(item)
+    return kept
 
 
 # --- response --------------------------------------------------------------------------------------------------
@@ -295,10 +328,8 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
 
     if stopped:
         items = [closed[i] for i in sorted(closed)]
-        if items and items[-1].get("type") == "reasoning":
-            # The item this reasoning produced never completed, and the API refuses a reasoning item replayed
-            # without its following item: an interrupted reply keeps neither.
-            items = items[:-1]
+        # The item a trailing reasoning produced never completed: an interrupted reply keeps neither.
+        items = keep_reasoning_followed(items)
         blocks = blocks_from_items(items)
         # Partial text of a message still streaming is kept, marked; a half-received call or reasoning is not.
         for entry in open_items.values():
@@ -310,6 +341,7 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
         items = list(final.get("output") or []) or [closed[i] for i in sorted(closed)]
         # A call cut off by max_output_tokens is half-received: it is not kept.
         items = [i for i in items if not (i.get("type") == "function_call" and i.get("status") == "incomplete")]
+        items = keep_reasoning_followed(items)
         blocks = blocks_from_items(items)
         usage = _usage(final.get("usage"))
         response_id = final.get("id") or response_id
@@ -343,3 +375,12 @@ def count_input_tokens(request: ChatRequest) -> int:
     except Exception as exc:
         raise map_openai_error(exc, provider=PROVIDER, api_key=api_key) from exc
     return int(result.input_tokens)
+
+
+def check_credentials(request: ChatRequest) -> None:
+    """One cheap call that proves the key works: the model list (free, no tokens)."""
+    client, api_key = make_client(request)
+    try:
+        client.models.list()
+    except Exception as exc:
+        raise map_openai_error(exc, provider=PROVIDER, api_key=api_key) from exc

@@ -42,6 +42,36 @@ THINKING_FIRST = (
 )
 
 
+ENABLED_REFUSED = (
+    '"thinking.type.enabled" is not supported for this model. Use "thinking.type.adaptive" and '
+    '"output_config.effort" to control thinking behavior.'
+)
+ADAPTIVE_REFUSED = "adaptive thinking is not supported on this model"
+TEMPERATURE_DEPRECATED = "`temperature` is deprecated for this model."
+TEMPERATURE_WITH_THINKING = (
+    "`temperature` may only be set to 1 when thinking is enabled. Please consult our documentation at "
+    "https://docs.claude.com/en/docs/build-with-claude/extended-thinking#important-considerations-when-using-extended-thinking"
+)
+FINAL_THINKING = "messages.{i}: The final block in an assistant message cannot be `thinking`."
+TOO_MANY_BREAKPOINTS = "A maximum of 4 blocks with cache_control may be provided. Found {n}."
+
+
+def model_version(model: str) -> tuple[int, int]:
+    """(major, minor) from a Claude model id, as the models overview names them: claude-<family>-<major>-<minor>
+    (a trailing 8-digit date is not a version) or the older claude-<major>-<minor>-<family>. Names without a
+    number (claude-mythos-preview) are the newest generation."""
+    numbers = [int(t) for t in model.split("-") if t.isdigit() and len(t) < 8]
+    if not numbers:
+        return (99, 0)
+    return (numbers[0], numbers[1] if len(numbers) > 1 else 0)
+
+
+def adaptive_only(model: str) -> bool:
+    # Opus 4.7 and later, every Claude 5 model, Mythos and Fable: adaptive thinking only; they also reject
+    # sampling parameters such as temperature.
+    return model_version(model) >= (4, 7) or "mythos" in model or "fable" in model
+
+
 def _split(text: str) -> list[str]:
     middle = max(1, len(text) // 2)
     return [text[:middle], text[middle:]] if len(text) > 1 else [text]
@@ -62,11 +92,24 @@ class FakeAnthropic(FakeProviderServer):
         self.issued_thinking: dict[str, str] = {}  # signature -> thinking text it signs
         self.issued_redacted: set[str] = set()
         self.fail_counting = False  # answer count_tokens with a 500, to exercise the estimate fallback
+        self.last_breakpoints = 0
 
     def reject(self, message: str, status: int = 400) -> None:
         raise Rejected(ErrorReply(status, message))
 
     def handle_other(self, request: RecordedRequest) -> RawReply | None:
+        if request.method == "GET" and request.path == "/v1/models":
+            if self.key_refused(request):
+                return self.render_error(ErrorReply(401, "invalid x-api-key", kind="authentication_error"))
+            model = {
+                "type": "model",
+                "id": "claude-sonnet-4-5",
+                "display_name": "Claude Sonnet 4.5",
+                "created_at": "2025-09-29T00:00:00Z",
+            }
+            return json_reply(
+                200, {"data": [model], "has_more": False, "first_id": model["id"], "last_id": model["id"]}
+            )
         if request.path == "/v1/messages/count_tokens":
             if self.fail_counting:
                 return self.render_error(ErrorReply(500, "Internal server error"))
@@ -84,7 +127,32 @@ class FakeAnthropic(FakeProviderServer):
         if not counting and not isinstance(body.get("max_tokens"), int):
             self.reject("max_tokens: Field required")
         messages = body.get("messages") or []
-        thinking_on = (body.get("thinking") or {}).get("type") in ("enabled", "adaptive")
+        model = str(body.get("model", ""))
+        thinking = body.get("thinking") or {}
+        thinking_on = thinking.get("type") in ("enabled", "adaptive")
+        if thinking.get("type") == "enabled":
+            if adaptive_only(model):
+                self.reject(ENABLED_REFUSED)
+            budget = thinking.get("budget_tokens")
+            if not isinstance(budget, int) or budget < 1024:
+                self.reject("thinking.enabled.budget_tokens: Input should be greater than or equal to 1024")
+            if not counting and budget >= body.get("max_tokens", 0):
+                self.reject("`max_tokens` must be greater than `thinking.budget_tokens`.")
+        if thinking.get("type") == "adaptive" and model_version(model) < (4, 6):
+            self.reject(ADAPTIVE_REFUSED)
+        if "temperature" in body:
+            if adaptive_only(model):
+                self.reject(TEMPERATURE_DEPRECATED)
+            if thinking_on and body["temperature"] != 1:
+                self.reject(TEMPERATURE_WITH_THINKING)
+        breakpoints = sum(1 for m in messages for b in _content(m) if isinstance(b, dict) and "cache_control" in b)
+        system = body.get("system")
+        if isinstance(system, list):
+            breakpoints += sum(1 for b in system if "cache_control" in b)
+        breakpoints += sum(1 for t in body.get("tools") or [] if "cache_control" in t)
+        if breakpoints > 4:
+            self.reject(TOO_MANY_BREAKPOINTS.format(n=breakpoints))
+        self.last_breakpoints = breakpoints
         has_tool_blocks = any(
             block.get("type") in ("tool_use", "tool_result") for m in messages for block in _content(m)
         )
@@ -103,6 +171,11 @@ class FakeAnthropic(FakeProviderServer):
                     self.reject(f"messages.{i}.content.{j}: Invalid `data` in `redacted_thinking` block")
                 if kind == "tool_use" and not isinstance(block.get("input"), dict):
                     self.reject(f"messages.{i}.content.{j}.tool_use.input: Input should be a valid dictionary")
+            if message.get("role") == "assistant" and content:
+                if content[-1].get("type") in ("thinking", "redacted_thinking"):
+                    self.reject(FINAL_THINKING.format(i=i))
+                if any("cache_control" in b for b in content if b.get("type") in ("thinking", "redacted_thinking")):
+                    self.reject(f"messages.{i}: cache_control cannot be set on thinking blocks")
             if message.get("role") == "assistant":
                 uses = [b.get("id") for b in content if b.get("type") == "tool_use"]
                 if uses:
@@ -133,13 +206,22 @@ class FakeAnthropic(FakeProviderServer):
                             f"{block.get('tool_use_id')}. Each `tool_result` block must have a corresponding "
                             "`tool_use` block in the previous message."
                         )
-        if thinking_on and len(messages) >= 2 and messages[-1].get("role") == "user":
-            # The turn in progress: the assistant message answered by the trailing tool results.
-            last_user = _content(messages[-1])
-            if any(b.get("type") == "tool_result" for b in last_user) and messages[-2].get("role") == "assistant":
-                first = (_content(messages[-2]) or [{"type": "none"}])[0]
+        if thinking_on and messages and messages[-1].get("role") == "user":
+            # The assistant turn in progress starts after the last user message that is more than tool results; a
+            # tool loop is one assistant turn, and with thinking on its first assistant message must start with
+            # thinking (later steps of the loop need not, without interleaved thinking).
+            start = 0
+            for index, message in enumerate(messages):
+                if message.get("role") == "user" and any(b.get("type") != "tool_result" for b in _content(message)):
+                    start = index + 1
+            in_loop = start < len(messages)
+            first_step = next(
+                (index for index in range(start, len(messages)) if messages[index].get("role") == "assistant"), None
+            )
+            if in_loop and first_step is not None:
+                first = (_content(messages[first_step]) or [{"type": "none"}])[0]
                 if first.get("type") not in ("thinking", "redacted_thinking"):
-                    self.reject(THINKING_FIRST.format(i=len(messages) - 2, found=first.get("type")))
+                    self.reject(THINKING_FIRST.format(i=first_step, found=first.get("type")))
 
     def render_error(self, error: ErrorReply) -> RawReply:
         body = {
@@ -152,6 +234,8 @@ class FakeAnthropic(FakeProviderServer):
     def render(self, request: RecordedRequest, turn: Turn) -> SSE:
         body = request.body or {}
         message_id = self.next_id("msg")
+        # Caching is reported only when the request asked for it (cache_control breakpoints).
+        written = turn.cache_creation_tokens if self.last_breakpoints else 0
         frames: list[bytes] = []
         labels: list[str] = []
 
@@ -171,9 +255,9 @@ class FakeAnthropic(FakeProviderServer):
                     "stop_reason": None,
                     "stop_sequence": None,
                     "usage": {
-                        "input_tokens": turn.input_tokens - turn.cached_tokens,
+                        "input_tokens": turn.input_tokens - turn.cached_tokens - written,
                         "cache_read_input_tokens": turn.cached_tokens,
-                        "cache_creation_input_tokens": 0,
+                        "cache_creation_input_tokens": written,
                         "output_tokens": 1,
                     },
                 },

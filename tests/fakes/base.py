@@ -48,9 +48,12 @@ class Turn:
     first part of that kind (after its first delta), "end" drops only the terminal event(s)."""
 
     parts: list[Any]
-    stop: str | None = None  # provider-neutral: None = natural (end / tool use), "max_tokens"
+    # provider-neutral: None = natural (end / tool use), "max_tokens"; "continuation" (Gemini: the answer goes on in
+    # a follow-up request with the continuation token)
+    stop: str | None = None
     input_tokens: int = 21
     cached_tokens: int = 5
+    cache_creation_tokens: int = 0  # Anthropic: input written to the prompt cache (only when the request asked)
     output_tokens: int = 13
     reasoning_tokens: int = 4
     cut: str | None = None
@@ -107,6 +110,7 @@ class FakeProviderServer:
         self.script: deque = deque()
         self.requests: list[RecordedRequest] = []
         self.rejections: list[ErrorReply] = []
+        self.valid_keys: set[str] | None = None  # when set, the model list answers 401 for any other key
         self._lock = threading.Lock()
         self._counter = 0
         fake = self
@@ -180,6 +184,17 @@ class FakeProviderServer:
     def handle_other(self, request: RecordedRequest) -> RawReply | None:
         """Endpoints that are not a chat turn (token counting); None means "use the script"."""
         return None
+
+    def presented_key(self, request: RecordedRequest) -> str:
+        auth = request.headers.get("authorization", "")
+        return (
+            request.headers.get("x-api-key")
+            or request.headers.get("x-goog-api-key")
+            or (auth[7:] if auth.startswith("Bearer ") else "")
+        )
+
+    def key_refused(self, request: RecordedRequest) -> bool:
+        return self.valid_keys is not None and self.presented_key(request) not in self.valid_keys
 
     # --- plumbing ---
 

@@ -1,10 +1,18 @@
 """Fake OpenAI-compatible Chat Completions server (POST /v1/chat/completions, SSE chunks, `data: [DONE]`).
 
-`reasoning_replay=True` makes it behave like servers that stream `reasoning_content` and require it back on
-assistant tool-call messages (DeepSeek-style thinking mode)."""
+Options, each a server family's documented behaviour:
+- `reasoning_replay=True`: streams `reasoning_content` and requires it back on assistant tool-call messages
+  (DeepSeek thinking mode).
+- `json_arguments=True`: parses every history tool call's arguments as JSON (vLLM, llama.cpp) and refuses the
+  request when they are not an object.
+- `alternating_roles=True`: a chat template that raises unless user and assistant alternate (Mistral, Llama 2,
+  Gemma templates).
+- `omit_call_ids=True`: streams tool calls without an `id` (some local servers).
+- `usage_every_chunk=True`: a cumulative `usage` on every chunk (vLLM's continuous usage stats)."""
 
 from __future__ import annotations
 
+import json
 import time
 
 from .base import (
@@ -32,21 +40,72 @@ def _split(text: str) -> list[str]:
 class FakeChatCompletions(FakeProviderServer):
     provider = "openai_compatible"
 
-    def __init__(self, *, reasoning_replay: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        reasoning_replay: bool = False,
+        json_arguments: bool = False,
+        alternating_roles: bool = False,
+        omit_call_ids: bool = False,
+        usage_every_chunk: bool = False,
+    ) -> None:
         super().__init__()
         self.reasoning_replay = reasoning_replay
+        self.json_arguments = json_arguments
+        self.alternating_roles = alternating_roles
+        self.omit_call_ids = omit_call_ids
+        self.usage_every_chunk = usage_every_chunk
         self.issued_reasoning: dict[str, str] = {}  # first tool call id of a reply -> its reasoning text
 
     @property
     def base_url(self) -> str:
         return f"{self.root_url}/v1"
 
+    def handle_other(self, request: RecordedRequest) -> RawReply | None:
+        if request.method == "GET" and request.path == "/v1/models":
+            if self.key_refused(request):
+                key = self.presented_key(request)
+                return self.render_error(
+                    ErrorReply(
+                        401,
+                        f"Incorrect API key provided: {key[:3]}***{key[-4:]}. You can find your API key at "
+                        "https://platform.openai.com/account/api-keys.",
+                        kind="invalid_request_error",
+                    )
+                )
+            model = {"id": "local-model", "object": "model", "created": 1754000000, "owned_by": "system"}
+            return json_reply(200, {"object": "list", "data": [model]})
+        return None
+
     def validate(self, request: RecordedRequest) -> None:
         if request.path != "/v1/chat/completions":
             raise Rejected(ErrorReply(404, f"Invalid URL (POST {request.path})"))
         messages = (request.body or {}).get("messages") or []
+        if self.alternating_roles:
+            previous_role = None
+            for message in messages:
+                role = message.get("role")
+                if role in ("user", "assistant") and role == previous_role:
+                    raise Rejected(
+                        ErrorReply(400, "Conversation roles must alternate user/assistant/user/assistant/...")
+                    )
+                if role in ("user", "assistant"):
+                    previous_role = role
+                else:
+                    previous_role = None  # tool results sit between the two turns: only adjacent messages clash
         for index, message in enumerate(messages):
             role = message.get("role")
+            for call in message.get("tool_calls") or []:
+                if not isinstance(call.get("id"), str) or not call["id"]:
+                    raise Rejected(ErrorReply(400, f"messages[{index}].tool_calls.id: Field required"))
+                arguments = (call.get("function") or {}).get("arguments")
+                if self.json_arguments and isinstance(arguments, str):
+                    try:
+                        parsed = json.loads(arguments)
+                    except ValueError as exc:
+                        raise Rejected(ErrorReply(400, f"Failed to parse tool call arguments as JSON: {exc}")) from None
+                    if not isinstance(parsed, dict):
+                        raise Rejected(ErrorReply(400, "Failed to parse tool call arguments as JSON: not an object"))
             if role == "assistant" and message.get("tool_calls"):
                 ids = [c.get("id") for c in message["tool_calls"]]
                 answered = set()
@@ -104,7 +163,17 @@ class FakeChatCompletions(FakeProviderServer):
         frames: list[bytes] = []
         labels: list[str] = []
 
+        produced = 0
+
         def chunk(delta: dict | None, label: str = "", finish: str | None = None, usage: dict | None = None) -> None:
+            nonlocal produced
+            if usage is None and self.usage_every_chunk and delta is not None:
+                produced += 1
+                usage = {
+                    "prompt_tokens": turn.input_tokens,
+                    "completion_tokens": min(produced, turn.output_tokens),
+                    "total_tokens": turn.input_tokens + min(produced, turn.output_tokens),
+                }
             data = {
                 "id": completion_id,
                 "object": "chat.completion.chunk",
@@ -137,7 +206,7 @@ class FakeChatCompletions(FakeProviderServer):
                         "tool_calls": [
                             {
                                 "index": call_index,
-                                "id": call_id,
+                                **({} if self.omit_call_ids else {"id": call_id}),
                                 "type": "function",
                                 "function": {"name": part.name, "arguments": ""},
                             }

@@ -29,7 +29,11 @@ STATUS_NAMES = {
     404: "NOT_FOUND",
     429: "RESOURCE_EXHAUSTED",
 }
-SKIP_SIGNATURE = b"skip_thought_signature_validator"
+# The documented escape value is compared as the literal text of the thoughtSignature field.
+SKIP_SIGNATURE = "skip_thought_signature_validator"
+THINKING_LEVEL_UNSUPPORTED = "Thinking level is not supported for this model."
+BUDGET_ZERO_REFUSED = "Budget 0 is invalid. This model only works in thinking mode."
+BOTH_THINKING_KNOBS = "You can only set only one of thinking budget and thinking level."
 MISSING_SIGNATURE = (
     "Function call is missing a thought_signature in functionCall parts. This is required for tools to work "
     "correctly, and missing thought_signature may lead to degraded model performance. Additional data, function "
@@ -48,6 +52,17 @@ def decode_signature(value: str) -> bytes:
     return base64.urlsafe_b64decode(padded.replace("+", "-").replace("/", "_"))
 
 
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(word.title() for word in rest)
+
+
+def thinking_config(body: dict) -> dict:
+    """The request's thinkingConfig with camelCase keys, whichever spelling was sent."""
+    raw = (body.get("generationConfig") or {}).get("thinkingConfig") or {}
+    return {_camel(key): value for key, value in raw.items()}
+
+
 def _split(text: str) -> list[str]:
     middle = max(1, len(text) // 2)
     return [text[:middle], text[middle:]] if len(text) > 1 else [text]
@@ -58,14 +73,22 @@ class FakeGemini(FakeProviderServer):
 
     def __init__(self) -> None:
         super().__init__()
-        # signature bytes -> what it was issued on ("call:<name>" or "text"), as the real service can verify it.
+        # signature bytes -> the model that issued it: a signature validates only for that model.
         self.issued_signatures: dict[bytes, str] = {}
+        self.issued_continuations: dict[str, str] = {}  # continuation token -> model
+        self.cumulative_usage = True  # usageMetadata on every chunk, as running totals (the API's streaming form)
 
     def _signature(self, seed: str, explicit: str | None = None) -> str:
         value = explicit or base64.b64encode(hashlib.sha256(seed.encode()).digest() + b"\xfb\xff\xfe").decode()
         return value
 
     def handle_other(self, request: RecordedRequest) -> RawReply | None:
+        if request.method == "GET" and request.path.endswith("/models"):
+            if self.key_refused(request):
+                return self.render_error(
+                    ErrorReply(400, "API key not valid. Please pass a valid API key.", kind="INVALID_ARGUMENT")
+                )
+            return json_reply(200, {"models": [{"name": "models/gemini-2.5-pro", "displayName": "Gemini 2.5 Pro"}]})
         if request.path.endswith(":countTokens"):
             self._check_key(request)
             return json_reply(200, {"totalTokens": max(1, len(json.dumps(request.body)) // 4)})
@@ -87,7 +110,13 @@ class FakeGemini(FakeProviderServer):
         if not request.path.endswith(":streamGenerateContent") or request.query.get("alt") != ["sse"]:
             raise Rejected(ErrorReply(404, f"Not found: {request.path}"))
         self._check_key(request)
-        contents = (request.body or {}).get("contents") or []
+        body = request.body or {}
+        model = request.path.rsplit("/", 1)[-1].split(":")[0]
+        self._check_thinking(model, (body.get("generationConfig") or {}).get("thinkingConfig"))
+        token = body.get("continuationToken")
+        if token is not None and self.issued_continuations.get(token) != model:
+            raise Rejected(ErrorReply(400, "Invalid continuation token."))
+        contents = body.get("contents") or []
         # The current turn starts after the last user content that is not only function responses.
         start = 0
         for index, content in enumerate(contents):
@@ -107,9 +136,13 @@ class FakeGemini(FakeProviderServer):
                         )
                     )
                 signature = part.get("thoughtSignature")
-                if signature is not None:
-                    raw = decode_signature(signature)
-                    if raw != SKIP_SIGNATURE and raw not in self.issued_signatures:
+                if signature is not None and signature != SKIP_SIGNATURE:
+                    try:
+                        raw = decode_signature(signature)
+                    except ValueError:
+                        raw = b""
+                    # Bound to the model that issued it: another model cannot validate it.
+                    if self.issued_signatures.get(raw) != model:
                         raise Rejected(ErrorReply(400, "Thought signature is not valid."))
             if content.get("role") == "model" and calls:
                 if index >= start and "thoughtSignature" not in calls[0]:
@@ -119,6 +152,26 @@ class FakeGemini(FakeProviderServer):
                 responses = [p for p in (nxt or {}).get("parts", []) if "functionResponse" in p]
                 if nxt is not None and len(responses) != len(calls):
                     raise Rejected(ErrorReply(400, COUNT_MISMATCH))
+
+    @staticmethod
+    def _check_thinking(model: str, thinking: dict | None) -> None:
+        """Per the Gemini thinking docs: 2.5 models take thinkingBudget (2.5 Pro cannot turn thinking off), 3.x
+        models take thinkingLevel (the budget is accepted for compatibility); never both."""
+        if not thinking:
+            return
+        # The API takes proto field names in either spelling (the SDK sends thinking_budget / thinking_level).
+        thinking = {_camel(key): value for key, value in thinking.items()}
+        if "thinkingLevel" in thinking and "thinkingBudget" in thinking:
+            raise Rejected(ErrorReply(400, BOTH_THINKING_KNOBS))
+        generation = model.removeprefix("gemini-").split("-")[0]
+        try:
+            major = float(generation)
+        except ValueError:
+            major = 99.0
+        if "thinkingLevel" in thinking and major < 3:
+            raise Rejected(ErrorReply(400, THINKING_LEVEL_UNSUPPORTED))
+        if thinking.get("thinkingBudget") == 0 and model.startswith("gemini-2.5-pro"):
+            raise Rejected(ErrorReply(400, BUDGET_ZERO_REFUSED))
 
     def render_error(self, error: ErrorReply) -> RawReply:
         body = {
@@ -136,20 +189,33 @@ class FakeGemini(FakeProviderServer):
         frames: list[bytes] = []
         labels: list[str] = []
 
+        total_chunks = max(1, sum(2 if not isinstance(p, Call) else 1 for p in turn.parts)) + 1
+        emitted = 0
+
         def chunk(parts: list[dict] | None, label: str = "", finish: str | None = None, usage: bool = False) -> None:
+            nonlocal emitted
+            emitted += 1
             candidate: dict = {"index": 0}
             if parts is not None:
                 candidate["content"] = {"role": "model", "parts": parts}
             if finish:
                 candidate["finishReason"] = finish
+            if finish == "CONTINUATION":
+                token = base64.b64encode(f"cont:{response_id}".encode()).decode()
+                self.issued_continuations[token] = model
+                candidate["continuationToken"] = token
             data: dict = {"candidates": [candidate], "modelVersion": model, "responseId": response_id}
-            if usage:
+            if usage or self.cumulative_usage:
+                # Running totals of this response so far; the last chunk carries the final numbers.
+                share = min(1.0, emitted / total_chunks) if not usage else 1.0
+                candidates = round((turn.output_tokens - turn.reasoning_tokens) * share)
+                thoughts = round(turn.reasoning_tokens * share)
                 data["usageMetadata"] = {
                     "promptTokenCount": turn.input_tokens,
                     "cachedContentTokenCount": turn.cached_tokens,
-                    "candidatesTokenCount": turn.output_tokens - turn.reasoning_tokens,
-                    "thoughtsTokenCount": turn.reasoning_tokens,
-                    "totalTokenCount": turn.input_tokens + turn.output_tokens,
+                    "candidatesTokenCount": candidates,
+                    "thoughtsTokenCount": thoughts,
+                    "totalTokenCount": turn.input_tokens + candidates + thoughts,
                 }
             frames.append(sse_frame(data))
             labels.append(label)
@@ -165,7 +231,7 @@ class FakeGemini(FakeProviderServer):
                     body = {"text": piece, "thought": True}
                     if part.signature and n == len(pieces) - 1:
                         body["thoughtSignature"] = part.signature
-                        self.issued_signatures[decode_signature(part.signature)] = "thought"
+                        self.issued_signatures[decode_signature(part.signature)] = model
                     chunk([body], "thinking_delta")
             elif isinstance(part, Text):
                 pieces = _split(part.text)
@@ -176,7 +242,7 @@ class FakeGemini(FakeProviderServer):
                     body = {"text": piece}
                     if signature and n == len(pieces) - 1:
                         body["thoughtSignature"] = signature
-                        self.issued_signatures[decode_signature(signature)] = "text"
+                        self.issued_signatures[decode_signature(signature)] = model
                     chunk([body], "text_delta")
             elif isinstance(part, Call):
                 call = {"name": part.name, "args": json.loads(part.arguments)}
@@ -186,10 +252,11 @@ class FakeGemini(FakeProviderServer):
                 if first_call:
                     signature = self._signature(f"{response_id}:call:{part.name}:{index}", part.signature)
                     body["thoughtSignature"] = signature
-                    self.issued_signatures[decode_signature(signature)] = f"call:{part.name}"
+                    self.issued_signatures[decode_signature(signature)] = model
                     first_call = False
                 chunk([body], "tool_call_delta")
             else:
                 raise AssertionError(f"gemini fake cannot render {part!r}")
-        chunk(None, "terminal", finish="MAX_TOKENS" if turn.stop == "max_tokens" else "STOP", usage=True)
+        finish = {"max_tokens": "MAX_TOKENS", "continuation": "CONTINUATION"}.get(turn.stop or "", "STOP")
+        chunk(None, "terminal", finish=finish, usage=True)
         return stream_of(frames, labels, turn)

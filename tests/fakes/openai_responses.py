@@ -26,6 +26,33 @@ from .base import (
 ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 429: "rate_limit_error"}
 
 
+NOT_PERSISTED = (
+    "Item with id '{id}' not found. Items are not persisted when `store` is set to false. Try again with `store` "
+    "set to true, or remove this item from your input."
+)
+UNSUPPORTED_PARAMETER = "Unsupported parameter: '{name}' is not supported with this model."
+UNSUPPORTED_EFFORT = (
+    "Unsupported value: 'reasoning.effort' does not support '{value}' with this model. Supported values are: {allowed}."
+)
+CUT_OFF = "(cut off by max_output_tokens)"  # a reasoning item whose following item never came
+
+
+def reasoning_model(model: str) -> bool:
+    """The reasoning models of the models page: the o-series, codex, computer-use and GPT-5 and later, except the
+    chat snapshots (gpt-5-chat-latest, gpt-5.x-chat-latest), which do not reason."""
+    if "-chat" in model:
+        return False
+    return model.startswith(("o1", "o3", "o4", "gpt-5", "gpt-6", "codex", "computer-use"))
+
+
+def effort_values(model: str) -> list[str]:
+    if model.startswith(("o1", "o3", "o4", "codex", "computer-use")):
+        return ["low", "medium", "high"]
+    if model.startswith("gpt-5") and not model.startswith("gpt-5."):
+        return ["minimal", "low", "medium", "high"]
+    return ["none", "low", "medium", "high", "xhigh"]
+
+
 def _split(text: str) -> list[str]:
     middle = max(1, len(text) // 2)
     return [text[:middle], text[middle:]] if len(text) > 1 else [text]
@@ -46,6 +73,19 @@ class FakeOpenAIResponses(FakeProviderServer):
         return f"{self.root_url}/v1"
 
     def handle_other(self, request: RecordedRequest) -> RawReply | None:
+        if request.method == "GET" and request.path == "/v1/models":
+            if self.key_refused(request):
+                key = self.presented_key(request)
+                return self.render_error(
+                    ErrorReply(
+                        401,
+                        f"Incorrect API key provided: {key[:3]}***{key[-4:]}. You can find your API key at "
+                        "https://platform.openai.com/account/api-keys.",
+                        kind="invalid_request_error",
+                    )
+                )
+            model = {"id": "gpt-5", "object": "model", "created": 1754000000, "owned_by": "system"}
+            return json_reply(200, {"object": "list", "data": [model]})
         if request.path == "/v1/responses/input_tokens":
             self.validate(request, path="/v1/responses/input_tokens")
             tokens = max(1, len(json.dumps(request.body)) // 4)
@@ -60,8 +100,19 @@ class FakeOpenAIResponses(FakeProviderServer):
         body = request.body or {}
         if not request.headers.get("authorization", "").startswith("Bearer "):
             raise Rejected(ErrorReply(401, "You didn't provide an API key."))
-        if "reasoning.encrypted_content" in (body.get("include") or []) and str(body.get("model")).startswith("gpt-4"):
+        model = str(body.get("model"))
+        if "reasoning.encrypted_content" in (body.get("include") or []) and not reasoning_model(model):
             raise Rejected(ErrorReply(400, "Encrypted content is not supported with this model."))
+        effort = (body.get("reasoning") or {}).get("effort")
+        if effort is not None:
+            if not reasoning_model(model):
+                raise Rejected(ErrorReply(400, UNSUPPORTED_PARAMETER.format(name="reasoning.effort")))
+            allowed = effort_values(model)
+            if effort not in allowed:
+                listed = ", ".join(f"'{v}'" for v in allowed[:-1]) + f", and '{allowed[-1]}'"
+                raise Rejected(ErrorReply(400, UNSUPPORTED_EFFORT.format(value=effort, allowed=listed)))
+        if "temperature" in body and reasoning_model(model):
+            raise Rejected(ErrorReply(400, UNSUPPORTED_PARAMETER.format(name="temperature")))
         items = body.get("input") or []
         if isinstance(items, str):
             return
@@ -71,6 +122,11 @@ class FakeOpenAIResponses(FakeProviderServer):
         for position, item in enumerate(items):
             kind = item.get("type")
             if kind == "reasoning":
+                if not item.get("encrypted_content") and body.get("store") is False:
+                    # Without encrypted content the API looks the id up in stored items, and store=false kept none.
+                    raise Rejected(
+                        ErrorReply(404, NOT_PERSISTED.format(id=item.get("id")), kind="invalid_request_error")
+                    )
                 issued = self.issued_reasoning.get(item.get("id"))
                 if issued is None or issued["encrypted_content"] != item.get("encrypted_content"):
                     raise Rejected(
@@ -189,8 +245,9 @@ class FakeOpenAIResponses(FakeProviderServer):
                     "id": item_id,
                     "type": "reasoning",
                     "summary": [{"type": "summary_text", "text": part.text}],
-                    "encrypted_content": encrypted,
                 }
+                if "reasoning.encrypted_content" in (body.get("include") or []):
+                    item["encrypted_content"] = encrypted  # only sent when the request asked for it
                 emit({"type": "response.output_item.done", "output_index": index, "item": item})
                 output.append(item)
             elif isinstance(part, Text):
@@ -283,8 +340,10 @@ class FakeOpenAIResponses(FakeProviderServer):
         for position, item in enumerate(output):
             if item["type"] == "reasoning":
                 following = output[position + 1]["id"] if position + 1 < len(output) else None
+                if following is None and turn.stop == "max_tokens":
+                    following = CUT_OFF  # the limit cut the item this reasoning was producing
                 self.issued_reasoning[item["id"]] = {
-                    "encrypted_content": item["encrypted_content"],
+                    "encrypted_content": item.get("encrypted_content"),
                     "following": following,
                 }
         if turn.stop == "max_tokens" and output and output[-1]["type"] == "function_call":

@@ -52,13 +52,14 @@ def test_openai_sends_malformed_arguments_verbatim(openai_fake):
     assert messages == before
 
 
-def test_openai_compatible_sends_malformed_arguments_verbatim(compat_fake):
+def test_openai_compatible_sends_an_empty_object_and_a_note_with_the_raw_arguments(compat_fake):
     messages = malformed_conversation()
     before = copy.deepcopy(messages)
     compat_fake.push(Turn([Text("ok")]))
     step("openai_compatible", compat_fake, messages)
     assistant = compat_fake.last_body["messages"][2]
-    assert assistant["tool_calls"][0]["function"]["arguments"] == MALFORMED
+    assert assistant["tool_calls"][0]["function"]["arguments"] == "{}"
+    assert assistant["content"] == "Saving.\n\n" + malformed_arguments_note(messages[2]["blocks"][1])
     assert messages == before
 
 

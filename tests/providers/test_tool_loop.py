@@ -112,7 +112,7 @@ def test_anthropic_replay_keeps_thinking_signatures_in_order(anthropic_fake):
     assert anthropic_fake.issued_thinking[signature] == "First thought."
     replay = anthropic_fake.requests[1].body
     call_id = blocks[3]["id"]
-    assert replay["system"] == "You are a careful assistant."
+    assert replay["system"][0]["text"] == "You are a careful assistant."
     assert replay["thinking"] == {"type": "enabled", "budget_tokens": 2048}
     assert replay["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "Remember that tea is green."}]},
@@ -133,7 +133,13 @@ def test_anthropic_replay_keeps_thinking_signatures_in_order(anthropic_fake):
         {
             "role": "user",
             "content": [
-                {"type": "tool_result", "tool_use_id": call_id, "content": f"stored ({call_id})", "is_error": False}
+                {
+                    "type": "tool_result",
+                    "tool_use_id": call_id,
+                    "content": f"stored ({call_id})",
+                    "is_error": False,
+                    "cache_control": {"type": "ephemeral"},  # the prompt-cache breakpoint on the stored prefix
+                }
             ],
         },
     ]
@@ -207,7 +213,9 @@ def test_gemini_replay_keeps_thought_signature_on_the_same_part(gemini_fake):
     state = first.message["provider_state"]["gemini"]
     [signature] = state["signatures"]
     assert signature["type"] == "tool_call" and signature["index"] == 2
-    assert gemini_fake.issued_signatures[base64.b64decode(signature["signature"])] == "call:memory"
+    assert (
+        gemini_fake.issued_signatures[base64.b64decode(signature["signature"])] == "gemini-2.5-pro"
+    )  # bound to the model that issued it
     replay = gemini_fake.requests[1].body
     contents = replay["contents"]
     assert [c["role"] for c in contents] == ["user", "model", "user"]

@@ -110,6 +110,24 @@ MATRIX: dict[str, Entry] = {
         API, lambda w: f"/api/tokens/{spare_token_id(w)}/", ("delete",), order={"delete": NEW_TOKEN}
     ),
     "api/usage/": Entry(API, lambda w: "/api/usage/", ("get",)),
+    "settings/provider-keys/": Entry(
+        PAGE,
+        lambda w: "/settings/provider-keys/",
+        ("get", "post"),
+        bodies={"post": {"provider": "gemini", "action": "save", "api_key": "AIza-matrix-page-key"}},
+        order={"post": MUTATE},
+    ),
+    "api/provider-keys/": Entry(API, lambda w: "/api/provider-keys/", ("get",)),
+    "api/provider-keys/<str:provider>/": Entry(
+        API,
+        lambda w: "/api/provider-keys/anthropic/",
+        ("put", "delete"),
+        bodies={"put": {"api_key": "sk-ant-matrix-api-key"}},
+        order={"put": MUTATE, "delete": DESTROY},
+    ),
+    "api/provider-keys/<str:provider>/test/": Entry(
+        API, lambda w: "/api/provider-keys/anthropic/test/", ("post",), order={"post": MUTATE}
+    ),
     # --- workflows API --------------------------------------------------------------------------------------
     "api/workflows/": Entry(API, lambda w: "/api/workflows/", ("get", "post"), bodies={"post": {"name": "new one"}}),
     "api/workflows/import/": Entry(
@@ -294,6 +312,11 @@ NOT_UNDER_A_WORKFLOW = {
     "api/node-types/",
     "workflows/new/",
     "workflows/import/",
+    # An owner's own provider keys: another owner reaching these URLs sees and changes only their own keys.
+    "settings/provider-keys/",
+    "api/provider-keys/",
+    "api/provider-keys/<str:provider>/",
+    "api/provider-keys/<str:provider>/test/",
 }
 # The catch-all socket route refuses every path with 4404 (tests/security/test_sockets.py); nobody is admitted.
 REFUSING_SOCKET_ROUTES = {""}

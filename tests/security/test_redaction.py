@@ -32,7 +32,10 @@ API_KEY = f"sk-canaryapikey{_RUN}"
 REMEMBERED = f"canaryremembered{_RUN}"  # the model remembers it: a tool argument and then a memory item's content
 RECALLED = f"canarytoolresult{_RUN}"  # a planted memory the model recalls: it comes back in a tool result
 SIGNATURE = f"canarysignature{_RUN}"  # a thinking block's signature in the stored conversation
-CANARIES = (API_KEY, REMEMBERED, RECALLED, SIGNATURE)
+OWNER_KEY = f"sk-canaryownerkey{_RUN}"  # an owner's own provider key (provider_keys), stored through the API
+OWNER_BASE_KEY = f"sk-canaryownerbase{_RUN}"  # an owner's key for an OpenAI-compatible server
+CANARIES = (API_KEY, REMEMBERED, RECALLED, SIGNATURE, OWNER_KEY, OWNER_BASE_KEY)
+SECRETS = (API_KEY, SIGNATURE, OWNER_KEY, OWNER_BASE_KEY)  # never in a page, an API read or a socket frame
 METADATA_EVENTS = ("context.updated", "memory.updated")
 
 
@@ -53,6 +56,17 @@ def planted(world, settings, monkeypatch):
     thinking = {"type": "thinking", "text": "thinking it over", "signature": SIGNATURE, "provider": "anthropic"}
     stored[index] = {**stored[index], "blocks": [thinking, *stored[index]["blocks"]]}  # loaded messages are read-only
     save_conversation(key, stored)
+    from provider_keys.models import AllowedProviderHost
+    from provider_keys.services import owner_provider_key_set
+
+    owner_provider_key_set(owner=world.owner, provider="openai", api_key=OWNER_KEY)
+    AllowedProviderHost.objects.get_or_create(host="llm.internal.test")
+    owner_provider_key_set(
+        owner=world.owner,
+        provider="openai_compatible",
+        api_key=OWNER_BASE_KEY,
+        base_url="http://llm.internal.test/v1",
+    )
     return world
 
 
@@ -93,7 +107,7 @@ def test_canaries_reach_no_log_export_health_error_body_or_metadata_event(plante
     for event in events:
         frame = json.dumps(event)
         if event.get("type") == "run.delta":
-            assert API_KEY not in frame and SIGNATURE not in frame, event
+            assert not [secret for secret in SECRETS if secret in frame], event
         else:
             assert not leaked(frame), event
 
@@ -137,7 +151,8 @@ def test_the_api_key_is_rendered_by_no_page_or_api_read(planted, client):
             continue
         response = client.get(entry.url(world), **(auth if entry.kind == API else {}))
         assert response.status_code < 500 or route == "healthz", (route, response.status_code)
-        assert API_KEY not in response.content.decode(errors="replace"), route
+        content = response.content.decode(errors="replace")
+        assert not [secret for secret in (API_KEY, OWNER_KEY, OWNER_BASE_KEY) if secret in content], route
         read += entry.kind != PUBLIC
     assert read >= 10
 
@@ -174,3 +189,30 @@ def test_no_canary_is_left_in_redis(planted, caplog, settings):
     assert values, "Redis is empty: the check would prove nothing"
     found = {key: leaked(value) for key, value in values.items() if leaked(value) and not key.startswith("asgi")}
     assert not found, found
+
+
+def test_an_owner_key_echoed_by_a_provider_error_reaches_no_row_log_or_event(world, settings, monkeypatch, caplog):
+    """The owner's key is used for their agent; the provider refuses it and quotes it back (as OpenAI's "Incorrect
+    API key provided: ..." does). The failure the owner sees, the logs, the step rows and the socket events hold no
+    key."""
+    from agents.models import Firing, LlmStep
+    from agents.services.firings import fire_agent
+    from provider_keys.services import owner_provider_key_set
+    from tests.agents.factories import assistant_with
+    from tests.fakes import ErrorReply, FakeAnthropic
+
+    settings.AGENT_EXECUTION_MODE = "inline"
+    caplog.set_level(logging.INFO)
+    with FakeAnthropic() as fake:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
+        owner_provider_key_set(owner=world.owner, provider="anthropic", api_key=OWNER_KEY)
+        workflow, generation, ids = assistant_with(world.owner, provider="anthropic", model="claude-sonnet-4-5")
+        fake.push(ErrorReply(401, f"invalid x-api-key: {OWNER_KEY}", kind="authentication_error"))
+        firing = Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "hi"))
+        assert fake.presented_key(fake.requests[-1]) == OWNER_KEY  # the key really was used
+    assert firing.state == Firing.State.FAILED and "invalid x-api-key" in firing.error_message
+    assert OWNER_KEY not in firing.error_message
+    steps = json.dumps([[s.error_code, s.result] for s in LlmStep.objects.filter(firing=firing)], default=str)
+    assert OWNER_KEY not in steps
+    formatter = KeyValueFormatter("%(levelname)s %(name)s %(message)s")
+    assert not [r for r in caplog.records if OWNER_KEY in formatter.format(r)]

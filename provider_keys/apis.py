@@ -1,0 +1,76 @@
+"""REST for owners' provider keys. Write-only: no response ever carries a key, only its last four characters."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from . import selectors, services
+from .models import OWNER_KEY_PROVIDERS
+
+ERROR_RESPONSE = inline_serializer(
+    "ProviderKeyError", fields={"code": serializers.CharField(), "message": serializers.CharField()}
+)
+
+
+class KeyOutputSerializer(serializers.Serializer):
+    provider = serializers.ChoiceField(choices=OWNER_KEY_PROVIDERS)
+    key_suffix = serializers.CharField(help_text="Last four characters (empty for short keys); the key is never shown.")
+    base_url = serializers.CharField()
+    last_tested_at = serializers.DateTimeField(allow_null=True)
+    last_test_ok = serializers.BooleanField(allow_null=True)
+    last_test_message = serializers.CharField()
+    updated_at = serializers.DateTimeField()
+
+
+class ProviderKeysApi(APIView):
+    @extend_schema(
+        operation_id="provider_keys_list",
+        summary="The provider keys stored for you (never the keys themselves)",
+        responses={200: KeyOutputSerializer(many=True)},
+    )
+    def get(self, request):
+        rows = selectors.owner_provider_keys_list(owner=request.user)
+        return Response(KeyOutputSerializer(rows, many=True).data)
+
+
+class ProviderKeyApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        api_key = serializers.CharField(allow_blank=True, trim_whitespace=True, max_length=1000, write_only=True)
+        base_url = serializers.CharField(allow_blank=True, required=False, max_length=500)
+
+    @extend_schema(
+        operation_id="provider_key_set",
+        summary="Store (or replace) your key for a provider; used by your agents before the server's key",
+        request=InputSerializer,
+        responses={200: KeyOutputSerializer, 400: ERROR_RESPONSE},
+    )
+    def put(self, request, provider: str):
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        row = services.owner_provider_key_set(
+            owner=request.user,
+            provider=provider,
+            api_key=data.validated_data["api_key"],
+            base_url=data.validated_data.get("base_url", ""),
+        )
+        return Response(KeyOutputSerializer(row).data)
+
+    @extend_schema(operation_id="provider_key_delete", responses={204: None, 404: ERROR_RESPONSE})
+    def delete(self, request, provider: str):
+        services.owner_provider_key_delete(owner=request.user, provider=provider)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class ProviderKeyTestApi(APIView):
+    @extend_schema(
+        operation_id="provider_key_test",
+        summary="Try the stored key with one cheap call (the provider's model list)",
+        request=None,
+        responses={200: KeyOutputSerializer, 404: ERROR_RESPONSE},
+    )
+    def post(self, request, provider: str):
+        row = services.owner_provider_key_test(owner=request.user, provider=provider)
+        return Response(KeyOutputSerializer(row).data)
