@@ -20,12 +20,16 @@ def record_llm_usage(firing, *, idempotency_key: str, kind: str, outcome: str, u
         "output_tokens": int(usage.get("output_tokens", 0)),
         "reasoning_tokens": int(usage.get("reasoning_tokens", 0)),
     }
-    cost = None
+    cost = usage.get("cost_usd")  # what the runtime itself reported this call cost (Claude Code), when it did
     try:
-        cost = capabilities(provider, model).cost(
-            input_tokens=tokens["input_tokens"],
-            cached_tokens=tokens["cached_input_tokens"],
-            output_tokens=tokens["output_tokens"],
+        cost = (
+            cost
+            if cost is not None
+            else capabilities(provider, model).cost(
+                input_tokens=tokens["input_tokens"],
+                cached_tokens=tokens["cached_input_tokens"],
+                output_tokens=tokens["output_tokens"],
+            )
         )
     except Exception:
         logger.warning("no price for model", extra={"provider": provider, "model": model})

@@ -1,0 +1,154 @@
+"""Claude Code as an agent provider: the real bundled CLI against the fake Anthropic Messages server."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from agents.models import Firing
+from agents.services.firings import fire_agent
+from conversations.models import RuntimeSessionBinding, UsageRecord
+from conversations.store import clear_conversation, conversation_key, load_conversation
+from tests.agents.factories import assistant_with
+from tests.fakes.base import Call, Text, Think, Turn
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+MODEL = "claude-sonnet-4-5"
+CAT = "The cat is Miso."
+
+
+def _claude_agent(owner, **kwargs):
+    return assistant_with(owner, provider="claude_code", model=MODEL, **kwargs)
+
+
+def _fire(workflow, generation, agent, prompt) -> Firing:
+    firing = Firing.objects.get(pk=fire_agent(workflow, generation, agent, prompt))
+    assert firing.state in (Firing.State.FINISHED, Firing.State.STOPPED), (firing.error_code, firing.error_message)
+    return firing
+
+
+def _texts(message: dict) -> list[str]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [content]
+    return [b.get("text", "") for b in content or [] if b.get("type") == "text"]
+
+
+def _binding(workflow, generation, agent) -> RuntimeSessionBinding:
+    return RuntimeSessionBinding.objects.get(workflow=workflow, generation=generation, agent_node_id=agent)
+
+
+def test_two_firings_resume_one_session_and_the_second_request_carries_the_first_turn(owner, anthropic_fake):
+    workflow, generation, ids = _claude_agent(owner)
+    anthropic_fake.push(Turn([Think("The owner greets me."), Text("Hello, I am Lead.")]))
+    first = _fire(workflow, generation, ids["lead"], "hi there")
+    assert first.final_text == "Hello, I am Lead."
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    assert [m["role"] for m in stored] == ["system", "user", "assistant"]
+    thinking, text = stored[-1]["blocks"]
+    assert thinking["type"] == "thinking" and thinking["text"] == "The owner greets me." and thinking["signature"]
+    assert text == {"type": "text", "text": "Hello, I am Lead."}
+    binding = _binding(workflow, generation, ids["lead"])
+    session = binding.session_id
+    assert stored[-1]["meta"]["runtime"] == {"runtime": "claude_code", "session_id": session, "resumed": False}
+    assert Path(binding.transcript_path).is_file()
+    assert binding.cursor_length == 3
+    # The system prompt reaches Claude Code as its system prompt.
+    system = json.dumps(anthropic_fake.requests[-1].body["system"])
+    assert "You are Lead." in system
+    assert anthropic_fake.requests[-1].query == {"beta": ["true"]}
+
+    anthropic_fake.push(Turn([Text("You said hi there.")]))
+    second = _fire(workflow, generation, ids["lead"], "what did I say?")
+    assert second.final_text == "You said hi there."
+    body = anthropic_fake.requests[-1].body
+    texts = [(m["role"], t) for m in body["messages"] for t in _texts(m)]
+    assert ("user", "hi there") in texts  # the first turn, from the resumed session
+    assert ("assistant", "Hello, I am Lead.") in texts
+    assert texts[-1] == ("user", "what did I say?")
+    assert not any("<transcript>" in t for _, t in texts)  # resumed, not handed a portable transcript
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    assert [m["role"] for m in stored] == ["system", "user", "assistant", "user", "assistant"]
+    assert stored[-1]["meta"]["runtime"]["resumed"] is True
+    assert stored[-1]["meta"]["runtime"]["session_id"] == session
+    assert _binding(workflow, generation, ids["lead"]).session_id == session
+    assert _binding(workflow, generation, ids["lead"]).cursor_length == 5
+
+
+def test_a_lost_transcript_starts_a_new_session_from_the_record_and_says_so(owner, anthropic_fake):
+    workflow, generation, ids = _claude_agent(owner)
+    anthropic_fake.push(Turn([Text("The code word is heron.")]))
+    _fire(workflow, generation, ids["lead"], "remember the code word heron")
+    old = _binding(workflow, generation, ids["lead"])
+    Path(old.transcript_path).unlink()  # another worker, a cleaned disk
+
+    anthropic_fake.push(Turn([Text("It was heron.")]))
+    second = _fire(workflow, generation, ids["lead"], "what was the code word?")
+    assert second.final_text == "It was heron."
+    request_text = "\n".join(t for m in anthropic_fake.requests[-1].body["messages"] for t in _texts(m))
+    assert "<transcript>" in request_text and "[user] remember the code word heron" in request_text
+    assert "[assistant] The code word is heron." in request_text
+    assert "could not be resumed" in request_text
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    runtime = stored[-1]["meta"]["runtime"]
+    assert runtime["resumed"] is False and runtime["session_id"] != old.session_id
+    assert "could not be resumed" in runtime["note"] and old.session_id in runtime["note"]
+    new = _binding(workflow, generation, ids["lead"])
+    assert new.session_id == runtime["session_id"] and Path(new.transcript_path).is_file()
+    assert new.cursor_length == 5
+
+
+def test_clear_context_drops_the_binding(owner, anthropic_fake):
+    workflow, generation, ids = _claude_agent(owner)
+    anthropic_fake.push(Turn([Text("Noted.")]))
+    _fire(workflow, generation, ids["lead"], "note this")
+    assert RuntimeSessionBinding.objects.filter(workflow=workflow).exists()
+    clear_conversation(workflow, generation, ids["lead"])
+    assert not RuntimeSessionBinding.objects.filter(workflow=workflow).exists()
+    anthropic_fake.push(Turn([Text("Fresh start.")]))
+    _fire(workflow, generation, ids["lead"], "hello again")
+    texts = [t for m in anthropic_fake.requests[-1].body["messages"] for t in _texts(m)]
+    assert not any("note this" in t for t in texts)  # the new session knows nothing of the cleared turn
+
+
+def test_cost_is_the_difference_of_the_session_total(owner, anthropic_fake):
+    workflow, generation, ids = _claude_agent(owner)
+    anthropic_fake.push(Turn([Text("One.")]))
+    _fire(workflow, generation, ids["lead"], "count")
+    total_after_first = _binding(workflow, generation, ids["lead"]).session_cost_usd
+    anthropic_fake.push(Turn([Text("Two.")]))
+    _fire(workflow, generation, ids["lead"], "again")
+    total_after_second = _binding(workflow, generation, ids["lead"]).session_cost_usd
+    rows = list(UsageRecord.objects.filter(workflow_id=workflow.pk, provider="claude_code").order_by("id"))
+    assert len(rows) == 2
+    assert total_after_second > total_after_first > 0
+    assert rows[0].cost == pytest.approx(total_after_first, abs=Decimal("0.000002"))
+    assert rows[1].cost == pytest.approx(total_after_second - total_after_first, abs=Decimal("0.000002"))
+
+
+def test_a_memory_call_from_claude_code_lands_in_the_agents_memory_namespace(owner, anthropic_fake):
+    from memory.models import MemoryItem
+
+    workflow, generation, ids = _claude_agent(owner, memory=True)
+    anthropic_fake.push(
+        # Claude Code asks for thinking, so the API requires the tool-calling turn to start with a thinking block.
+        Turn([Think("Store it."), Call("mcp__project__memory", json.dumps({"operation": "remember", "content": CAT}))]),
+        Turn([Text("Remembered.")]),
+    )
+    firing = _fire(workflow, generation, ids["lead"], "remember my cat is Miso")
+    assert firing.final_text == "Remembered."
+    first_request = anthropic_fake.requests[0].body
+    offered = [t["name"] for t in first_request.get("tools", [])]
+    assert offered == ["mcp__project__memory"]  # no built-in tool at all by default
+    items = list(MemoryItem.objects.all())
+    assert [i.content for i in items] == ["The cat is Miso."]
+    assert items[0].namespace.workflow_id == workflow.pk and items[0].namespace.node_id == ids["mem"]
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    assert [m["role"] for m in stored] == ["system", "user", "assistant", "tool", "assistant"]
+    result = stored[3]["blocks"][0]
+    assert result["name"] == "mcp__project__memory" and not result["is_error"]
+    assert [b["type"] for b in stored[2]["blocks"]] == ["thinking", "tool_call"]
