@@ -152,3 +152,89 @@ def test_a_memory_call_from_claude_code_lands_in_the_agents_memory_namespace(own
     result = stored[3]["blocks"][0]
     assert result["name"] == "mcp__project__memory" and not result["is_error"]
     assert [b["type"] for b in stored[2]["blocks"]] == ["thinking", "tool_call"]
+
+
+def _fire_in_background(workflow, generation, agent, prompt):
+    import threading
+
+    from django.db import connections
+
+    done = {}
+
+    def run():
+        try:
+            done["id"] = fire_agent(workflow, generation, agent, prompt)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, done
+
+
+def _wait_for(predicate, timeout=30.0):
+    import time
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting")
+
+
+def test_stop_mid_stream_kills_the_process_and_saves_the_partial_answer(owner, anthropic_fake, runtime_dir):
+    import os
+
+    from agents.services.firings import firing_request_stop
+
+    workflow, generation, ids = _claude_agent(owner)
+    anthropic_fake.push(Turn([Text("The first half, then a long silence")], pause_after_first_text_s=60))
+    thread, _ = _fire_in_background(workflow, generation, ids["lead"], "tell me a long story")
+    firing = _wait_for(lambda: Firing.objects.filter(workflow=workflow).first())
+    pid_file = _wait_for(lambda: next(runtime_dir.glob("claude_code/*/proc/pid"), None))
+    pid = int(pid_file.read_text())
+    _wait_for(lambda: anthropic_fake.requests)  # the CLI is streaming the answer now
+    import time
+
+    time.sleep(1.0)  # the first text delta reaches the CLI
+    assert firing_request_stop(firing_id=firing.pk)
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    firing.refresh_from_db()
+    assert firing.state == Firing.State.STOPPED, (firing.state, firing.error_code, firing.error_message)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)  # the CLI and everything it started are gone
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    assert [m["role"] for m in stored] == ["system", "user", "assistant"]
+    (partial,) = stored[-1]["blocks"]
+    assert partial["stopped"] is True and partial["text"] and "The first half".startswith(partial["text"][:5])
+    assert firing.final_text == partial["text"]
+
+
+def test_the_default_configuration_offers_no_builtin_tool_and_a_bash_call_is_refused(owner, anthropic_fake, tmp_path):
+    # Memory wired, so the request defines a tool (the API refuses tool blocks in a request without tools); the
+    # model asks for Bash anyway, which was never offered.
+    workflow, generation, ids = _claude_agent(owner, memory=True)
+    marker = tmp_path / "bash-ran"
+    anthropic_fake.push(
+        Turn([Think("Run it."), Call("Bash", json.dumps({"command": f"touch {marker}", "description": "touch"}))]),
+        Turn([Text("I could not run that.")]),
+    )
+    firing = _fire(workflow, generation, ids["lead"], "run touch")
+    assert firing.final_text == "I could not run that."
+    offered = [t["name"] for t in anthropic_fake.requests[0].body.get("tools", [])]
+    assert offered == ["mcp__project__memory"]
+    assert not marker.exists()
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    result = stored[3]["blocks"][0]
+    assert result["name"] == "Bash" and result["is_error"] is True
+
+
+def test_an_allowlisted_builtin_tool_is_offered_and_nothing_else(owner, anthropic_fake):
+    workflow, generation, ids = _claude_agent(owner, runtime_tools=["Read"])
+    anthropic_fake.push(Turn([Text("Ready.")]))
+    _fire(workflow, generation, ids["lead"], "hello")
+    offered = [t["name"] for t in anthropic_fake.requests[0].body.get("tools", [])]
+    assert offered == ["Read"]
