@@ -16,3 +16,13 @@ def runtime_dir(settings, tmp_path):
     settings.AGENT_RUNTIME_DIR = str(tmp_path / "runtimes")
     settings.AGENT_EXECUTION_MODE = "inline"
     return tmp_path / "runtimes"
+
+
+@pytest.fixture
+def openai_fake(monkeypatch):
+    from tests.fakes import FakeOpenAIResponses
+
+    with FakeOpenAIResponses() as fake:
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-codex-runtime")
+        yield fake
