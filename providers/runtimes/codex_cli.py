@@ -188,7 +188,8 @@ def _collect(process: subprocess.Popen, stdin_prompt: str | None, stream, wall: 
         raise ServerError(f"Codex: {collector.turn_failed}", provider=PROVIDER)
     if not stopped and collector.usage is None:
         tail = "".join(stderr_tail).strip()[-500:]
-        raise ServerError(f"Codex ended without finishing its turn (exit {process.returncode}): {tail}", provider=PROVIDER)
+        message = f"Codex ended without finishing its turn (exit {process.returncode}): {tail}"
+        raise ServerError(message, provider=PROVIDER)
     return collector.finish(stopped=stopped, timed_out=timed_out["value"])
 
 
@@ -202,9 +203,7 @@ class _Collector:
 
     def _assistant(self) -> dict:
         last = self.observed[-1] if self.observed else None
-        if last is None or last["role"] != "assistant" or any(
-            b.get("type") == "tool_call" for b in last["blocks"]
-        ):
+        if last is None or last["role"] != "assistant" or any(b.get("type") == "tool_call" for b in last["blocks"]):
             last = {"role": "assistant", "blocks": []}
             self.observed.append(last)
         return last
@@ -255,8 +254,10 @@ class _Collector:
 
     def finish(self, *, stopped: bool, timed_out: bool) -> ChatResult:
         observed = self.observed
-        if not observed or observed[-1]["role"] != "assistant" or any(
-            b.get("type") == "tool_call" for b in observed[-1]["blocks"]
+        if (
+            not observed
+            or observed[-1]["role"] != "assistant"
+            or any(b.get("type") == "tool_call" for b in observed[-1]["blocks"])
         ):
             observed.append({"role": "assistant", "blocks": [text_block("", stopped=True)] if stopped else []})
         raw = self.usage or {}

@@ -30,7 +30,7 @@ def _input_texts(body: dict) -> list[tuple[str, str]]:
     ]
 
 
-def test_codex_events_land_as_messagewire_and_the_next_firing_carries_them_as_transcript(owner, openai_fake, runtime_dir):
+def test_codex_events_land_as_messagewire_and_the_next_firing_carries_them_as_text(owner, openai_fake, runtime_dir):
     workflow, generation, ids = assistant_with(owner, provider="codex_cli", model="gpt-5")
     openai_fake.push(Turn([Think("Greeting."), Text("Hi, Codex here.")]))
     first = _fire(workflow, generation, ids["lead"], "hello codex")
@@ -61,4 +61,4 @@ def test_codex_events_land_as_messagewire_and_the_next_firing_carries_them_as_tr
     (prompt,) = [text for role, text in texts if role == "user" and "what did I say?" in text]
     assert "<transcript>" in prompt and "[user] hello codex" in prompt and "[assistant] Hi, Codex here." in prompt
     # Nothing of run 1's own state is replayed: no reasoning item, no earlier output item, only the transcript.
-    assert [i.get("type") for i in openai_fake.requests[-1].body["input"]] == ["message"] * len(texts)
+    assert {i.get("type") for i in openai_fake.requests[-1].body["input"]} == {"message"}
