@@ -22,6 +22,14 @@ FIDELITY = {
     "claude_code": "exact observable stream plus explicit session binding",
     "codex_cli": "observable-only, non-resumable",
 }
+# The native providers' rows, so every agent can say what its conversation keeps.
+NATIVE_FIDELITY = {
+    "openai": "provider-replayable Responses output and encrypted reasoning",
+    "anthropic": "provider-replayable ordered blocks and signatures",
+    "gemini": "provider-replayable generate_content parts and thought signatures",
+    "openai_compatible": "provider-replayable only where capability verification passes; otherwise portable",
+    "offline": "provider-replayable (the built-in offline provider keeps no state)",
+}
 FIDELITY_DETAIL = {
     "claude_code": (
         "Every streamed message is stored as observed. The Claude Code session id and where its transcript lives are "
@@ -33,6 +41,14 @@ FIDELITY_DETAIL = {
         "that receives the stored conversation as a portable transcript; its thread id is a label only."
     ),
 }
+
+
+def fidelity_of(provider: str) -> dict:
+    """{"label", "detail"} of a provider's fidelity (RFC-0002 §5), for the API and the agent's form."""
+    return {
+        "label": FIDELITY.get(provider) or NATIVE_FIDELITY.get(provider) or "unknown provider",
+        "detail": FIDELITY_DETAIL.get(provider, ""),
+    }
 
 
 @dataclass(frozen=True)

@@ -238,3 +238,36 @@ def test_an_allowlisted_builtin_tool_is_offered_and_nothing_else(owner, anthropi
     _fire(workflow, generation, ids["lead"], "hello")
     offered = [t["name"] for t in anthropic_fake.requests[0].body.get("tools", [])]
     assert offered == ["Read"]
+
+
+def test_the_api_shows_each_agents_fidelity_and_the_session_binding(owner, owner_client, anthropic_fake):
+    from django.urls import reverse
+
+    workflow, generation, ids = _claude_agent(owner)
+    url = reverse("conversations-api-detail", args=[workflow.pk, ids["lead"]])
+    before = owner_client.get(url).json()["runtime"]
+    assert before["provider"] == "claude_code"
+    assert before["fidelity"]["label"] == "exact observable stream plus explicit session binding"
+    assert before["session"] is None
+    anthropic_fake.push(Turn([Text("Hello.")]))
+    _fire(workflow, generation, ids["lead"], "hi")
+    after = owner_client.get(url).json()["runtime"]
+    binding = _binding(workflow, generation, ids["lead"])
+    assert after["session"]["session_id"] == binding.session_id
+    assert after["session"]["transcript_path"] == binding.transcript_path
+
+    codex_workflow, _, codex_ids = assistant_with(owner, provider="codex_cli", model="gpt-5")
+    codex = owner_client.get(reverse("conversations-api-detail", args=[codex_workflow.pk, codex_ids["lead"]])).json()
+    assert codex["runtime"]["fidelity"]["label"] == "observable-only, non-resumable"
+    assert codex["runtime"]["session"] is None
+
+
+def test_the_agent_form_schema_names_each_runtimes_fidelity():
+    from workflows.nodes.builtin import AgentParams
+
+    schema = AgentParams.model_json_schema()
+    provider = schema["properties"]["provider"]
+    assert {"claude_code", "codex_cli"} <= set(provider["enum"])
+    assert "claude_code: exact observable stream plus explicit session binding" in provider["description"]
+    assert "codex_cli: observable-only, non-resumable" in provider["description"]
+    assert schema["properties"]["runtime_tools"]["default"] == []

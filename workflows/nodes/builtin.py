@@ -73,7 +73,7 @@ class AgentParams(BaseModel):
     # none, so no shell command and no file write.
     runtime_tools: list[Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z][A-Za-z0-9_]*$")]] = (
         Field(
-            default_factory=list,
+            default=[],
             max_length=50,
             description="Agent runtimes (claude_code, codex_cli): the built-in tools allowed, e.g. Read. Empty: none.",
         )
