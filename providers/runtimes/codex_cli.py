@@ -33,6 +33,7 @@ from .. import config
 from ..errors import NetworkError, ServerError
 from ..types import ChatRequest, ChatResult, Usage
 from . import RuntimeRun, handoff_prompt, split_request
+from .process import die_with_parent
 
 PROVIDER = "codex_cli"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -99,7 +100,8 @@ def chat(request: ChatRequest, stream) -> ChatResult:
         "LANG": os.environ.get("LANG", "C.UTF-8"),
         "OPENCOMPANY_CODEX_API_KEY": config.api_key_for(PROVIDER, request.api_key) or "missing-api-key",
     }
-    argv = [_binary(), "exec", "--json", "--ephemeral", "--skip-git-repo-check", "-s", "read-only", "-C", str(cwd)]
+    argv = [*die_with_parent(), _binary(), "exec", "--json", "--ephemeral", "--skip-git-repo-check"]
+    argv += ["-s", "read-only", "-C", str(cwd)]
     via_stdin = len(prompt.encode()) > ARGV_PROMPT_MAX
     argv.append("-" if via_stdin else prompt)
     wall = run.wall_seconds if run is not None else 600.0

@@ -16,6 +16,13 @@ import stat
 from pathlib import Path
 
 BASE_NAMES = ("LANG",)
+SETPRIV = "/usr/bin/setpriv"
+
+
+def die_with_parent() -> list[str]:
+    """argv prefix that SIGKILLs the CLI when the worker that started it dies (a lost worker must not leave a
+    runtime running on its own); empty where util-linux's setpriv is missing."""
+    return [SETPRIV, "--pdeathsig", "KILL"] if os.path.exists(SETPRIV) else []
 
 
 def clean_env_launcher(directory: Path, binary: str, names: list[str], fixed: dict[str, str]) -> Path:
@@ -28,7 +35,8 @@ def clean_env_launcher(directory: Path, binary: str, names: list[str], fixed: di
         f"echo $$ > {shlex.quote(str(pid_file))}\n"
         # setsid(1) from a process that is not a group leader calls setsid() and execs in place: same pid, which
         # is now its own process group.
-        f'exec /usr/bin/setsid /usr/bin/env -i {" ".join(pairs)} {shlex.quote(binary)} "$@"\n'
+        f"exec /usr/bin/setsid {' '.join(die_with_parent())} /usr/bin/env -i {' '.join(pairs)} "
+        f'{shlex.quote(binary)} "$@"\n'
     )
     launcher = directory / "launch"
     launcher.write_text(script)
