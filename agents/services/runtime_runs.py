@@ -115,6 +115,10 @@ def runtime_binding_record(firing: Firing, step: LlmStep) -> None:
 
     if firing.agent_config.get("provider") not in RESUMABLE or not firing.uses_conversation:
         return
+    if (step.result or {}).get("stop_reason") == "stopped":
+        # Killed mid-run: the session's transcript ends somewhere before what was saved (the partial answer), so it
+        # no longer matches the record; the next firing starts from the record.
+        return
     ids = (step.result or {}).get("provider_ids") or {}
     prefix = firing.stored_prefix or {}
     if not ids.get("session_id") or "length" not in prefix or prefix.get("detached") or firing.pending_messages:

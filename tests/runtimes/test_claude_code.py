@@ -271,3 +271,64 @@ def test_the_agent_form_schema_names_each_runtimes_fidelity():
     assert "claude_code: exact observable stream plus explicit session binding" in provider["description"]
     assert "codex_cli: observable-only, non-resumable" in provider["description"]
     assert schema["properties"]["runtime_tools"]["default"] == []
+
+
+def test_a_chat_with_claude_code_streams_stops_and_continues(owner, anthropic_fake, settings):
+    import threading
+
+    from django.db import connection
+
+    from chat.events import run_stream_state
+    from chat.models import ChatRun
+    from chat.services import chat_message_send, chat_run_stop
+    from tests.chat.helpers import wait_until
+
+    settings.AGENT_STOP_POLL_SECONDS = 0.02
+    workflow, generation, ids = _claude_agent(owner)
+    words = "".join(f"part{i} " for i in range(80))
+    anthropic_fake.push(Turn([Text(words)], chunk_delay_s=0.0, pause_after_first_text_s=60))
+    box = {}
+
+    def sender():
+        try:
+            box["run"] = chat_message_send(workflow=workflow, text="a long answer please")[1]
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=sender)
+    thread.start()
+    run_id = wait_until(lambda: ChatRun.objects.values_list("pk", flat=True).first(), what="the run")
+    wait_until(lambda: len(run_stream_state(run_id)[1]) > 0, what="streamed text", timeout=60)
+    streamed = run_stream_state(run_id)[1]
+    assert words.startswith(streamed)  # the chat saw Claude Code's text deltas as they came
+    chat_run_stop(workflow=workflow, run_id=run_id)
+    thread.join(timeout=60)
+    run = ChatRun.objects.get(pk=run_id)
+    assert run.state == "stopped" and run.reply_message.status == "stopped"
+    assert run.reply_message.text and words.startswith(run.reply_message.text)
+    assert not RuntimeSessionBinding.objects.filter(workflow=workflow).exists()  # a killed session is not resumed
+
+    anthropic_fake.push(Turn([Text("Continuing.")]))
+    _, second, _ = chat_message_send(workflow=workflow, text="go on")
+    second.refresh_from_db()
+    assert second.state == "finished", (second.error_code, second.error_message)
+    assert second.reply_message.text == "Continuing."
+    request_text = "\n".join(t for m in anthropic_fake.requests[-1].body["messages"] for t in _texts(m))
+    assert f"[assistant] {run.reply_message.text}" in request_text  # handed the stopped answer from the record
+    assert not anthropic_fake.rejections
+
+
+def test_the_wall_clock_limit_kills_the_run_and_keeps_what_arrived(owner, anthropic_fake, settings, runtime_dir):
+    import os
+
+    settings.AGENT_MAX_WALL_SECONDS = 6
+    workflow, generation, ids = _claude_agent(owner)
+    anthropic_fake.push(Turn([Text("Slow start and then nothing")], pause_after_first_text_s=120))
+    firing = Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "take your time"))
+    pid = int(next(runtime_dir.glob("claude_code/*/proc/pid")).read_text())
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    assert stored[-1]["meta"]["runtime"]["end_reason"] == "max_wall_time"
+    assert stored[-1]["blocks"][0]["stopped"] is True and stored[-1]["blocks"][0]["text"]
+    assert firing.state in (Firing.State.STOPPED, Firing.State.FINISHED)
