@@ -12,6 +12,12 @@ def record_llm_usage(firing, *, idempotency_key: str, kind: str, outcome: str, u
     # Real tokens, the cost from the maintained price data (None, with the reason in meta, for a model without a
     # known price), cache reads and writes apart.
     fields = ledger_fields(provider=provider, model=model, usage=usage)
+    reported = (usage or {}).get("cost_usd")
+    if reported is not None:
+        # An agent runtime that reports what the call cost (Claude Code's session total, differenced per firing).
+        from decimal import Decimal
+
+        fields = {**fields, "cost": Decimal(str(reported)), "meta": {**fields["meta"], "price_source": "runtime"}}
     return usage_record_append(
         idempotency_key=idempotency_key,
         kind=kind,

@@ -86,6 +86,13 @@ class ConversationDetailApi(APIView):
         limit = serializers.IntegerField()
         next_offset = serializers.IntegerField(allow_null=True)
         messages = serializers.ListField(child=serializers.DictField(), help_text="Stored MessageWire dicts, in order.")
+        runtime = serializers.DictField(
+            allow_null=True,
+            help_text=(
+                "The agent's provider, its fidelity ({label, detail}: what is kept, RFC-0002 §5) and, for Claude "
+                "Code, the session binding (session_id, transcript_path) or null."
+            ),
+        )
 
     class DeleteOutputSerializer(serializers.Serializer):
         deleted = serializers.IntegerField()
@@ -118,6 +125,7 @@ class ConversationDetailApi(APIView):
             "limit": limit,
             "next_offset": offset + limit if offset + limit < count else None,
             "messages": [row["message"] for row in rows],
+            "runtime": selectors.agent_runtime(workflow, agent_node_id),
         }
         return Response(self.OutputSerializer(data).data)
 

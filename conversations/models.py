@@ -185,3 +185,36 @@ class UsageRecord(models.Model):
 
     def delete(self, *args, **kwargs):
         raise TypeError("UsageRecord is append-only")
+
+
+class RuntimeSessionBinding(models.Model):
+    """Which Claude Code session continues an agent's conversation, and where that session's transcript lives.
+
+    The transcript file is the runtime's hidden state (it is on one worker's disk); the binding is used only while
+    the stored conversation is exactly what the session last saw (`cursor_length` / `cursor_digest`, the stored
+    list's cursor after the turn that recorded it). Anything else (Clear Context, Reset, a branch move, a
+    compaction, a save that failed) makes the next firing start a new session from a portable transcript of the
+    stored conversation, which is the record of truth (providers/README.md, "Agent runtimes").
+    """
+
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="+")
+    generation = models.PositiveIntegerField()
+    agent_node_id = models.CharField(max_length=200)
+    runtime = models.CharField(max_length=32)
+    session_id = models.CharField(max_length=100)
+    transcript_path = models.TextField()
+    cursor_length = models.PositiveIntegerField()
+    cursor_digest = models.CharField(max_length=64)
+    # The session's cumulative cost as the runtime last reported it: the next firing bills only the difference.
+    session_cost_usd = models.DecimalField(max_digits=14, decimal_places=6, default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workflow", "generation", "agent_node_id"], name="runtime_session_binding_unique_key"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.runtime} session {self.session_id} for {self.workflow_id}/{self.generation}/{self.agent_node_id}"

@@ -159,3 +159,29 @@ def usage_by_keys(*, idempotency_keys) -> dict[str, dict]:
         "idempotency_key", "input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens", "cost", "outcome"
     )
     return {row.pop("idempotency_key"): row for row in rows}
+
+
+def agent_runtime(workflow: Workflow, agent_node_id: str) -> dict | None:
+    """What the live agent's conversation keeps beyond its messages: its provider's fidelity and, for Claude Code,
+    the session binding (RFC-0002 §5). None when the agent is not in the live graph."""
+    from providers.runtimes import fidelity_of
+
+    from .models import RuntimeSessionBinding
+
+    node = node_by_id(live_graph(workflow), agent_node_id)
+    if node is None or node.get("type") != "agent":
+        return None
+    provider = (node.get("params") or {}).get("provider") or "offline"
+    binding = RuntimeSessionBinding.objects.filter(
+        workflow=workflow, generation=workflow.live_generation, agent_node_id=agent_node_id
+    ).first()
+    session = None
+    if binding is not None:
+        session = {
+            "runtime": binding.runtime,
+            "session_id": binding.session_id,
+            "transcript_path": binding.transcript_path,
+            "matches_messages": binding.cursor_length,
+            "resumable_while": "its transcript file exists on the worker and the stored conversation is unchanged",
+        }
+    return {"provider": provider, "fidelity": fidelity_of(provider), "session": session}

@@ -22,6 +22,9 @@ KEY_SETTINGS = {
     "anthropic": "ANTHROPIC_API_KEY",
     "gemini": "GEMINI_API_KEY",
     "openai_compatible": "OPENAI_COMPATIBLE_API_KEY",
+    # The runtimes use the key (and base URL) of the API their CLI calls.
+    "claude_code": "ANTHROPIC_API_KEY",
+    "codex_cli": "OPENAI_API_KEY",
 }
 
 BASE_URL_SETTINGS = {
@@ -29,6 +32,8 @@ BASE_URL_SETTINGS = {
     "anthropic": "ANTHROPIC_BASE_URL",
     "gemini": "GEMINI_BASE_URL",
     "openai_compatible": "OPENAI_COMPATIBLE_BASE_URL",
+    "claude_code": "ANTHROPIC_BASE_URL",
+    "codex_cli": "OPENAI_BASE_URL",
 }
 
 

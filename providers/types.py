@@ -6,7 +6,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-PROVIDERS = ("openai", "anthropic", "gemini", "openai_compatible", "offline")
+# The native provider APIs, then the agent runtimes (coding-agent CLIs that run their own tool loop, see
+# providers/runtimes/).
+RUNTIMES = ("claude_code", "codex_cli")
+PROVIDERS = ("openai", "anthropic", "gemini", "openai_compatible", "offline", *RUNTIMES)
 
 EventCallback = Callable[[dict], None]
 StopCheck = Callable[[], bool]
@@ -46,6 +49,8 @@ class ChatRequest:
     api_key: str | None = None
     base_url: str | None = None
     url_policy: UrlPolicy | None = None
+    # Agent runtimes only (providers/runtimes/): the session binding, the project's tools and the limits of one run.
+    runtime: Any = None
 
 
 @dataclass
@@ -59,6 +64,9 @@ class Usage:
     cache_creation_tokens: int = 0
     # True when the provider never reported usage (a stopped stream): the numbers are local estimates.
     estimated: bool = False
+    # What the provider itself reported this call cost (USD), when it does (Claude Code); else priced from the
+    # catalogue.
+    cost_usd: float | None = None
 
     def to_dict(self) -> dict:
         data = {
@@ -71,6 +79,8 @@ class Usage:
             data["cache_creation_tokens"] = self.cache_creation_tokens
         if self.estimated:
             data["estimated"] = True
+        if self.cost_usd is not None:
+            data["cost_usd"] = self.cost_usd
         return data
 
 
@@ -80,3 +90,6 @@ class ChatResult:
     usage: Usage
     stop_reason: str  # end_turn, tool_use, max_tokens, stopped, refusal, other
     provider_ids: dict[str, Any] = field(default_factory=dict)
+    # Agent runtimes only: every message the run produced, in order, `message` (its last assistant message)
+    # included. The runtime ran the tool calls in them itself, so the firing stores them all and runs none.
+    observed: list[dict] | None = None

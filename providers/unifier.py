@@ -17,6 +17,8 @@ ADAPTERS = {
     "gemini": "providers.adapters.gemini",
     "openai_compatible": "providers.adapters.openai_compatible",
     "offline": "providers.adapters.offline",
+    "claude_code": "providers.runtimes.claude_code",
+    "codex_cli": "providers.runtimes.codex_cli",
 }
 
 

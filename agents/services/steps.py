@@ -34,6 +34,7 @@ from agents.services.firings import (
 )
 from agents.services.heartbeat import StepHeartbeat, retry_on_database_error, stop_checker
 from agents.services.messages import firing_append, firing_messages, rewrite_firing_messages, seed_firing_messages
+from agents.services.runtime_runs import runtime_binding_record, runtime_run_attach
 from agents.tools import (
     ToolOutcome,
     ToolUnavailable,
@@ -78,6 +79,7 @@ def _agent_config(node: dict) -> dict:
         "max_wall_seconds": params.get("max_wall_seconds") or settings.AGENT_MAX_WALL_SECONDS,
         "max_tokens_per_firing": params.get("max_tokens_per_firing") or settings.AGENT_MAX_TOKENS_PER_FIRING,
         "compaction_threshold": params.get("compaction_threshold") or settings.AGENT_COMPACTION_THRESHOLD,
+        "runtime_tools": params.get("runtime_tools") or [],  # agent runtimes: the built-in tools allowed
     }
 
 
@@ -236,6 +238,7 @@ def execute_llm_step(firing_id: str, iteration: int, *, committed: Firing | None
         _record_unbuilt_step(firing, step, exc)
         return
     request_info = _request_info(firing, messages)
+    runtime_run_attach(firing, request)  # agent runtimes (agents/services/runtime_runs.py); no-op otherwise
     on_event = None
     if firing.chat_run_id:
         chat_firing = firing
@@ -262,6 +265,8 @@ def execute_llm_step(firing_id: str, iteration: int, *, committed: Firing | None
                         "usage": result.usage.to_dict(),
                         "stop_reason": result.stop_reason,
                         "provider_ids": result.provider_ids,
+                        # An agent runtime's whole run, its tool calls already answered (runtime_runs.py).
+                        **({"observed": result.observed} if result.observed is not None else {}),
                     },
                     finished_at=timezone.now(),
                     duration_ms=duration_ms,
@@ -446,7 +451,8 @@ def _save_assistant_turn(firing: Firing, step: LlmStep) -> None:
     step.save(update_fields=["state"])
     firing_mark_changed(firing, "iteration", "tokens_used")
     # The exact sent list plus the answer, after the provider call (docs/invariants.md#save-after-call).
-    firing_append(firing, [assistant])
+    firing_append(firing, result.get("observed") or [assistant])
+    runtime_binding_record(firing, step)  # agent runtimes: the session this conversation continues in
     if firing.uses_conversation and _tool_calls(assistant):  # more steps follow: keep the conversation ours
         store.renew_firing_lease(
             firing_key(firing), owner_token=firing.lease_token, ttl_seconds=settings.FIRING_LEASE_TTL_SECONDS
@@ -474,7 +480,8 @@ def _advance_tools(firing: Firing, step: LlmStep) -> None:
     from conversations import store
 
     assistant = step.result["message"]
-    calls = _tool_calls(assistant)
+    # An agent runtime's run answered its own tool calls: they are in its observed messages, none is run here.
+    calls = [] if "observed" in step.result else _tool_calls(assistant)
     stopped = firing.stop_requested or step.result.get("stop_reason") == "stopped"
     answered = (
         {r.tool_call_id: r for r in ToolCallResult.objects.filter(firing=firing, iteration=step.iteration)}

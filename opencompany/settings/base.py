@@ -381,6 +381,11 @@ AGENT_EXECUTION_MODE = env_str("AGENT_EXECUTION_MODE", "celery")
 AGENT_MAX_PROMPT_CHARS = env_int("AGENT_MAX_PROMPT_CHARS", 32_000, minimum=100)
 AGENT_MAX_ITERATIONS = env_int("AGENT_MAX_ITERATIONS", 12, minimum=1)
 AGENT_MAX_WALL_SECONDS = env_int("AGENT_MAX_WALL_SECONDS", 600, minimum=5)
+# Agent runtimes (providers/runtimes/): each conversation's CLI state (Claude Code's config dir and session
+# transcripts, the emptied working directory) lives under this directory. Keep it on a volume the workers keep:
+# a session resumes only while its transcript is here (else the next firing starts a new one from a portable
+# transcript, and says so).
+AGENT_RUNTIME_DIR = env_str("AGENT_RUNTIME_DIR") or str(DATA_DIR / "runtimes")
 AGENT_MAX_TOKENS_PER_FIRING = env_int("AGENT_MAX_TOKENS_PER_FIRING", 400_000, minimum=100)
 AGENT_COMPACTION_THRESHOLD = env_float("AGENT_COMPACTION_THRESHOLD", 0.8)
 AGENT_MAX_DELEGATION_DEPTH = env_int("AGENT_MAX_DELEGATION_DEPTH", 3, minimum=1)

@@ -43,7 +43,9 @@ def test_node_types_describe_every_registered_spec(owner_client):
     assert agent["capabilities"]["requiresContext"] is True and agent["capabilities"]["systemManaged"] is False
     schema = agent["paramsSchema"]
     assert schema["required"] == ["model"]
-    assert schema["properties"]["provider"]["enum"] == ["openai", "anthropic", "gemini", "openai_compatible", "offline"]
+    assert schema["properties"]["provider"]["enum"] == [
+        "openai", "anthropic", "gemini", "openai_compatible", "offline", "claude_code", "codex_cli"
+    ]  # fmt: skip
     assert schema["properties"]["model"]["x-widget"] == "model"
     assert agent["newParams"]["provider"] == "offline" and agent["newParams"]["model"]
     # The Context is drawn but not offered in the palette; it has no params.
@@ -55,7 +57,7 @@ def test_node_types_describe_every_registered_spec(owner_client):
     assert memory["paramsSchema"]["properties"]["reset_policy"]["enum"] == ["keep", "clear"]
     # The agent form's catalogue: every provider, named models from the catalogue (never the "*" fallback).
     by_id = {p["id"]: p for p in providers}
-    assert set(by_id) == {"openai", "anthropic", "gemini", "openai_compatible", "offline"}
+    assert set(by_id) == {"openai", "anthropic", "gemini", "openai_compatible", "offline", "claude_code", "codex_cli"}
     assert "gpt-4.1" in [m["id"] for m in by_id["openai"]["models"]]
     assert all(m["id"] != "*" for p in providers for m in p["models"])
     assert by_id["offline"]["configured"] is True

@@ -45,7 +45,16 @@ class AgentParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: Annotated[str, Field(min_length=1), _bounded("WORKFLOW_AGENT_NAME_MAX_CHARS")] = "Agent"
-    provider: Literal["openai", "anthropic", "gemini", "openai_compatible", "offline"] = "offline"
+    provider: Literal["openai", "anthropic", "gemini", "openai_compatible", "offline", "claude_code", "codex_cli"] = (
+        Field(
+            "offline",
+            description=(
+                "Where the agent runs. Fidelity per provider: the native APIs (openai, anthropic, gemini) are "
+                "provider-replayable; claude_code: exact observable stream plus explicit session binding; codex_cli: "
+                "observable-only, non-resumable (providers/README.md)."
+            ),
+        )
+    )
     # `x-widget` tells the editor to offer the provider's models from the catalogue (/api/node-types/).
     model: Annotated[
         str,
@@ -60,6 +69,15 @@ class AgentParams(BaseModel):
     thinking: Literal["off", "low", "medium", "high"] | None = None
     max_iterations: Annotated[int, Field(ge=1)] | None = None
     compaction_threshold: Annotated[float, Field(ge=0.1, le=0.95)] | None = None
+    # Agent runtimes only: the CLI's built-in tools the agent may use (e.g. "Read", "Grep"). Empty, the default:
+    # none, so no shell command and no file write.
+    runtime_tools: list[Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z][A-Za-z0-9_]*$")]] = (
+        Field(
+            default=[],
+            max_length=50,
+            description="Agent runtimes (claude_code, codex_cli): the built-in tools allowed, e.g. Read. Empty: none.",
+        )
+    )
 
     @field_validator("max_output_tokens")
     @classmethod

@@ -1,0 +1,139 @@
+"""What a firing gives an agent runtime (providers/runtimes/) and keeps from it: the seam between the two.
+
+Before the call, `runtime_run_attach` puts a `RuntimeRun` on the request: this conversation's runtime directory,
+the session binding when it still matches the stored conversation, the project's tools as callables, the owner's
+built-in tool allowlist and the time left. After the answer is saved, `runtime_binding_record` keeps the session
+the run used (Claude Code), with the stored conversation's cursor it now matches. Everything else is the common
+path: the step stores `ChatResult.observed` (every message of the run) and runs none of their tool calls.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from decimal import Decimal
+from pathlib import Path
+
+from django.conf import settings
+from django.db import connections
+from django.utils import timezone
+
+from agents.models import Firing, LlmStep
+from agents.services.firings import firing_key
+
+logger = logging.getLogger("agents.runtime")
+
+RESUMABLE = ("claude_code",)
+
+
+def is_runtime(firing: Firing) -> bool:
+    from providers.types import RUNTIMES
+
+    return (firing.agent_config or {}).get("provider") in RUNTIMES
+
+
+def runtime_home(firing: Firing) -> Path:
+    key = firing_key(firing)
+    # One directory per conversation key (a lease lets one firing at a time use it); the agent id is hashed
+    # because it is free text.
+    digest = hashlib.blake2b(key.agent_node_id.encode(), digest_size=8).hexdigest()
+    provider = firing.agent_config["provider"]
+    if firing.uses_conversation:
+        name = f"{key.workflow_id}-{key.generation}-{digest}"
+    else:
+        name = f"firing-{firing.pk}"  # no Context: nothing continues, nothing is resumed
+    return Path(settings.AGENT_RUNTIME_DIR) / provider / name
+
+
+def _binding_for(firing: Firing) -> dict | None:
+    """The session to resume: only when the stored list the firing extends is exactly what that session saw."""
+    from conversations.models import RuntimeSessionBinding
+
+    prefix = firing.stored_prefix or {}
+    if not firing.uses_conversation or "length" not in prefix:
+        return None
+    key = firing_key(firing)
+    binding = RuntimeSessionBinding.objects.filter(
+        workflow_id=key.workflow_id, generation=key.generation, agent_node_id=key.agent_node_id
+    ).first()
+    if binding is None or binding.runtime != firing.agent_config["provider"]:
+        return None
+    if binding.cursor_length != prefix["length"] or binding.cursor_digest != prefix["digest"]:
+        # The stored conversation moved on without this session (cleared, rewound, compacted, a save that failed):
+        # the session would continue from something the owner no longer has. A new one starts from the record.
+        return None
+    return {
+        "session_id": binding.session_id,
+        "transcript_path": binding.transcript_path,
+        "session_cost_usd": float(binding.session_cost_usd),
+    }
+
+
+def _project_tool(firing: Firing, binding: dict):
+    from agents.tools import prepare_tool_calls, run_tool
+    from conversations import store
+    from conversations.selectors import owner_tool_result_max_chars
+    from providers.runtimes import RuntimeTool
+    from providers.types import ToolDefinition
+
+    def call(arguments: dict, call_id: str) -> tuple[str, bool]:
+        # Runs on a thread of the runtime's event loop, while the CLI waits for the answer: its own connection,
+        # closed after, and the same tool contract (and receipt key per call) as a native tool call.
+        tool_call = {"id": call_id, "name": binding["name"], "arguments": arguments}
+        try:
+            prepare_tool_calls(firing=firing, message={"blocks": [{"type": "tool_call", **tool_call}]})
+            outcome = run_tool(firing=firing, binding=binding, call=tool_call)
+            cap = owner_tool_result_max_chars(firing.workflow.owner_id)
+            return store.cap_tool_result(outcome.content, cap), outcome.is_error
+        finally:
+            connections.close_all()
+
+    return RuntimeTool(ToolDefinition(binding["name"], binding["description"], binding["parameters"]), call)
+
+
+def runtime_run_attach(firing: Firing, request) -> None:
+    """Put the RuntimeRun on `request` when the agent's provider is a runtime (a no-op otherwise)."""
+    if not is_runtime(firing):
+        return
+    from providers.runtimes import RuntimeRun
+
+    left = (firing.deadline_at - timezone.now()).total_seconds() if firing.deadline_at else 600.0
+    request.runtime = RuntimeRun(
+        home=runtime_home(firing),
+        resume=_binding_for(firing) if firing.agent_config["provider"] in RESUMABLE else None,
+        # Teammates are not offered to a runtime yet: delegation parks the firing between steps, and a CLI run
+        # cannot be parked.
+        tools=[_project_tool(firing, b) for b in firing.tool_bindings if not b["is_teammate"]],
+        allowed_builtin_tools=list(firing.agent_config.get("runtime_tools") or []),
+        wall_seconds=max(left, 1.0),
+    )
+
+
+def runtime_binding_record(firing: Firing, step: LlmStep) -> None:
+    """After a runtime's messages were saved: keep its session as this conversation's binding (Claude Code)."""
+    from conversations.models import RuntimeSessionBinding
+
+    if firing.agent_config.get("provider") not in RESUMABLE or not firing.uses_conversation:
+        return
+    if (step.result or {}).get("stop_reason") == "stopped":
+        # Killed mid-run: the session's transcript ends somewhere before what was saved (the partial answer), so it
+        # no longer matches the record; the next firing starts from the record.
+        return
+    ids = (step.result or {}).get("provider_ids") or {}
+    prefix = firing.stored_prefix or {}
+    if not ids.get("session_id") or "length" not in prefix or prefix.get("detached") or firing.pending_messages:
+        return  # not saved (or saved over by someone else): the next firing starts from the record instead
+    key = firing_key(firing)
+    RuntimeSessionBinding.objects.update_or_create(
+        workflow_id=key.workflow_id,
+        generation=key.generation,
+        agent_node_id=key.agent_node_id,
+        defaults={
+            "runtime": firing.agent_config["provider"],
+            "session_id": ids["session_id"],
+            "transcript_path": ids.get("transcript_path") or "",
+            "cursor_length": prefix["length"],
+            "cursor_digest": prefix["digest"],
+            "session_cost_usd": Decimal(str(ids.get("session_cost_usd") or 0)),
+        },
+    )

@@ -1,0 +1,105 @@
+"""Agent runtimes: coding-agent CLIs run as agent providers (providers/README.md, "Agent runtimes").
+
+A native adapter returns one assistant message per call and the firing runs the tool calls in it. A runtime is
+different: one firing step is one CLI run that does its own tool loop, so its adapter returns every message the run
+produced (`ChatResult.observed`), the firing stores them all and runs none of their tool calls. What a runtime
+needs from the firing (its session binding, the project's tools, its working area, its wall-clock limit) comes on
+`ChatRequest.runtime` as a `RuntimeRun`, built by agents.services.runtime_runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from conversations.wire import text_of
+
+from ..types import ToolDefinition
+
+# Exactly the seed's rows (RFC-0002 §5): no label may imply we keep hidden state we do not keep.
+FIDELITY = {
+    "claude_code": "exact observable stream plus explicit session binding",
+    "codex_cli": "observable-only, non-resumable",
+}
+# The native providers' rows, so every agent can say what its conversation keeps.
+NATIVE_FIDELITY = {
+    "openai": "provider-replayable Responses output and encrypted reasoning",
+    "anthropic": "provider-replayable ordered blocks and signatures",
+    "gemini": "provider-replayable generate_content parts and thought signatures",
+    "openai_compatible": "provider-replayable only where capability verification passes; otherwise portable",
+    "offline": "provider-replayable (the built-in offline provider keeps no state)",
+}
+FIDELITY_DETAIL = {
+    "claude_code": (
+        "Every streamed message is stored as observed. The Claude Code session id and where its transcript lives are "
+        "kept on the conversation; the next firing resumes that session while its transcript exists on the worker, "
+        "else starts a new one from a portable transcript of the stored conversation and says so."
+    ),
+    "codex_cli": (
+        "Every event is stored as observed. Nothing of Codex's own state is kept: each firing is a new ephemeral run "
+        "that receives the stored conversation as a portable transcript; its thread id is a label only."
+    ),
+}
+
+
+def fidelity_of(provider: str) -> dict:
+    """{"label", "detail"} of a provider's fidelity (RFC-0002 §5), for the API and the agent's form."""
+    return {
+        "label": FIDELITY.get(provider) or NATIVE_FIDELITY.get(provider) or "unknown provider",
+        "detail": FIDELITY_DETAIL.get(provider, ""),
+    }
+
+
+@dataclass(frozen=True)
+class RuntimeTool:
+    """A project tool offered to the runtime (memory, todos): `call(arguments, call_id)` -> (content, is_error)."""
+
+    definition: ToolDefinition
+    call: Callable[[dict, str], tuple[str, bool]]
+
+
+@dataclass
+class RuntimeRun:
+    home: Path  # this conversation's runtime directory (its config and transcripts live below it)
+    resume: dict | None = None  # {"session_id", "transcript_path", "session_cost_usd"} when the binding holds
+    tools: list[RuntimeTool] = field(default_factory=list)
+    allowed_builtin_tools: list[str] = field(default_factory=list)  # the owner's allowlist; empty: none
+    wall_seconds: float = 600.0
+
+
+def split_request(messages: list[dict]) -> tuple[str, list[dict], str]:
+    """(system text, the conversation before the new message, the new user message's text)."""
+    system = "\n\n".join(text_of(m) for m in messages if m.get("role") == "system" and text_of(m))
+    rest = [m for m in messages if m.get("role") != "system"]
+    if rest and rest[-1].get("role") == "user":
+        return system, rest[:-1], text_of(rest[-1])
+    return system, rest, ""
+
+
+def portable_transcript(messages: list[dict]) -> str:
+    """The stored conversation as plain text any runtime can read: roles, text, tool calls and their results.
+    Thinking is left out (it is the model's, signed for its own API)."""
+    lines: list[str] = []
+    for message in messages:
+        role = message.get("role")
+        for block in message.get("blocks", []):
+            kind = block.get("type")
+            if kind == "text" and block.get("text"):
+                lines.append(f"[{role}] {block['text']}")
+            elif kind == "tool_call":
+                lines.append(f"[assistant called {block.get('name')}] {block.get('arguments_raw', '')}")
+            elif kind == "tool_result":
+                marker = " (error)" if block.get("is_error") else ""
+                lines.append(f"[result of {block.get('name')}{marker}] {block.get('content', '')}")
+    return "\n".join(lines)
+
+
+def handoff_prompt(history: list[dict], user_text: str, *, note: str | None = None) -> str:
+    if not history:
+        return user_text
+    head = f"({note})\n\n" if note else ""
+    return (
+        f"{head}The conversation so far, from its stored record:\n<transcript>\n{portable_transcript(history)}\n"
+        f"</transcript>\n\nThe new message:\n{user_text}"
+    )

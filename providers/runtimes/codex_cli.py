@@ -1,0 +1,290 @@
+"""Codex CLI as an agent provider (provider "codex_cli"): one firing step = one ephemeral `codex exec` run.
+
+Fidelity: observable-only, non-resumable. Codex sends `store: false` and keeps its encrypted reasoning only within
+a run, and `--ephemeral` writes no rollout, so nothing of a run can be continued: each firing sends the stored
+conversation as a portable transcript in its prompt, and the thread id it reports is kept as a label only
+(`meta.runtime.thread_id`). Its JSONL events (reasoning summaries, agent messages, command executions, errors) come
+back as MessageWire in `ChatResult.observed`, in order; an agent message streams to the chat when it completes
+(`codex exec --json` reports items, not token deltas).
+
+Safety defaults: a temporary CODEX_HOME per run (its config.toml names the model, the provider's base URL and the
+agent's system prompt; deleted after the run), the read-only sandbox, the shell, exec, web search, multi-agent and
+goal tools switched off (`[features]`), stdin closed, an environment holding only the API key, the process in its
+own group, killed on Stop or at the wall-clock limit.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from conversations.wire import text_block, tool_call_block, tool_result_message
+
+from .. import config
+from ..errors import NetworkError, ServerError
+from ..types import ChatRequest, ChatResult, Usage
+from . import RuntimeRun, handoff_prompt, split_request
+from .process import die_with_parent
+
+PROVIDER = "codex_cli"
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+ARGV_PROMPT_MAX = 100_000  # one argv string may hold at most 128 KiB on Linux; longer prompts go through stdin
+logger = logging.getLogger("providers.codex_cli")
+_END = object()
+
+# Tools Codex offers unless told not to; an agent gets them only through its `runtime_tools` allowlist.
+FEATURES_OFF = ("shell_tool", "unified_exec", "multi_agent", "goals", "apply_patch_freeform")
+
+
+def _toml_string(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)  # a JSON string is a valid TOML basic string
+
+
+def _config_toml(request: ChatRequest, system: str, base_url: str, allowed: list[str]) -> str:
+    features = "\n".join(f"{name} = {'true' if name in allowed else 'false'}" for name in FEATURES_OFF)
+    lines = [
+        f"model = {_toml_string(request.model)}",
+        'model_provider = "opencompany"',
+        f'web_search = "{"live" if "web_search" in allowed else "disabled"}"',
+    ]
+    if system:
+        lines.append(f"developer_instructions = {_toml_string(system)}")
+    return "\n".join(
+        [
+            *lines,
+            "",
+            "[model_providers.opencompany]",
+            'name = "opencompany"',
+            f"base_url = {_toml_string(base_url)}",
+            'wire_api = "responses"',
+            'env_key = "OPENCOMPANY_CODEX_API_KEY"',
+            "",
+            "[features]",
+            features,
+            "",
+        ]
+    )
+
+
+def _binary() -> str:
+    from codex_cli_bin import bundled_codex_path
+
+    return str(bundled_codex_path())
+
+
+def chat(request: ChatRequest, stream) -> ChatResult:
+    run: RuntimeRun | None = request.runtime
+    system, history, user_text = split_request(request.messages)
+    prompt = handoff_prompt(history, user_text)
+    base = Path(run.home) if run is not None else Path(tempfile.gettempdir())
+    base.mkdir(parents=True, exist_ok=True)
+    home = Path(tempfile.mkdtemp(prefix="codex-home-", dir=base))  # per run, deleted after it
+    cwd = home / "cwd"
+    cwd.mkdir()
+    allowed = list(run.allowed_builtin_tools) if run is not None else []
+    base_url = config.base_url_for(PROVIDER, request.base_url) or DEFAULT_BASE_URL
+    (home / "config.toml").write_text(_config_toml(request, system, base_url, allowed))
+    env = {
+        "CODEX_HOME": str(home),
+        "HOME": str(home),
+        "PATH": "/usr/bin:/bin",
+        "LANG": os.environ.get("LANG", "C.UTF-8"),
+        "OPENCOMPANY_CODEX_API_KEY": config.api_key_for(PROVIDER, request.api_key) or "missing-api-key",
+    }
+    argv = [*die_with_parent(), _binary(), "exec", "--json", "--ephemeral", "--skip-git-repo-check"]
+    argv += ["-s", "read-only", "-C", str(cwd)]
+    via_stdin = len(prompt.encode()) > ARGV_PROMPT_MAX
+    argv.append("-" if via_stdin else prompt)
+    wall = run.wall_seconds if run is not None else 600.0
+    try:
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE if via_stdin else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=str(cwd),
+            start_new_session=True,  # its own process group: Stop kills it and whatever it started
+        )
+    except OSError as exc:
+        shutil.rmtree(home, ignore_errors=True)
+        raise NetworkError(f"Codex could not start: {exc}", provider=PROVIDER) from exc
+    try:
+        return _collect(process, prompt if via_stdin else None, stream, wall)
+    finally:
+        _kill(process)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _kill(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        logger.error("codex did not exit after SIGKILL", extra={"pid": process.pid})
+
+
+def _collect(process: subprocess.Popen, stdin_prompt: str | None, stream, wall: float) -> ChatResult:
+    inbox: queue.Queue = queue.Queue()
+    stderr_tail: list[str] = []
+
+    def read() -> None:
+        for line in process.stdout:  # type: ignore[union-attr]
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                inbox.put((json.loads(line), None))
+            except ValueError:
+                logger.debug("codex: %s", line[:500])
+        inbox.put((_END, None))
+
+    def read_stderr() -> None:
+        for line in process.stderr:  # type: ignore[union-attr]
+            stderr_tail.append(line.decode(errors="replace") if isinstance(line, bytes) else line)
+            del stderr_tail[:-20]
+
+    threading.Thread(target=read, name="codex-stdout", daemon=True).start()
+    threading.Thread(target=read_stderr, name="codex-stderr", daemon=True).start()
+    if stdin_prompt is not None:
+        process.stdin.write(stdin_prompt.encode())  # type: ignore[union-attr]
+        process.stdin.close()  # type: ignore[union-attr]
+    deadline = time.monotonic() + wall
+    timed_out = {"value": False}
+
+    def events():
+        while True:
+            try:
+                item, _ = inbox.get(timeout=0.05)
+            except queue.Empty:
+                if time.monotonic() >= deadline:
+                    timed_out["value"] = True
+                    return
+                continue
+            if item is _END:
+                return
+            yield item
+
+    collector = _Collector(stream)
+    for event in stream.pump(events(), close=lambda: _kill(process)):
+        collector.add(event)
+    stopped = stream.stop_requested or timed_out["value"]
+    if stopped:
+        _kill(process)
+    else:
+        process.wait(timeout=30)
+    if not stopped and collector.turn_failed:
+        raise ServerError(f"Codex: {collector.turn_failed}", provider=PROVIDER)
+    if not stopped and collector.usage is None:
+        tail = "".join(stderr_tail).strip()[-500:]
+        message = f"Codex ended without finishing its turn (exit {process.returncode}): {tail}"
+        raise ServerError(message, provider=PROVIDER)
+    return collector.finish(stopped=stopped, timed_out=timed_out["value"])
+
+
+class _Collector:
+    def __init__(self, stream) -> None:
+        self.stream = stream
+        self.observed: list[dict] = []
+        self.thread_id: str | None = None
+        self.usage: dict | None = None
+        self.turn_failed: str | None = None
+
+    def _assistant(self) -> dict:
+        last = self.observed[-1] if self.observed else None
+        if last is None or last["role"] != "assistant" or any(b.get("type") == "tool_call" for b in last["blocks"]):
+            last = {"role": "assistant", "blocks": []}
+            self.observed.append(last)
+        return last
+
+    def add(self, event: dict) -> None:
+        kind = event.get("type")
+        if kind == "thread.started":
+            self.thread_id = event.get("thread_id")
+        elif kind == "turn.completed":
+            self.usage = event.get("usage") or {}
+        elif kind == "turn.failed":
+            self.turn_failed = str((event.get("error") or {}).get("message") or "the turn failed")
+        elif kind == "error":
+            self.turn_failed = str(event.get("message") or "error")
+        elif kind == "item.completed":
+            self._item(event.get("item") or {})
+
+    def _item(self, item: dict) -> None:
+        kind = item.get("type")
+        if kind == "agent_message":
+            self._assistant()["blocks"].append(text_block(item.get("text") or ""))
+            self.stream.emit({"type": "text_delta", "text": item.get("text") or ""})
+        elif kind == "reasoning":
+            # A summary of the model's reasoning, observable only: no signature, never replayed.
+            self._assistant()["blocks"].append(
+                {"type": "thinking", "text": item.get("text") or "", "signature": None, "provider": PROVIDER}
+            )
+        elif kind == "command_execution":
+            call_id = str(item.get("id"))
+            self._assistant()["blocks"].append(
+                tool_call_block(
+                    id=call_id, name="command_execution", arguments_raw=json.dumps({"command": item.get("command")})
+                )
+            )
+            output = item.get("aggregated_output") or ""
+            exit_code = item.get("exit_code")
+            self.observed.append(
+                tool_result_message(
+                    tool_call_id=call_id,
+                    name="command_execution",
+                    content=f"{output}\n[exit code {exit_code}]" if exit_code is not None else output,
+                    is_error=item.get("status") == "failed" or (exit_code not in (None, 0)),
+                )
+            )
+        else:
+            # error, file_change, mcp_tool_call, web_search, todo_list...: kept as observed, under its own type.
+            self._assistant()["blocks"].append({"type": f"codex_{kind}", "item": item})
+
+    def finish(self, *, stopped: bool, timed_out: bool) -> ChatResult:
+        observed = self.observed
+        if (
+            not observed
+            or observed[-1]["role"] != "assistant"
+            or any(b.get("type") == "tool_call" for b in observed[-1]["blocks"])
+        ):
+            observed.append({"role": "assistant", "blocks": [text_block("", stopped=True)] if stopped else []})
+        raw = self.usage or {}
+        usage = Usage(
+            input_tokens=int(raw.get("input_tokens") or 0),
+            cached_tokens=int(raw.get("cached_input_tokens") or 0),
+            output_tokens=int(raw.get("output_tokens") or 0),
+            reasoning_tokens=int(raw.get("reasoning_output_tokens") or 0),
+            estimated=self.usage is None,
+        )
+        final = observed[-1]
+        final["meta"] = {
+            **final.get("meta", {}),
+            "runtime": {
+                "runtime": PROVIDER,
+                "thread_id": self.thread_id,  # a label: nothing can resume it
+                "resumed": False,
+                **({"end_reason": "max_wall_time"} if timed_out else {}),
+            },
+        }
+        final["usage"] = usage.to_dict()
+        return ChatResult(
+            message=final,
+            usage=usage,
+            stop_reason="stopped" if stopped else "end_turn",
+            provider_ids={"thread_id": self.thread_id},
+            observed=observed,
+        )

@@ -1,0 +1,334 @@
+"""Claude Code as an agent provider: the real bundled CLI against the fake Anthropic Messages server."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from agents.models import Firing
+from agents.services.firings import fire_agent
+from conversations.models import RuntimeSessionBinding, UsageRecord
+from conversations.store import clear_conversation, conversation_key, load_conversation
+from tests.agents.factories import assistant_with
+from tests.fakes.base import Call, Text, Think, Turn
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+MODEL = "claude-sonnet-4-5"
+CAT = "The cat is Miso."
+
+
+def _claude_agent(owner, **kwargs):
+    return assistant_with(owner, provider="claude_code", model=MODEL, **kwargs)
+
+
+def _fire(workflow, generation, agent, prompt) -> Firing:
+    firing = Firing.objects.get(pk=fire_agent(workflow, generation, agent, prompt))
+    assert firing.state in (Firing.State.FINISHED, Firing.State.STOPPED), (firing.error_code, firing.error_message)
+    return firing
+
+
+def _texts(message: dict) -> list[str]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [content]
+    return [b.get("text", "") for b in content or [] if b.get("type") == "text"]
+
+
+def _binding(workflow, generation, agent) -> RuntimeSessionBinding:
+    return RuntimeSessionBinding.objects.get(workflow=workflow, generation=generation, agent_node_id=agent)
+
+
+def test_two_firings_resume_one_session_and_the_second_request_carries_the_first_turn(owner, anthropic_fake):
+    workflow, generation, ids = _claude_agent(owner)
+    anthropic_fake.push(Turn([Think("The owner greets me."), Text("Hello, I am Lead.")]))
+    first = _fire(workflow, generation, ids["lead"], "hi there")
+    assert first.final_text == "Hello, I am Lead."
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    assert [m["role"] for m in stored] == ["system", "user", "assistant"]
+    thinking, text = stored[-1]["blocks"]
+    assert thinking["type"] == "thinking" and thinking["text"] == "The owner greets me." and thinking["signature"]
+    assert text == {"type": "text", "text": "Hello, I am Lead."}
+    binding = _binding(workflow, generation, ids["lead"])
+    session = binding.session_id
+    assert stored[-1]["meta"]["runtime"] == {"runtime": "claude_code", "session_id": session, "resumed": False}
+    assert Path(binding.transcript_path).is_file()
+    assert binding.cursor_length == 3
+    # The system prompt reaches Claude Code as its system prompt.
+    system = json.dumps(anthropic_fake.requests[-1].body["system"])
+    assert "You are Lead." in system
+    assert anthropic_fake.requests[-1].query == {"beta": ["true"]}
+
+    anthropic_fake.push(Turn([Text("You said hi there.")]))
+    second = _fire(workflow, generation, ids["lead"], "what did I say?")
+    assert second.final_text == "You said hi there."
+    body = anthropic_fake.requests[-1].body
+    texts = [(m["role"], t) for m in body["messages"] for t in _texts(m)]
+    assert ("user", "hi there") in texts  # the first turn, from the resumed session
+    assert ("assistant", "Hello, I am Lead.") in texts
+    assert texts[-1] == ("user", "what did I say?")
+    assert not any("<transcript>" in t for _, t in texts)  # resumed, not handed a portable transcript
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    assert [m["role"] for m in stored] == ["system", "user", "assistant", "user", "assistant"]
+    assert stored[-1]["meta"]["runtime"]["resumed"] is True
+    assert stored[-1]["meta"]["runtime"]["session_id"] == session
+    assert _binding(workflow, generation, ids["lead"]).session_id == session
+    assert _binding(workflow, generation, ids["lead"]).cursor_length == 5
+
+
+def test_a_lost_transcript_starts_a_new_session_from_the_record_and_says_so(owner, anthropic_fake):
+    workflow, generation, ids = _claude_agent(owner)
+    anthropic_fake.push(Turn([Text("The code word is heron.")]))
+    _fire(workflow, generation, ids["lead"], "remember the code word heron")
+    old = _binding(workflow, generation, ids["lead"])
+    Path(old.transcript_path).unlink()  # another worker, a cleaned disk
+
+    anthropic_fake.push(Turn([Text("It was heron.")]))
+    second = _fire(workflow, generation, ids["lead"], "what was the code word?")
+    assert second.final_text == "It was heron."
+    request_text = "\n".join(t for m in anthropic_fake.requests[-1].body["messages"] for t in _texts(m))
+    assert "<transcript>" in request_text and "[user] remember the code word heron" in request_text
+    assert "[assistant] The code word is heron." in request_text
+    assert "could not be resumed" in request_text
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    runtime = stored[-1]["meta"]["runtime"]
+    assert runtime["resumed"] is False and runtime["session_id"] != old.session_id
+    assert "could not be resumed" in runtime["note"] and old.session_id in runtime["note"]
+    new = _binding(workflow, generation, ids["lead"])
+    assert new.session_id == runtime["session_id"] and Path(new.transcript_path).is_file()
+    assert new.cursor_length == 5
+
+
+def test_clear_context_drops_the_binding(owner, anthropic_fake):
+    workflow, generation, ids = _claude_agent(owner)
+    anthropic_fake.push(Turn([Text("Noted.")]))
+    _fire(workflow, generation, ids["lead"], "note this")
+    assert RuntimeSessionBinding.objects.filter(workflow=workflow).exists()
+    clear_conversation(workflow, generation, ids["lead"])
+    assert not RuntimeSessionBinding.objects.filter(workflow=workflow).exists()
+    anthropic_fake.push(Turn([Text("Fresh start.")]))
+    _fire(workflow, generation, ids["lead"], "hello again")
+    texts = [t for m in anthropic_fake.requests[-1].body["messages"] for t in _texts(m)]
+    assert not any("note this" in t for t in texts)  # the new session knows nothing of the cleared turn
+
+
+def test_cost_is_the_difference_of_the_session_total(owner, anthropic_fake):
+    workflow, generation, ids = _claude_agent(owner)
+    anthropic_fake.push(Turn([Text("One.")]))
+    _fire(workflow, generation, ids["lead"], "count")
+    total_after_first = _binding(workflow, generation, ids["lead"]).session_cost_usd
+    anthropic_fake.push(Turn([Text("Two.")]))
+    _fire(workflow, generation, ids["lead"], "again")
+    total_after_second = _binding(workflow, generation, ids["lead"]).session_cost_usd
+    rows = list(UsageRecord.objects.filter(workflow_id=workflow.pk, provider="claude_code").order_by("id"))
+    assert len(rows) == 2
+    assert total_after_second > total_after_first > 0
+    assert rows[0].cost == pytest.approx(total_after_first, abs=Decimal("0.000002"))
+    assert rows[1].cost == pytest.approx(total_after_second - total_after_first, abs=Decimal("0.000002"))
+
+
+def test_a_memory_call_from_claude_code_lands_in_the_agents_memory_namespace(owner, anthropic_fake):
+    from memory.models import MemoryItem
+
+    workflow, generation, ids = _claude_agent(owner, memory=True)
+    anthropic_fake.push(
+        # Claude Code asks for thinking, so the API requires the tool-calling turn to start with a thinking block.
+        Turn([Think("Store it."), Call("mcp__project__memory", json.dumps({"operation": "remember", "content": CAT}))]),
+        Turn([Text("Remembered.")]),
+    )
+    firing = _fire(workflow, generation, ids["lead"], "remember my cat is Miso")
+    assert firing.final_text == "Remembered."
+    first_request = anthropic_fake.requests[0].body
+    offered = [t["name"] for t in first_request.get("tools", [])]
+    assert offered == ["mcp__project__memory"]  # no built-in tool at all by default
+    items = list(MemoryItem.objects.all())
+    assert [i.content for i in items] == ["The cat is Miso."]
+    assert items[0].namespace.workflow_id == workflow.pk and items[0].namespace.node_id == ids["mem"]
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    assert [m["role"] for m in stored] == ["system", "user", "assistant", "tool", "assistant"]
+    result = stored[3]["blocks"][0]
+    assert result["name"] == "mcp__project__memory" and not result["is_error"]
+    assert [b["type"] for b in stored[2]["blocks"]] == ["thinking", "tool_call"]
+
+
+def _fire_in_background(workflow, generation, agent, prompt):
+    import threading
+
+    from django.db import connections
+
+    done = {}
+
+    def run():
+        try:
+            done["id"] = fire_agent(workflow, generation, agent, prompt)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, done
+
+
+def _wait_for(predicate, timeout=30.0):
+    import time
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting")
+
+
+def test_stop_mid_stream_kills_the_process_and_saves_the_partial_answer(owner, anthropic_fake, runtime_dir):
+    import os
+
+    from agents.services.firings import firing_request_stop
+
+    workflow, generation, ids = _claude_agent(owner)
+    anthropic_fake.push(Turn([Text("The first half, then a long silence")], pause_after_first_text_s=60))
+    thread, _ = _fire_in_background(workflow, generation, ids["lead"], "tell me a long story")
+    firing = _wait_for(lambda: Firing.objects.filter(workflow=workflow).first())
+    pid_file = _wait_for(lambda: next(runtime_dir.glob("claude_code/*/proc/pid"), None))
+    pid = int(pid_file.read_text())
+    _wait_for(lambda: anthropic_fake.requests)  # the CLI is streaming the answer now
+    import time
+
+    time.sleep(1.0)  # the first text delta reaches the CLI
+    assert firing_request_stop(firing_id=firing.pk)
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    firing.refresh_from_db()
+    assert firing.state == Firing.State.STOPPED, (firing.state, firing.error_code, firing.error_message)
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)  # the CLI and everything it started are gone
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    assert [m["role"] for m in stored] == ["system", "user", "assistant"]
+    (partial,) = stored[-1]["blocks"]
+    assert partial["stopped"] is True and partial["text"] and "The first half".startswith(partial["text"][:5])
+    assert firing.final_text == partial["text"]
+
+
+def test_the_default_configuration_offers_no_builtin_tool_and_a_bash_call_is_refused(owner, anthropic_fake, tmp_path):
+    # Memory wired, so the request defines a tool (the API refuses tool blocks in a request without tools); the
+    # model asks for Bash anyway, which was never offered.
+    workflow, generation, ids = _claude_agent(owner, memory=True)
+    marker = tmp_path / "bash-ran"
+    anthropic_fake.push(
+        Turn([Think("Run it."), Call("Bash", json.dumps({"command": f"touch {marker}", "description": "touch"}))]),
+        Turn([Text("I could not run that.")]),
+    )
+    firing = _fire(workflow, generation, ids["lead"], "run touch")
+    assert firing.final_text == "I could not run that."
+    offered = [t["name"] for t in anthropic_fake.requests[0].body.get("tools", [])]
+    assert offered == ["mcp__project__memory"]
+    assert not marker.exists()
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    result = stored[3]["blocks"][0]
+    assert result["name"] == "Bash" and result["is_error"] is True
+
+
+def test_an_allowlisted_builtin_tool_is_offered_and_nothing_else(owner, anthropic_fake):
+    workflow, generation, ids = _claude_agent(owner, runtime_tools=["Read"])
+    anthropic_fake.push(Turn([Text("Ready.")]))
+    _fire(workflow, generation, ids["lead"], "hello")
+    offered = [t["name"] for t in anthropic_fake.requests[0].body.get("tools", [])]
+    assert offered == ["Read"]
+
+
+def test_the_api_shows_each_agents_fidelity_and_the_session_binding(owner, owner_client, anthropic_fake):
+    from django.urls import reverse
+
+    workflow, generation, ids = _claude_agent(owner)
+    url = reverse("conversations-api-detail", args=[workflow.pk, ids["lead"]])
+    before = owner_client.get(url).json()["runtime"]
+    assert before["provider"] == "claude_code"
+    assert before["fidelity"]["label"] == "exact observable stream plus explicit session binding"
+    assert before["session"] is None
+    anthropic_fake.push(Turn([Text("Hello.")]))
+    _fire(workflow, generation, ids["lead"], "hi")
+    after = owner_client.get(url).json()["runtime"]
+    binding = _binding(workflow, generation, ids["lead"])
+    assert after["session"]["session_id"] == binding.session_id
+    assert after["session"]["transcript_path"] == binding.transcript_path
+
+    codex_workflow, _, codex_ids = assistant_with(owner, provider="codex_cli", model="gpt-5")
+    codex = owner_client.get(reverse("conversations-api-detail", args=[codex_workflow.pk, codex_ids["lead"]])).json()
+    assert codex["runtime"]["fidelity"]["label"] == "observable-only, non-resumable"
+    assert codex["runtime"]["session"] is None
+
+
+def test_the_agent_form_schema_names_each_runtimes_fidelity():
+    from workflows.nodes.builtin import AgentParams
+
+    schema = AgentParams.model_json_schema()
+    provider = schema["properties"]["provider"]
+    assert {"claude_code", "codex_cli"} <= set(provider["enum"])
+    assert "claude_code: exact observable stream plus explicit session binding" in provider["description"]
+    assert "codex_cli: observable-only, non-resumable" in provider["description"]
+    assert schema["properties"]["runtime_tools"]["default"] == []
+
+
+def test_a_chat_with_claude_code_streams_stops_and_continues(owner, anthropic_fake, settings):
+    import threading
+
+    from django.db import connection
+
+    from chat.events import run_stream_state
+    from chat.models import ChatRun
+    from chat.services import chat_message_send, chat_run_stop
+    from tests.chat.helpers import wait_until
+
+    settings.AGENT_STOP_POLL_SECONDS = 0.02
+    workflow, generation, ids = _claude_agent(owner)
+    words = "".join(f"part{i} " for i in range(80))
+    anthropic_fake.push(Turn([Text(words)], chunk_delay_s=0.0, pause_after_first_text_s=60))
+    box = {}
+
+    def sender():
+        try:
+            box["run"] = chat_message_send(workflow=workflow, text="a long answer please")[1]
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=sender)
+    thread.start()
+    run_id = wait_until(lambda: ChatRun.objects.values_list("pk", flat=True).first(), what="the run")
+    wait_until(lambda: len(run_stream_state(run_id)[1]) > 0, what="streamed text", timeout=60)
+    streamed = run_stream_state(run_id)[1]
+    assert words.startswith(streamed)  # the chat saw Claude Code's text deltas as they came
+    chat_run_stop(workflow=workflow, run_id=run_id)
+    thread.join(timeout=60)
+    run = ChatRun.objects.get(pk=run_id)
+    assert run.state == "stopped" and run.reply_message.status == "stopped"
+    assert run.reply_message.text and words.startswith(run.reply_message.text)
+    assert not RuntimeSessionBinding.objects.filter(workflow=workflow).exists()  # a killed session is not resumed
+
+    anthropic_fake.push(Turn([Text("Continuing.")]))
+    _, second, _ = chat_message_send(workflow=workflow, text="go on")
+    second.refresh_from_db()
+    assert second.state == "finished", (second.error_code, second.error_message)
+    assert second.reply_message.text == "Continuing."
+    request_text = "\n".join(t for m in anthropic_fake.requests[-1].body["messages"] for t in _texts(m))
+    assert f"[assistant] {run.reply_message.text}" in request_text  # handed the stopped answer from the record
+    assert not anthropic_fake.rejections
+
+
+def test_the_wall_clock_limit_kills_the_run_and_keeps_what_arrived(owner, anthropic_fake, settings, runtime_dir):
+    import os
+
+    settings.AGENT_MAX_WALL_SECONDS = 6
+    workflow, generation, ids = _claude_agent(owner)
+    anthropic_fake.push(Turn([Text("Slow start and then nothing")], pause_after_first_text_s=120))
+    firing = Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "take your time"))
+    pid = int(next(runtime_dir.glob("claude_code/*/proc/pid")).read_text())
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    assert stored[-1]["meta"]["runtime"]["end_reason"] == "max_wall_time"
+    assert stored[-1]["blocks"][0]["stopped"] is True and stored[-1]["blocks"][0]["text"]
+    assert firing.state in (Firing.State.STOPPED, Firing.State.FINISHED)
