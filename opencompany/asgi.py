@@ -3,14 +3,12 @@ import os
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "opencompany.settings.base")
-# Static files are served by the same process (from the app and project static folders, with the security headers
-# of pages: opencompany/static_files.py), so `dev.py run` and a small deployment need no separate file server; a
-# proxy may serve STATIC_ROOT in front of it.
-django_asgi_app = get_asgi_application()
+# Static files are served by the same process (collected and content-hashed when STATIC_HASHED, else from the source
+# folders, with the security headers of pages: opencompany/static_files.py and opencompany/staticfiles.py), so
+# `dev.py run` and a small deployment need no separate file server; a proxy may serve STATIC_ROOT in front of it.
+from opencompany.staticfiles import StaticFiles  # noqa: E402
 
-from opencompany.static_files import SecuredASGIStaticFilesHandler  # noqa: E402
-
-django_asgi_app = SecuredASGIStaticFilesHandler(django_asgi_app)
+django_asgi_app = StaticFiles(get_asgi_application())
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

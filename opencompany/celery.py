@@ -1,7 +1,8 @@
+import logging
 import os
 
 from celery import Celery
-from celery.signals import task_postrun, task_prerun
+from celery.signals import after_setup_logger, task_postrun, task_prerun
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "opencompany.settings.base")
 
@@ -21,3 +22,15 @@ def _recycle_broken_connections(**_kwargs) -> None:
     for connection in connections.all(initialized_only=True):
         if not connection.in_atomic_block:  # a task run inside a caller's transaction (tests) keeps it
             connection.close_if_unusable_or_obsolete()
+
+
+@after_setup_logger.connect
+def _quiet_periodic_tasks(logger=None, **_kwargs) -> None:
+    from django.conf import settings
+
+    from opencompany.logfmt import QuietPeriodicTasks
+
+    names = [entry["task"] for entry in getattr(settings, "CELERY_BEAT_SCHEDULE", {}).values()]
+    quiet = QuietPeriodicTasks(names)
+    for handler in (logger or logging.getLogger()).handlers:
+        handler.addFilter(quiet)

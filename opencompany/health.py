@@ -4,6 +4,7 @@ Each check names only the component and a short reason; connection strings and h
 appear, because this endpoint is public for load balancers.
 """
 
+import logging
 import time
 
 import redis
@@ -49,6 +50,9 @@ def _check_worker(redis_ok: bool) -> dict:
     return {"ok": age <= settings.CELERY_WORKER_HEARTBEAT_TTL, "last_heartbeat_seconds_ago": round(age, 1)}
 
 
+health_logger = logging.getLogger("opencompany.health")
+
+
 @never_cache
 @require_GET
 def healthz(request):
@@ -59,4 +63,11 @@ def healthz(request):
     healthy = all(c["ok"] for c in components.values())
     failing = [name for name, c in components.items() if not c["ok"]]
     body = {"status": "ok" if healthy else "unavailable", "failing": failing, **components}
-    return JsonResponse(body, status=200 if healthy else 503)
+    response = JsonResponse(body, status=200 if healthy else 503)
+    if not healthy:
+        # Not Django's "ERROR Service Unavailable" line: a 503 while the worker starts is the normal start-up, and
+        # a probe asks every few seconds. A missing database or Redis is worth a warning.
+        response._has_been_logged = True
+        level = logging.INFO if failing == ["worker"] else logging.WARNING
+        health_logger.log(level, "healthz unavailable", extra={"failing": ",".join(failing)})
+    return response

@@ -1,5 +1,7 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.http import HttpResponseRedirect
+from django.templatetags.static import static
 from django.urls import include, path
 
 from accounts import views as account_views
@@ -20,6 +22,8 @@ api_urlpatterns = [
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
+    # Browsers ask for /favicon.ico on pages that name no icon (admin, API docs): answer with ours.
+    path("favicon.ico", lambda request: HttpResponseRedirect(static("favicon.svg"))),
     path("login/", auth_views.LoginView.as_view(template_name="registration/login.html"), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", views.home, name="home"),

@@ -222,6 +222,18 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = DATA_DIR / "static"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+# Content-hashed names (chat.3f9a1c.js) once `collectstatic` has run (`dev.py run` does, and sets this): a browser
+# never keeps an old script after a deploy, and the hashed files are served with a year-long immutable cache
+# (opencompany/staticfiles.py). Off by default with DEBUG on, so a checkout works without collecting first.
+STATIC_HASHED = env_bool("STATIC_HASHED", not DEBUG)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.ManifestStaticFilesStorage"
+        if STATIC_HASHED
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
+    },
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LOG_LEVEL = env_str("LOG_LEVEL", "INFO")

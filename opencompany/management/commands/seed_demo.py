@@ -31,3 +31,8 @@ class Command(BaseCommand):
             )
         if created:
             self.stdout.write(f"Demo workflow created: {workflow.name} (#{workflow.pk})")
+        if not User.objects.filter(is_staff=True, is_active=True).exists():
+            # The demo owner is not staff on purpose (it is an ordinary owner); /admin/ needs its own login.
+            self.stdout.write(
+                "No staff login yet. For /admin/, create one with: .venv/bin/python manage.py createsuperuser"
+            )

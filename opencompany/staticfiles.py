@@ -1,0 +1,40 @@
+"""Static files from the web process (daphne): collected, content-hashed files with a year-long cache, else the
+source folders (a checkout that never ran collectstatic).
+
+With `STATIC_HASHED` on, templates name files by their hashed names (ManifestStaticFilesStorage); those are served
+from STATIC_ROOT with `Cache-Control: public, max-age=31536000, immutable` (a new deploy is a new name). Anything
+else under /static/ (an unhashed name, or hashing off) is served with a short cache that revalidates.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from django.conf import settings
+from django.views.static import serve as serve_file
+
+from opencompany.static_files import SecuredASGIStaticFilesHandler
+
+# name.0123456789ab.ext: the 12 hex digits ManifestStaticFilesStorage puts before the extension.
+HASHED_NAME = re.compile(r"\.[0-9a-f]{12}\.[A-Za-z0-9]+$")
+LONG_CACHE = "public, max-age=31536000, immutable"
+SHORT_CACHE = "public, max-age=60, must-revalidate"
+
+
+class StaticFiles(SecuredASGIStaticFilesHandler):
+    """The page security headers (SecuredASGIStaticFilesHandler), plus hashed files from STATIC_ROOT and their cache
+    headers."""
+
+    def serve(self, request):
+        relative = self.file_path(request.path)
+        root = Path(settings.STATIC_ROOT)
+        if settings.STATIC_HASHED and (root / relative).is_file():
+            response = serve_file(request, relative, document_root=str(root))
+            hashed = HASHED_NAME.search(relative) is not None
+        else:
+            response = super().serve(request)  # Http404 for a missing file, answered by the handler
+            hashed = False
+        response["Cache-Control"] = LONG_CACHE if hashed else SHORT_CACHE
+        response["X-Content-Type-Options"] = "nosniff"
+        return response
