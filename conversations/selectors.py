@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from django.db.models import Count, Sum
+from django.db.models.functions import TruncDate
 
 from workflows.graph.wiring import agent_for_context, node_by_id
 from workflows.models import Workflow, WorkflowGeneration
@@ -20,6 +21,7 @@ class ContextTarget:
     context_node_id: str
     agent_node_id: str | None
     agent_label: str
+    label: str = ""  # what the owner calls it: the node's name, else "Context of <agent>"
 
 
 def live_graph(workflow: Workflow) -> dict:
@@ -50,7 +52,12 @@ def live_context_targets(workflow: Workflow) -> list[ContextTarget]:
         if spec is None or not spec.has(IS_CONTEXT_PANEL):
             continue
         agent = agent_for_context(graph, node["id"])
-        targets.append(ContextTarget(node["id"], agent, _label(node_by_id(graph, agent)) if agent else ""))
+        agent_label = _label(node_by_id(graph, agent)) if agent else ""
+        params = node.get("params") or {}
+        label = str(params.get("name") or params.get("label") or "")
+        if not label:
+            label = f"Context of {agent_label}" if agent_label else "Unconnected Context"
+        targets.append(ContextTarget(node["id"], agent, agent_label, label))
     return targets
 
 
@@ -93,6 +100,43 @@ def usage_totals(*, workflow_id: int, generation: int, agent_node_id: str) -> di
         cost=Sum("cost"),
     )
     return {k: (v or 0) for k, v in totals.items()}
+
+
+def usage_series(*, workflow_id: int, generation: int, agent_node_id: str, limit: int = 300) -> list[dict]:
+    """The agent's model calls, oldest first (the latest `limit`): how much it sent each time (its conversation as
+    the model read it) and when. The Context panel draws these against the model's window."""
+    rows = list(
+        UsageRecord.objects.filter(
+            workflow_id=workflow_id, generation=generation, agent_node_id=agent_node_id, kind=UsageRecord.Kind.LLM
+        )
+        .order_by("-created_at", "-id")
+        .values("created_at", "input_tokens", "output_tokens")[:limit]
+    )
+    rows.reverse()
+    return [
+        {"at": r["created_at"].isoformat(), "input_tokens": r["input_tokens"], "output_tokens": r["output_tokens"]}
+        for r in rows
+    ]
+
+
+def usage_per_day(*, workflow_id: int, generation: int, agent_node_id: str, days: int = 30) -> list[dict]:
+    """Tokens and cost per day (UTC) for the agent, the latest `days` days that had any use."""
+    rows = (
+        UsageRecord.objects.filter(workflow_id=workflow_id, generation=generation, agent_node_id=agent_node_id)
+        .annotate(day=TruncDate("created_at"))
+        .values("day")
+        .annotate(input_tokens=Sum("input_tokens"), output_tokens=Sum("output_tokens"), cost=Sum("cost"))
+        .order_by("-day")[:days]
+    )
+    return [
+        {
+            "day": r["day"].isoformat(),
+            "input_tokens": r["input_tokens"] or 0,
+            "output_tokens": r["output_tokens"] or 0,
+            "cost": float(r["cost"]) if r["cost"] is not None else None,
+        }
+        for r in reversed(list(rows))
+    ]
 
 
 def pressure_of(header: AgentConversation | None) -> dict | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
@@ -62,14 +64,58 @@ def _view_block(block) -> dict:
     return view
 
 
+ROLE_WORDS = {"system": "Instructions", "user": "User", "assistant": "Agent", "tool": "Tool result"}
+
+
+def _when(value):
+    """A stored ISO time as an aware datetime (templates show it in words; a script shows it in local time)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
 def _view_message(position: int, message: dict) -> dict:
+    role = message.get("role", "unknown")
     return {
         "position": position,
-        "role": message.get("role", "unknown"),
+        "number": position + 1,
+        "role": role,
+        "role_words": ROLE_WORDS.get(role, role),
         "ts": message.get("ts"),
+        "when": _when(message.get("ts")),
         "usage": message.get("usage"),
         "blocks": [_view_block(b) for b in message.get("blocks", [])],
     }
+
+
+def tokens_short(count: int | None) -> str:
+    """32000 -> "32k", 1048576 -> "1M": how people name a model's window."""
+    if not count:
+        return "?"
+    if count >= 1_000_000:
+        return f"{count / 1_000_000:.3g}M"
+    if count >= 1000:
+        return f"{count / 1000:.3g}k"
+    return str(count)
+
+
+def pressure_words(pressure: dict) -> str:
+    """The gauge in a sentence: how full the model's window is with what the agent keeps, plus room to answer."""
+    kept = pressure["input_tokens"]
+    room = pressure["output_headroom_tokens"]
+    window = pressure["context_window_tokens"]
+    answer = f", plus up to {room:,} tokens kept free for the answer" if room else ""
+    if not window:
+        return f"The conversation is {kept:,} tokens{answer}. The model's window size is not known."
+    percent = pressure["fraction"] * 100
+    shown = f"{percent:.0f} %" if percent >= 1 else "under 1 %"
+    return (
+        f"{shown} of the model's {tokens_short(window)} window: the conversation is {kept:,} tokens{answer}. "
+        "Near 100 % the oldest turns are summarized to make room."
+    )
 
 
 @login_required
@@ -109,6 +155,19 @@ def context_panel(request, workflow_id: int):
         context.update(_model_notes(*model))
     if context["pressure"] and context["pressure"]["fraction"] is not None:
         context["pressure_percent"] = min(100, round(context["pressure"]["fraction"] * 100))
+    if context["pressure"]:
+        context["pressure_words"] = pressure_words(context["pressure"])
+    if target and target.agent_node_id:
+        key = {
+            "workflow_id": workflow.pk,
+            "generation": workflow.live_generation,
+            "agent_node_id": target.agent_node_id,
+        }
+        context["charts"] = {
+            "window": (context["pressure"] or {}).get("context_window_tokens"),
+            "calls": selectors.usage_series(**key),
+            "days": selectors.usage_per_day(**key),
+        }
     return render(request, "conversations/context_panel.html", context)
 
 

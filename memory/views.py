@@ -7,6 +7,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.dateparse import parse_datetime
 from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -38,12 +39,47 @@ def _actor(request) -> str:
     return f"owner:{request.user.pk}"
 
 
-@login_required
-@require_http_methods(["GET"])
-def memory_panel(request, workflow_id: int, node_id: str):
-    workflow, namespace = _access(request, workflow_id, node_id, create=False)
-    query = request.GET.get("q", "").strip()
-    cursor = request.GET.get("cursor") or None
+# What the panel says about an item's index, only when it matters to the owner (text search always works).
+INDEX_WORDS = {
+    "pending": "being indexed for search by meaning",
+    "not_indexed": "not yet searchable by meaning",
+    "failed": "could not be indexed for search by meaning",
+}
+
+
+def _when(value):
+    return parse_datetime(value) if isinstance(value, str) else value
+
+
+def _for_owner(item: dict) -> dict:
+    """An item as the panel shows it: times as datetimes (shown in words, then in local time), a heading even
+    without a title, the index state in words only when it is not simply searchable."""
+    content = item.get("content") or ""
+    first_line = content.strip().splitlines()[0] if content.strip() else ""
+    return {
+        **item,
+        "heading": item.get("title") or (first_line[:80] + ("…" if len(first_line) > 80 else "")) or "A memory",
+        "created": _when(item.get("created_at")),
+        "updated": _when(item.get("updated_at")),
+        "expires": _when(item.get("expires_at")),
+        "expires_input": _when(item.get("expires_at")).strftime("%Y-%m-%dT%H:%M") if item.get("expires_at") else "",
+        "index_words": INDEX_WORDS.get(item.get("indexing_state") or "", ""),
+    }
+
+
+def _node_label(workflow, node_id: str) -> str:
+    from workflows.selectors import generation_graph
+
+    try:
+        graph = generation_graph(workflow)
+    except NotFoundError:
+        return "Memory"
+    node = next((n for n in graph.get("nodes", []) if n.get("id") == node_id), None) or {}
+    params = node.get("params") or {}
+    return str(params.get("name") or params.get("label") or "Memory")
+
+
+def _panel(request, workflow, namespace, node_id: str, *, query: str, cursor=None, conflict=None, status=200):
     error = None
     try:
         if namespace is None:  # nothing stored yet, and a GET creates nothing
@@ -62,14 +98,25 @@ def memory_panel(request, workflow_id: int, node_id: str):
         {
             "workflow": workflow,
             "node_id": node_id,
+            "node_label": _node_label(workflow, node_id),
             "query": query,
-            "items": page["items"],
+            "items": [_for_owner(item) for item in page["items"]],
             "search": page.get("search"),
             "next_url": next_url,
             "first_url": _panel_url(workflow.pk, node_id, q=query) if cursor else None,
             "error": error,
+            "conflict": conflict,
         },
+        status=status,
     )
+
+
+@login_required
+@require_http_methods(["GET"])
+def memory_panel(request, workflow_id: int, node_id: str):
+    workflow, namespace = _access(request, workflow_id, node_id, create=False)
+    query = request.GET.get("q", "").strip()
+    return _panel(request, workflow, namespace, node_id, query=query, cursor=request.GET.get("cursor") or None)
 
 
 def _report(request, exc: ServiceError) -> None:
@@ -127,6 +174,24 @@ def memory_item_edit(request, workflow_id: int, node_id: str, item_id: int):
             announce_to_chat=True,
         )
         messages.success(request, "Memory updated.")
+    except ConflictError as exc:
+        if "current_version" not in exc.extra:
+            _report(request, exc)
+            return redirect(_panel_url(workflow.pk, node_id, q=request.POST.get("q", "")))
+        # Someone (the agent, another tab) changed it meanwhile: keep the owner's draft and show the current
+        # version beside it; saving again replaces the current version with the draft, on purpose.
+        try:
+            current = selectors.memory_item_get(namespace=namespace, item_id=item_id)["item"]
+        except ServiceError:
+            current = None
+        conflict = {
+            "item_id": int(item_id),
+            "draft": {**patch, "tags": ", ".join(patch["tags"])},
+            "current": _for_owner(current) if current else None,
+            "current_version": exc.extra["current_version"],
+        }
+        query = request.POST.get("q", "").strip()
+        return _panel(request, workflow, namespace, node_id, query=query, conflict=conflict, status=409)
     except ServiceError as exc:
         _report(request, exc)
     return redirect(_panel_url(workflow.pk, node_id, q=request.POST.get("q", "")))

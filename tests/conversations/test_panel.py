@@ -83,11 +83,11 @@ def test_the_panel_renders_every_block_type_and_escapes_html(live, browser):
     for marker in ("role-system", "role-user", "role-assistant", "role-tool"):
         assert marker in html
     assert "<details><summary>Thinking" in html and "pondering" in html
-    assert "[redacted thinking]" in html
-    assert "Tool call <code>memory</code>" in html and "malformed arguments" in html and "{not json" in html
-    assert "Result of <code>memory</code>" in html and "(error)" in html
-    assert "[image blob:abc]" in html
-    assert "Block <code>hologram</code>" in html
+    assert "(thinking the provider keeps private)" in html
+    assert "Called <code>memory</code>" in html and "malformed arguments" in html and "{not json" in html
+    assert "Result of <code>memory</code>" in html and "(failed)" in html
+    assert "(an image)" in html
+    assert "Other content <code>hologram</code>" in html
     assert "(stopped)" in html
     # narrowed to the agent this Context serves, live generation only
     assert "agent two&#x27;s question" not in html and "agent two's question" not in html
@@ -110,8 +110,12 @@ def test_the_panel_picks_the_node_and_shows_usage_and_pressure(live, browser):
     url, _ = _panel(live)
     html = browser.get(url, {"node": f"{live.pk}:context:2"}).content.decode()
     assert "agent two&#x27;s question" in html
-    assert 'value="80"' in html and "80%" in html
-    assert "123 in" in html and "45 out" in html
+    assert 'value="80"' in html
+    # The gauge in plain words: the share of the model's window, the conversation, the room kept for the answer.
+    assert "80 % of the model&#x27;s 10k window: the conversation is 6,000 tokens" in html
+    assert "plus up to 2,000 tokens kept free for the answer" in html
+    assert "123 / 45" in html
+    assert "output headroom" not in html and "retained input" not in html
 
 
 def test_clear_empties_that_agents_conversation_only(live, browser):
@@ -122,7 +126,7 @@ def test_clear_empties_that_agents_conversation_only(live, browser):
     assert len(load_conversation(conversation_key(live.pk, 2, f"{live.pk}:agent:2"))) == 2
     assert len(load_conversation(conversation_key(live.pk, 1, f"{live.pk}:agent:1"))) == 1
     page = browser.get(response["Location"]).content.decode()
-    assert "No stored conversation yet." in page and "Context cleared." in page
+    assert "Nothing kept yet" in page and "Context cleared." in page
 
 
 def test_clear_needs_post_and_csrf(live, owner):
@@ -133,7 +137,7 @@ def test_clear_needs_post_and_csrf(live, owner):
     assert client.post(url, {"node": f"{live.pk}:context:1"}).status_code == 403
     assert AgentConversation.objects.filter(workflow=live, generation=2).count() == 2
     page = client.get(reverse("conversations:context-panel", args=[live.pk])).content.decode()
-    assert "csrfmiddlewaretoken" in page and "data-confirm-title=" in page
+    assert "csrfmiddlewaretoken" in page and 'data-confirm-title="Clear this agent' in page
 
 
 def test_another_owner_gets_404_everywhere(live, other_owner):

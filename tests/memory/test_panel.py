@@ -36,7 +36,7 @@ def test_panel_lists_escaped_items_with_pagination_and_search(browser, panel, ca
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in second.content.decode()
     assert "<script>alert(1)</script>" not in second.content.decode()
     found = browser.get(panel, {"q": "jazz"}).content.decode()
-    assert f"#{item['id']}" in found and "filler note" not in found
+    assert f'id="memory-{item["id"]}"' in found and "filler note" not in found
 
 
 def test_edit_checks_the_version_and_leaves_a_chat_note(browser, panel, call, django_capture_on_commit_callbacks):
@@ -53,10 +53,17 @@ def test_edit_checks_the_version_and_leaves_a_chat_note(browser, panel, call, dj
         assert [(e.note_key, e.operation, e.version, e.actor.startswith("owner:")) for e in edits] == [
             (f"memory:{item['id']}", "update", 2, True)
         ]
-        # a stale form is refused and says so
-        stale = browser.post(url, {"expected_version": 1, "content": "lost"}, follow=True)
-        assert "changed while you were editing" in stale.content.decode()
+        # a stale form is refused and says so, keeping the owner's draft beside the current version
+        stale = browser.post(url, {"expected_version": 1, "content": "my draft", "title": "", "tags": ""})
+        html = stale.content.decode()
+        assert stale.status_code == 409 and "changed while you were editing" in html
+        assert '<textarea name="content" rows="4" required>my draft</textarea>' in html
+        assert 'id="conflict-current">new text</p>' in html
+        assert '<input type="hidden" name="expected_version" value="2">' in html
         assert MemoryItem.objects.get(pk=item["id"]).content == "new text"
+        # saving the draft again (from the conflict form) replaces the current version on purpose
+        assert browser.post(url, {"expected_version": 2, "content": "my draft"}).status_code == 302
+        assert MemoryItem.objects.get(pk=item["id"]).content == "my draft"
     finally:
         unregister_memory_edit_listener(listener)
 
