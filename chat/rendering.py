@@ -72,7 +72,9 @@ def _highlight(code: str, lang: str, _attrs) -> str:
 
 @lru_cache(maxsize=1)
 def _renderer() -> MarkdownIt:
-    md = MarkdownIt("commonmark", {"html": False, "linkify": True, "highlight": _highlight})
+    # `breaks`: a single line break in an answer is a line break, as in the chat apps people use (and as the owner's
+    # own messages keep theirs); CommonMark would join the lines.
+    md = MarkdownIt("commonmark", {"html": False, "linkify": True, "breaks": True, "highlight": _highlight})
     md.enable(["table", "strikethrough", "linkify"])
     md.use(tasklists_plugin)
     return md

@@ -215,7 +215,8 @@
       const words = message.status === "stopped" ? "Stopped" : "Could not finish" + (message.error_code ? " (" + (config.plain_codes[message.error_code] || message.error_code) + ")" : "");
       li.appendChild(node("span", { class: "badge " + message.status, text: words }));
     }
-    if (!isUser) li.appendChild(stepsDisclosure(message.run));
+    const steps = isUser ? null : stepsDisclosure(message.run);
+    if (steps) li.appendChild(steps);
     const tools = node("div", { class: "msg-tools", hidden: beingEdited });
     const sw = switcher(message);
     if (sw) tools.appendChild(sw);

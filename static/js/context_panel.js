@@ -3,6 +3,8 @@
   "use strict";
 
   const live = document.getElementById("ctx-live");
+  let leaving = false; // a form is being sent: its answer is the next page, a reload would cancel it
+  document.addEventListener("submit", (event) => { if (!event.defaultPrevented) leaving = true; });
   if (live) {
     // The event carries metadata only; the page refetches through its own authorized handler (a reload).
     const scheme = location.protocol === "https:" ? "wss://" : "ws://";
@@ -12,7 +14,7 @@
         let event;
         try { event = JSON.parse(message.data); } catch (e) { return; }
         if (event.type === "context.updated" && event.agent_node_id === live.dataset.agent
-          && String(event.generation) === live.dataset.generation) location.reload();
+          && String(event.generation) === live.dataset.generation && !leaving) location.reload();
       });
     } catch (e) { /* the page works without live updates */ }
   }
@@ -42,7 +44,7 @@
   const sizePlot = new uPlot({
     width: width(sizeEl), height: 220,
     scales: { x: { time: false }, y: { range: (u, min, max) => [0, Math.max(max, 10) * 1.08] } },
-    axes: [{ ...axis, label: "Model call" }, { ...axis, values: numbers, size: 56 }],
+    axes: [{ ...axis, label: "Model call", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500] }, { ...axis, values: numbers, size: 56 }],
     series,
   }, columns, sizeEl);
 
@@ -56,13 +58,20 @@
   ];
   const dayColumns = [dayX, days.map((d) => d.input_tokens), days.map((d) => d.output_tokens)];
   const dayAxes = [{ ...axis }, { ...axis, values: numbers, size: 56 }];
-  if (days.some((d) => d.cost != null)) {
+  if (days.some((d) => d.cost)) {
     daySeries.push({ label: "Cost ($)", stroke: color("--warn-ink", "#8a5300"), width: 2, scale: "usd", points: { show: true, size: 6 } });
     dayColumns.push(days.map((d) => d.cost));
     dayAxes.push({ ...axis, scale: "usd", side: 1, grid: { show: false }, values: (u, v) => v.map((n) => "$" + n.toFixed(2)), size: 60 });
   }
-  const dayPlot = new uPlot({ width: width(daysEl), height: 200, series: daySeries, axes: dayAxes, scales: { usd: { auto: true } } },
-    dayColumns, daysEl);
+  // At least a week wide, so a single day is a point in a week, not in years.
+  const DAY = 86400;
+  const first = Math.min(...dayX), last = Math.max(...dayX);
+  const span = Math.max(last - first, 6 * DAY);
+  const xRange = [last - span - DAY / 2, last + DAY / 2];
+  const dayPlot = new uPlot({
+    width: width(daysEl), height: 200, series: daySeries, axes: dayAxes,
+    scales: { x: { time: true, range: () => xRange }, y: { range: (u, min, max) => [0, Math.max(max, 10) * 1.08] }, usd: { auto: true } },
+  }, dayColumns, daysEl);
 
   window.addEventListener("resize", () => {
     sizePlot.setSize({ width: width(sizeEl), height: 220 });

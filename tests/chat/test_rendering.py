@@ -99,3 +99,7 @@ def test_the_owners_text_is_shown_as_typed():
 def test_an_unknown_language_is_shown_plain_and_escaped():
     html = render_markdown("```nosuchlang\n<b>x</b>\n```")
     assert '<pre data-lang="nosuchlang"><code>&lt;b&gt;x&lt;/b&gt;\n</code></pre>' in html
+
+
+def test_a_single_line_break_in_an_answer_is_kept():
+    assert render_markdown("thanks\nsee you") == "<p>thanks<br>\nsee you</p>\n"
