@@ -152,6 +152,7 @@ def test_the_chat_page_end_to_end(setup, stack, browser_page):
     users.nth(1).get_by_role("button", name="Edit this message").click()
     edit_box = page.get_by_label("Edit your message")
     expect(edit_box).to_be_focused()
+    expect(users.nth(1).get_by_role("button", name="Edit this message")).to_be_hidden()  # no Edit while editing
     edit_box.fill("a short question")
     edit_box.press("Enter")
     expect(answers(page).nth(1)).to_contain_text("I see 2 earlier messages. You said: a short question",

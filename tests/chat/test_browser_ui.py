@@ -174,6 +174,10 @@ def test_text_as_typed_markdown_code_copy_latest_and_autoscroll(setup, stack, br
     page.wait_for_timeout(200)
     assert at_bottom(page)
     expect(jump).to_be_hidden()
+    # A message during the answer is refused in plain words; the refusal goes when the answer ends.
+    composer.fill("are you there?")
+    composer.press("Enter")
+    expect(page.locator("#notice")).to_contain_text("An answer is still being worked on")
     expect(answers(page)).to_have_count(15, timeout=30_000)
     assert at_bottom(page)
     expect(page.locator("#notice")).to_be_hidden()
@@ -242,6 +246,24 @@ def test_dark_mode_and_a_phone_width(setup, stack, browser_page):
     background = page.evaluate("getComputedStyle(document.body).backgroundColor")
     assert background == "rgb(18, 21, 28)", background
     shot(page, "09-dark")
+    # The socket drops and cannot come back for a while: the page says so, and stops saying so once it is back.
+    page.evaluate(
+        """() => {
+        window.RealWebSocket = window.WebSocket;
+        window.WebSocket = class {
+          constructor() { this.readyState = 3; this.handlers = {}; setTimeout(() => this.fire("close"), 10); }
+          addEventListener(type, fn) { (this.handlers[type] ||= []).push(fn); }
+          fire(type) { for (const fn of this.handlers[type] || []) fn({}); }
+          close() {}
+        };
+        window.chatSocket.close();
+      }"""
+    )
+    expect(page.locator("#connection")).to_be_visible(timeout=5_000)
+    expect(page.locator("#connection")).to_contain_text("Reconnecting")
+    shot(page, "09b-reconnecting")
+    page.evaluate("() => { window.WebSocket = window.RealWebSocket; }")
+    expect(page.locator("#connection")).to_be_hidden(timeout=15_000)
     page.set_viewport_size({"width": 390, "height": 844})
     page.emulate_media(color_scheme="light")
     page.reload()
