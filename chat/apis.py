@@ -50,7 +50,7 @@ class StepOutputSerializer(serializers.Serializer):
 
 class MarkerOutputSerializer(serializers.Serializer):
     id = serializers.IntegerField()
-    kind = serializers.ChoiceField(choices=["context_cleared"])
+    kind = serializers.ChoiceField(choices=["context_cleared", "compacted"])
     after_message_id = serializers.IntegerField(allow_null=True, help_text="Shown after this message (null: first).")
     created_at = serializers.DateTimeField()
 
@@ -115,7 +115,9 @@ class ThreadOutputSerializer(serializers.Serializer):
     revision = serializers.IntegerField(help_text="Send it back as expected_revision with a move.")
     hub_epoch = serializers.CharField()
     messages = MessageOutputSerializer(many=True, help_text="The active path, oldest first.")
-    markers = MarkerOutputSerializer(many=True, help_text="Where the agent's context was cleared, on this path.")
+    markers = MarkerOutputSerializer(
+        many=True, help_text="Where the agent's context was cleared or compacted, on this path."
+    )
     active_run = RunOutputSerializer(allow_null=True)
 
 

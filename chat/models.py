@@ -204,17 +204,20 @@ class ChatNote(models.Model):
 
 
 class ChatMarker(models.Model):
-    """A mark in the thread where the agent's context changed under the owner's eyes (a Clear context): shown after
-    the message that was the latest when it happened."""
+    """A mark in the thread where the agent's context changed under the owner's eyes (a Clear context, or a
+    compaction that summarized older turns): shown after the message that was the latest when it happened."""
 
     class Kind(models.TextChoices):
         CONTEXT_CLEARED = "context_cleared"
+        COMPACTED = "compacted"
 
     session = models.ForeignKey(ChatSession, on_delete=models.CASCADE, related_name="markers")
     after_message = models.ForeignKey(
         ChatMessage, null=True, blank=True, on_delete=models.CASCADE, related_name="markers_after"
     )
     kind = models.CharField(max_length=32, choices=Kind.choices)
+    # For `compacted`: a digest of the summary the agent was given, so one compaction is marked once.
+    ref = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

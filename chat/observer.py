@@ -12,6 +12,7 @@ from chat.events import DeltaBatcher, publish_run_event
 from chat.models import ChatRun, ChatRunStep
 from chat.services.notes import NOTES_GUIDE, claim_notes
 from chat.services.runs import finish_run_from_firing
+from chat.services.thread import chat_compaction_seen
 
 # What a step keeps of a tool's result for the owner's page (the runtime keeps the whole result for the agent).
 STEP_RESULT_CHARS = 4000
@@ -68,6 +69,7 @@ class ChatObserver(FiringObserver):
         prefix = ""
         if run.is_active:
             prefix = claim_notes(run=run)
+            chat_compaction_seen(run=run, stored_messages=stored_messages)
             if run.state in (ChatRun.State.PENDING, ChatRun.State.QUEUED):
                 run.state = ChatRun.State.RUNNING
                 run.started_at = timezone.now()

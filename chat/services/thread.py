@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 
 from django.db import transaction
@@ -149,3 +150,18 @@ def chat_context_archive_listener(*, workflow_id, workflow=None, reason="", agen
     if workflow is None or reason != "context_cleared":
         return 0
     return 1 if chat_context_cleared(workflow=workflow, agent_node_ids=list(agent_node_ids or ())) else 0
+
+
+def chat_compaction_seen(*, run: ChatRun, stored_messages: list[dict]) -> ChatMarker | None:
+    """Inside prepare's transaction: the conversation the agent is about to read begins with a compaction summary
+    the chat has not marked yet — mark the thread before this run's message (older turns were summarized there)."""
+    summary = next((m for m in stored_messages if (m.get("meta") or {}).get("compaction_summary")), None)
+    if summary is None:
+        return None
+    text = "".join(b.get("text", "") for b in summary.get("blocks", []) if b.get("type") == "text")
+    ref = hashlib.sha256(text.encode()).hexdigest()[:32]
+    kind = ChatMarker.Kind.COMPACTED
+    if ChatMarker.objects.filter(session_id=run.session_id, kind=kind, ref=ref).exists():
+        return None
+    after = ChatMessage.objects.filter(pk=run.user_message_id).values_list("parent_id", flat=True).first()
+    return ChatMarker.objects.create(session_id=run.session_id, after_message_id=after, kind=kind, ref=ref)

@@ -241,7 +241,9 @@
   }
 
   function markerItem(marker) {
-    const words = marker.kind === "context_cleared" ? "Context cleared: the agent starts fresh from here" : "The agent's context changed here";
+    const words = marker.kind === "context_cleared" ? "Context cleared: the agent starts fresh from here"
+      : marker.kind === "compacted" ? "Older messages summarized: the agent keeps a summary of what came before"
+      : "The agent's context changed here";
     return node("li", { class: "marker", id: "marker-" + marker.id, role: "separator" }, [
       node("span", { text: words }), stamp(marker.created_at),
     ]);

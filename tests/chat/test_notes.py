@@ -157,3 +157,19 @@ def test_the_admins_clear_context_drops_notes_through_the_archive_listener(owner
     assert ChatMarker.objects.filter(kind="context_cleared", after_message_id=rated.reply_message_id).count() == 1
     _, run = send(workflow, "after")
     assert run.reply_message.text == "I see 0 earlier messages. You said: after"
+
+
+def test_a_compaction_is_marked_once_in_the_thread(owner, inline):
+    from conversations.store import conversation_key, lock_conversations, replace_conversation_locked
+
+    workflow, generation, agent, _, (_, second_run) = two_turns(owner)
+    key = conversation_key(workflow.pk, generation, agent)
+    current = stored(workflow, generation, agent)
+    summary = {"role": "user", "blocks": [{"type": "text", "text": "## Compacted conversation summary\nearlier"}],
+               "meta": {"compaction_summary": True}}  # fmt: skip
+    with lock_conversations([key]):
+        replace_conversation_locked(key, [current[0], summary, *current[-2:]], reason="compaction")
+    send(workflow, "three")
+    send(workflow, "four")
+    (marker,) = chat_thread(workflow=workflow)["markers"]
+    assert marker["kind"] == "compacted" and marker["after_message_id"] == second_run.reply_message_id
