@@ -150,7 +150,9 @@ def _ensure_chromium() -> None:
 def cmd_run() -> int:
     _reexec_in_venv("")
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "opencompany.settings.base", "PYTHONUNBUFFERED": "1"}
-    env.setdefault("STATIC_HASHED", "1")  # collected below: serve content-hashed names with a long cache
+    # Collected below: with DEBUG off pages name content-hashed files served with a year-long cache (with DEBUG on,
+    # Django names the plain files, served with no-cache).
+    env.setdefault("STATIC_HASHED", "1")
     host = os.environ.get("OPENCOMPANY_HOST", "127.0.0.1")
     port = os.environ.get("OPENCOMPANY_PORT", "8000")
     _manage("migrate", "--no-input", env=env)

@@ -1,9 +1,10 @@
 """Static files from the web process (daphne): collected, content-hashed files with a year-long cache, else the
 source folders (a checkout that never ran collectstatic).
 
-With `STATIC_HASHED` on, templates name files by their hashed names (ManifestStaticFilesStorage); those are served
-from STATIC_ROOT with `Cache-Control: public, max-age=31536000, immutable` (a new deploy is a new name). Anything
-else under /static/ (an unhashed name, or hashing off) is served with a short cache that revalidates.
+With `STATIC_HASHED` on, templates name files by their hashed names (ManifestStaticFilesStorage; Django uses the
+hashed names only with DEBUG off); those are served from STATIC_ROOT with `Cache-Control: public, max-age=31536000,
+immutable` (a new deploy is a new name). Anything else under /static/ (an unhashed name, DEBUG on, or hashing off)
+is served with `no-cache`: the browser asks again each time and gets a 304 when nothing changed.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from opencompany.static_files import SecuredASGIStaticFilesHandler
 # name.0123456789ab.ext: the 12 hex digits ManifestStaticFilesStorage puts before the extension.
 HASHED_NAME = re.compile(r"\.[0-9a-f]{12}\.[A-Za-z0-9]+$")
 LONG_CACHE = "public, max-age=31536000, immutable"
-SHORT_CACHE = "public, max-age=60, must-revalidate"
+SHORT_CACHE = "no-cache"  # kept, but asked again each time (a 304 when unchanged): never a stale script
 
 
 class StaticFiles(SecuredASGIStaticFilesHandler):

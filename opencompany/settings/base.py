@@ -224,7 +224,8 @@ STATIC_ROOT = DATA_DIR / "static"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 # Content-hashed names (chat.3f9a1c.js) once `collectstatic` has run (`dev.py run` does, and sets this): a browser
 # never keeps an old script after a deploy, and the hashed files are served with a year-long immutable cache
-# (opencompany/staticfiles.py). Off by default with DEBUG on, so a checkout works without collecting first.
+# (opencompany/staticfiles.py). Django names hashed files only with DEBUG off. Off by default with DEBUG on, so a
+# checkout works without collecting first.
 STATIC_HASHED = env_bool("STATIC_HASHED", not DEBUG)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
