@@ -57,7 +57,11 @@
     { label: "Tokens written", stroke: color("--agent", "#2f9e6e"), width: 2, points: { show: true, size: 6 } },
   ];
   const dayColumns = [dayX, days.map((d) => d.input_tokens), days.map((d) => d.output_tokens)];
-  const dayAxes = [{ ...axis }, { ...axis, values: numbers, size: 56 }];
+  const dayLabel = new Intl.DateTimeFormat(undefined, { month: "short", day: "numeric", timeZone: "UTC" });
+  const dayAxes = [
+    { ...axis, incrs: [86400, 2 * 86400, 7 * 86400, 14 * 86400], values: (u, splits) => splits.map((s) => dayLabel.format(new Date(s * 1000))) },
+    { ...axis, values: numbers, size: 56 },
+  ];
   if (days.some((d) => d.cost)) {
     daySeries.push({ label: "Cost ($)", stroke: color("--warn-ink", "#8a5300"), width: 2, scale: "usd", points: { show: true, size: 6 } });
     dayColumns.push(days.map((d) => d.cost));
