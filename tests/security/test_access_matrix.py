@@ -89,6 +89,7 @@ MATRIX: dict[str, Entry] = {
     "healthz": Entry(PUBLIC, lambda w: "/healthz", ("get",)),
     "login/": Entry(PUBLIC, lambda w: "/login/", ("get",)),
     "logout/": Entry(PUBLIC, lambda w: "/logout/", ("post",)),
+    "favicon.ico": Entry(PUBLIC, lambda w: "/favicon.ico", ("get",)),
     # --- login-required pages and API not under a workflow ----------------------------------------------------
     # The schema and its viewer describe handlers, not data, but only to callers with an account (security.md).
     "api/schema/": Entry(API, lambda w: "/api/schema/", ("get",)),
