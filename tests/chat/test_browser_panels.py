@@ -62,7 +62,8 @@ def context(tmp_path):
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1100, "height": 900})
+        # The pages run under the enforced policy in tests/browser/test_csp.py; here Playwright may evaluate.
+        context = browser.new_context(viewport={"width": 1100, "height": 900}, bypass_csp=True)
         context.route(re.compile(r".*/static/(css|js|vendor|favicon).*"), serve_static)
         yield context
         browser.close()
