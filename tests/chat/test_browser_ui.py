@@ -139,6 +139,7 @@ def test_text_as_typed_markdown_code_copy_latest_and_autoscroll(setup, stack, br
     composer.press("Enter")
     streaming = page.locator("li.streaming")
     expect(streaming.locator("ol li pre span.tok-k").first).to_be_visible(timeout=20_000)
+    expect(streaming.locator("ol li pre")).to_contain_text("return 'hi ' + name")  # the whole block has arrived
     shot(page, "03-code-while-streaming")
     streamed_code = streaming.locator("pre").first.inner_html()
     expect(answers(page)).to_have_count(14, timeout=30_000)
