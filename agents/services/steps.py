@@ -238,7 +238,6 @@ def execute_llm_step(firing_id: str, iteration: int, *, committed: Firing | None
         _record_unbuilt_step(firing, step, exc)
         return
     request_info = _request_info(firing, messages)
-    runtime_run_attach(firing, request)  # agent runtimes (agents/services/runtime_runs.py); no-op otherwise
     on_event = None
     if firing.chat_run_id:
         chat_firing = firing
@@ -250,6 +249,7 @@ def execute_llm_step(firing_id: str, iteration: int, *, committed: Firing | None
     try:
         # Built inside: an owner key that cannot be decrypted fails the step with a clear error.
         request = _build_request(firing, messages)
+        runtime_run_attach(firing, request)  # agent runtimes (agents/services/runtime_runs.py); no-op otherwise
         with StepHeartbeat(step.pk):
             result = ChatUnifier().chat(request, on_event=on_event, should_stop=stop_checker(firing.pk))
             duration_ms = int((time.monotonic() - started) * 1000)
