@@ -46,6 +46,8 @@ def _browser(tmp_path, width=1280, height=900):
     playwright = sync_playwright().start()
     context = playwright.chromium.launch_persistent_context(
         str(tmp_path / "profile"),
+        # Playwright's string wait_for_function evals; the pages' own CSP is checked in tests/browser/test_csp.py.
+        bypass_csp=True,
         executable_path=str(CHROMIUM),
         headless=True,
         args=CHROMIUM_ARGS,

@@ -146,7 +146,9 @@ class Cluster:
 
     def socket(self, web: str, cookie: str):
         url = self.web_urls[web].replace("http://", "ws://") + f"/ws/workflows/{self.workflow_id}/"
-        return ws_connect(url, additional_headers={"Cookie": cookie, "Origin": "http://localhost"}, open_timeout=20)
+        # The page's own origin: sockets accept exactly the origin they are served on (opencompany/origins.py).
+        origin = self.web_urls[web]
+        return ws_connect(url, additional_headers={"Cookie": cookie, "Origin": origin}, open_timeout=20)
 
 
 def _run(args: list[str], env: dict, timeout: float, *, check: bool = True) -> subprocess.CompletedProcess:
