@@ -24,6 +24,8 @@ urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     # Browsers ask for /favicon.ico on pages that name no icon (admin, API docs): answer with ours.
     path("favicon.ico", lambda request: HttpResponseRedirect(static("favicon.svg"))),
+    path("healthz/live", health.live, name="healthz-live"),
+    path("healthz/ready", health.ready, name="healthz-ready"),
     path("login/", auth_views.LoginView.as_view(template_name="registration/login.html"), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", views.home, name="home"),

@@ -87,6 +87,8 @@ def firing_of_run(world: World) -> str:
 MATRIX: dict[str, Entry] = {
     # --- public -------------------------------------------------------------------------------------------------
     "healthz": Entry(PUBLIC, lambda w: "/healthz", ("get",)),
+    "healthz/live": Entry(PUBLIC, lambda w: "/healthz/live", ("get",)),
+    "healthz/ready": Entry(PUBLIC, lambda w: "/healthz/ready", ("get",)),
     "login/": Entry(PUBLIC, lambda w: "/login/", ("get",)),
     "logout/": Entry(PUBLIC, lambda w: "/logout/", ("post",)),
     "favicon.ico": Entry(PUBLIC, lambda w: "/favicon.ico", ("get",)),
