@@ -9,6 +9,7 @@ from rest_framework.views import APIView
 
 from chat import selectors, services
 from memory.history import memory_run_writes, memory_run_writes_undo, memory_runs_created_forget
+from opencompany.idempotency import idempotent
 from workflows.selectors import access_workflow
 
 ERROR_RESPONSE = inline_serializer(
@@ -155,6 +156,7 @@ class ChatMessageSendApi(APIView):
         request=InputSerializer,
         responses={201: OutputSerializer, 200: OutputSerializer, **REFUSALS},
     )
+    @idempotent
     def post(self, request, workflow_id: int):
         workflow = access_workflow(user=request.user, workflow_id=workflow_id)
         data = self.InputSerializer(data=request.data)
@@ -189,6 +191,7 @@ class ChatMessageEditApi(APIView):
         request=InputSerializer,
         responses={201: OutputSerializer, **REFUSALS},
     )
+    @idempotent
     def post(self, request, workflow_id: int, message_id: int):
         workflow = access_workflow(user=request.user, workflow_id=workflow_id)
         data = self.InputSerializer(data=request.data)
@@ -211,6 +214,7 @@ class ChatMessageRegenerateApi(APIView):
         request=MoveInputSerializer,
         responses={201: RunOutputSerializer, **REFUSALS},
     )
+    @idempotent
     def post(self, request, workflow_id: int, message_id: int):
         workflow = access_workflow(user=request.user, workflow_id=workflow_id)
         data = MoveInputSerializer(data=request.data)
@@ -226,6 +230,7 @@ class ChatMessageSwitchApi(APIView):
         request=MoveInputSerializer,
         responses={200: ThreadOutputSerializer, **REFUSALS},
     )
+    @idempotent
     def post(self, request, workflow_id: int, message_id: int):
         workflow = access_workflow(user=request.user, workflow_id=workflow_id)
         data = MoveInputSerializer(data=request.data)

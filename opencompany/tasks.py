@@ -70,3 +70,16 @@ def _heartbeat_on_ready(sender=None, **_kwargs) -> None:
     threading.Thread(
         target=_queue_heartbeat_loop, args=(queues, _heartbeat_stop), name="queue-heartbeat", daemon=True
     ).start()
+
+
+@shared_task(name="opencompany.purge_idempotency_receipts", ignore_result=True)
+def purge_idempotency_receipts() -> int:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from opencompany.models import IdempotencyReceipt
+
+    cutoff = timezone.now() - timedelta(hours=settings.IDEMPOTENCY_RECEIPT_TTL_HOURS)
+    deleted, _ = IdempotencyReceipt.objects.filter(created_at__lt=cutoff).delete()
+    return deleted

@@ -10,6 +10,7 @@ from rest_framework.views import APIView
 from agents.selectors import workflow_run_detail, workflow_runs
 from opencompany.errors import NotFoundError, ServiceError
 from opencompany.fields import StrictCharField, StrictFloatField, StrictIntegerField
+from opencompany.idempotency import idempotent
 
 from . import services
 from .graph import GraphShapeError, normalize_workflow_graph, validate_workflow_graph
@@ -334,6 +335,7 @@ class WorkflowStartApi(APIView):
     @extend_schema(
         operation_id="workflows_start", request=None, responses={200: OutputSerializer, **_BAD, **_NOT_FOUND}
     )
+    @idempotent
     def post(self, request, workflow_id: int):
         workflow = access_workflow(user=request.user, workflow_id=workflow_id)
         generation, created = services.workflow_start(workflow=workflow)
@@ -378,6 +380,7 @@ class WorkflowResetApi(APIView):
         request=InputSerializer,
         responses={200: OutputSerializer, **_BAD, **_NOT_FOUND, 409: ConflictOutput},
     )
+    @idempotent
     def post(self, request, workflow_id: int):
         workflow = access_workflow(user=request.user, workflow_id=workflow_id)
         payload = self.InputSerializer(data=request.data)

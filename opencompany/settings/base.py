@@ -236,6 +236,14 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
 }
 
+# --- Idempotency keys (opencompany/idempotency.py) ---------------------------------------
+IDEMPOTENCY_RECEIPT_TTL_HOURS = env_int("IDEMPOTENCY_RECEIPT_TTL_HOURS", 24, minimum=1)
+CELERY_BEAT_SCHEDULE["opencompany-purge-idempotency-receipts"] = {
+    "task": "opencompany.purge_idempotency_receipts",
+    "schedule": timedelta(hours=1),
+    "options": {"queue": CELERY_QUEUE_HOUSEKEEPING},
+}
+
 # --- Limits -----------------------------------------------------------------------------
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 2 * 1024 * 1024, minimum=1024)
 # Any request body past this answers 413 `request_too_large` before it is read.
