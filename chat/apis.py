@@ -139,6 +139,8 @@ class ChatThreadApi(APIView):
 
 
 class ChatMessageSendApi(APIView):
+    throttle_scope = "chat_send"  # opencompany/throttles.py
+
     class InputSerializer(serializers.Serializer):
         text = serializers.CharField(trim_whitespace=False, allow_blank=True)
         client_message_id = serializers.CharField(required=False, allow_blank=True, max_length=100)
@@ -176,6 +178,8 @@ class ChatMessageSendApi(APIView):
 
 
 class ChatMessageEditApi(APIView):
+    throttle_scope = "chat_send"  # opencompany/throttles.py
+
     class InputSerializer(serializers.Serializer):
         text = serializers.CharField(trim_whitespace=False, allow_blank=True)
         expected_revision = serializers.IntegerField(required=False, allow_null=True)
@@ -208,6 +212,8 @@ class MoveInputSerializer(serializers.Serializer):
 
 
 class ChatMessageRegenerateApi(APIView):
+    throttle_scope = "chat_send"  # opencompany/throttles.py
+
     @extend_schema(
         operation_id="chat_message_regenerate",
         summary="Try again: answer the latest message again, beside the latest answer",

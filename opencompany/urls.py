@@ -26,7 +26,7 @@ urlpatterns = [
     path("favicon.ico", lambda request: HttpResponseRedirect(static("favicon.svg"))),
     path("healthz/live", health.live, name="healthz-live"),
     path("healthz/ready", health.ready, name="healthz-ready"),
-    path("login/", auth_views.LoginView.as_view(template_name="registration/login.html"), name="login"),
+    path("login/", views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", views.home, name="home"),
     path("settings/token/", account_views.api_tokens_page, name="api-token"),

@@ -333,7 +333,9 @@ class WorkflowStartApi(APIView):
         created = serializers.BooleanField(help_text="False when the unchanged graph was already running.")
 
     @extend_schema(
-        operation_id="workflows_start", request=None, responses={200: OutputSerializer, **_BAD, **_NOT_FOUND}
+        operation_id="workflows_start",
+        request=None,
+        responses={200: OutputSerializer, **_BAD, **_NOT_FOUND, 409: ErrorOutput},
     )
     @idempotent
     def post(self, request, workflow_id: int):

@@ -219,7 +219,21 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["opencompany.parsers.BoundedJSONParser"],
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    "DEFAULT_THROTTLE_CLASSES": [
+        "opencompany.throttles.ApiUserThrottle",
+        "opencompany.throttles.ScopedSettingThrottle",
+    ],
 }
+# Rate limits ("<count>/<second|minute|hour|day>"), counted in the cache; see opencompany/throttles.py.
+THROTTLE_RATES = {
+    "user": env_str("THROTTLE_RATE_API_USER", "1200/minute"),  # every API request, per user
+    "chat_send": env_str("THROTTLE_RATE_CHAT_SEND", "30/minute"),  # chat send, edit, try again, per user
+    "login": env_str("THROTTLE_RATE_LOGIN", "20/minute"),  # login attempts, per client IP
+    "token": env_str("THROTTLE_RATE_TOKEN", "10/hour"),  # API token creation, per client IP
+}
+# A workflow page's socket may send at most this many messages per window; past it the socket is closed (4429).
+SOCKET_MESSAGE_LIMIT = env_int("SOCKET_MESSAGE_LIMIT", 120, minimum=1)
+SOCKET_MESSAGE_WINDOW_SECONDS = env_int("SOCKET_MESSAGE_WINDOW_SECONDS", 60, minimum=1)
 SPECTACULAR_SETTINGS = {
     "TITLE": "OpenCompany API",
     "DESCRIPTION": "Workflows of AI agents with exact Context and a durable memory tool.",
