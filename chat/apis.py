@@ -28,6 +28,8 @@ ERROR_RESPONSE = inline_serializer(
                 "invalid_json",
                 "no_answering_agent",
                 "workflow_stopped",
+                "invalid_idempotency_key",
+                "idempotency_key_reused",
             ]
         ),
         "message": serializers.CharField(help_text="Plain words for the owner."),

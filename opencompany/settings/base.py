@@ -62,6 +62,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
+    "opencompany.metrics.RequestMetricsMiddleware",
     # Outermost of ours: it sees every response, so any /api/ error leaves as JSON and an outage as a quick 503.
     "opencompany.failfast.FailFastMiddleware",
     "opencompany.middleware.RequestSizeLimitMiddleware",
@@ -249,6 +250,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
 }
+
+# --- Metrics (opencompany/metrics.py) ---------------------------------------------------
+# /metrics is readable by staff sessions, and by `Authorization: Bearer <METRICS_TOKEN>` when this is set.
+METRICS_TOKEN = env_str("METRICS_TOKEN")
+METRICS_TURN_WINDOW_SECONDS = env_int("METRICS_TURN_WINDOW_SECONDS", 300, minimum=10)
 
 # --- Idempotency keys (opencompany/idempotency.py) ---------------------------------------
 IDEMPOTENCY_RECEIPT_TTL_HOURS = env_int("IDEMPOTENCY_RECEIPT_TTL_HOURS", 24, minimum=1)
