@@ -124,3 +124,20 @@ def test_a_server_whose_database_is_gone_answers_503_json_within_3_seconds(tmp_p
     finally:
         server.stop()
     assert "Traceback" not in server.log()
+
+
+@pytest.mark.slow
+@pytest.mark.django_db(transaction=True)
+def test_a_server_whose_redis_is_gone_answers_503_json_within_3_seconds(tmp_path, owner):
+    token = Token.objects.create(user=owner).key
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+    server, base = start_web_server(tmp_path, name="web-noredis", REDIS_URL=dead)
+    try:
+        for _ in range(3):
+            status, head, body, seconds = _get(base + "/api/workflows/", {"Authorization": f"Token {token}"})
+            assert status == 503 and json.loads(body)["code"] == "unavailable", (status, body[:300])
+            assert head["Retry-After"] and seconds <= 3.0, seconds
+        status, _, body, seconds = _get(base + "/healthz/ready")
+        assert status == 503 and "redis" in json.loads(body)["failing"] and seconds <= 2.0
+    finally:
+        server.stop()
