@@ -7,8 +7,9 @@ status and body back (header `Idempotency-Replayed: true`) and starts nothing.
 How it holds under races: the receipt row is inserted first, inside the transaction that then runs the action, and
 committed with it. A second request with the same key blocks on the unique index until the first commits, then
 finds the receipt and replays it; if the first rolled back (an error, a 5xx), the second runs the action itself.
-A key reused for a different request (another path or body) answers 409 `idempotency_key_reused`. Receipts are
-kept IDEMPOTENCY_RECEIPT_TTL_HOURS (the housekeeping queue purges older ones).
+A key reused for a different request (another path or body) answers 409 `idempotency_key_reused`. Only answers
+that did something (2xx) are kept: a refusal (4xx) or failure (5xx) started nothing, so its retry is judged afresh.
+Receipts are kept IDEMPOTENCY_RECEIPT_TTL_HOURS (the housekeeping queue purges older ones).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connection, transaction
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.exceptions import APIException
 from rest_framework.response import Response
 
 from opencompany.errors import ConflictError, ServiceError
@@ -69,6 +71,21 @@ def _replay(receipt) -> Response:
     return response
 
 
+def _refuse_after_view_checks(view, handler, request, args, kwargs, error: Exception):
+    """Refuse a request whose key (or body) cannot be used, but only after the view's own checks: a stranger must
+    still get the 404 that ownership gives before any input is looked at. The action runs in a transaction that is
+    always rolled back (its on-commit work, such as starting a run, is dropped with it), so nothing starts."""
+    with transaction.atomic():
+        try:
+            response = handler(view, request, *args, **kwargs)
+        except Exception as exc:
+            response = view.handle_exception(exc)
+        transaction.set_rollback(True)
+    if response.status_code >= 400:
+        return response
+    raise error
+
+
 def idempotent(handler):
     """Decorate an APIView `post`; requests without the header run as before."""
 
@@ -77,11 +94,15 @@ def idempotent(handler):
         key = request.headers.get(HEADER)
         if key is None or not request.user.is_authenticated:
             return handler(self, request, *args, **kwargs)
-        if not _KEY_RE.match(key):
-            raise ServiceError("invalid_idempotency_key", f"{HEADER} is 1-200 letters, digits or `_.:-`.")
         from opencompany.models import IdempotencyReceipt
 
-        fingerprint = _fingerprint(request)
+        if not _KEY_RE.match(key):
+            error = ServiceError("invalid_idempotency_key", f"{HEADER} is 1-200 letters, digits or `_.:-`.")
+            return _refuse_after_view_checks(self, handler, request, args, kwargs, error)
+        try:
+            fingerprint = _fingerprint(request)
+        except APIException as error:  # an unparsable body: the view says 404 or 415 in its own order
+            return _refuse_after_view_checks(self, handler, request, args, kwargs, error)
         with transaction.atomic():
             if not _claim(request.user.pk, key, fingerprint):
                 receipt = IdempotencyReceipt.objects.get(user=request.user, key=key)
@@ -95,8 +116,10 @@ def idempotent(handler):
                     response = handler(self, request, *args, **kwargs)
             except Exception as exc:
                 response = self.handle_exception(exc)  # re-raises what is not an API error (an outage: no receipt)
-            if response.status_code >= 500:
-                transaction.set_rollback(True)  # nothing is kept: a retry with the key runs the action again
+            if response.status_code >= 400:
+                # A refusal or failure started nothing and keeps nothing: a retry with the key is judged afresh (and
+                # a stranger's 404 leaves no receipt behind).
+                transaction.set_rollback(True)
                 return response
             body = json.loads(json.dumps(response.data, cls=DjangoJSONEncoder))
             IdempotencyReceipt.objects.filter(user=request.user, key=key).update(
