@@ -12,9 +12,8 @@ from unittest import mock
 import pytest
 import redis
 from django.db import OperationalError
-from rest_framework.authentication import TokenAuthentication
-from rest_framework.authtoken.models import Token
 
+from accounts.tokens import api_token_create
 from tests.processes import free_port, start_web_server
 
 pytestmark = pytest.mark.django_db
@@ -60,9 +59,9 @@ def test_a_database_error_answers_503_unavailable_with_retry_after(owner_client,
 
 
 def test_a_database_error_during_token_authentication_answers_503(client, owner):
-    token = Token.objects.create(user=owner)
-    with mock.patch.object(TokenAuthentication, "authenticate_credentials", side_effect=OperationalError("down")):
-        response = client.get("/api/workflows/", HTTP_AUTHORIZATION=f"Token {token.key}")
+    key = api_token_create(user=owner, name="t").raw_key
+    with mock.patch("accounts.tokens.api_token_authenticate", side_effect=OperationalError("down")):
+        response = client.get("/api/workflows/", HTTP_AUTHORIZATION=f"Token {key}")
     assert_error_shape(response, 503, "unavailable")
 
 
@@ -73,7 +72,7 @@ def test_a_redis_error_answers_503(owner_client):
 
 def test_a_page_shows_a_plain_temporarily_unavailable_page(client, owner):
     client.force_login(owner)
-    with mock.patch("opencompany.views.workflows_for_owner", side_effect=OperationalError("down")):
+    with mock.patch("opencompany.views.workflows_home", side_effect=OperationalError("down")):
         response = client.get("/")
     assert response.status_code == 503 and response["Retry-After"]
     assert response["Content-Type"].startswith("text/html") and b"Temporarily unavailable" in response.content
@@ -129,7 +128,7 @@ def test_a_server_whose_database_is_gone_answers_503_json_within_3_seconds(tmp_p
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_a_server_whose_redis_is_gone_answers_503_json_within_3_seconds(tmp_path, owner):
-    token = Token.objects.create(user=owner).key
+    token = api_token_create(user=owner, name="t").raw_key
     dead = f"redis://127.0.0.1:{free_port()}/0"
     server, base = start_web_server(tmp_path, name="web-noredis", REDIS_URL=dead)
     try:

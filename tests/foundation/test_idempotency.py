@@ -106,9 +106,9 @@ def test_a_refused_or_failed_action_keeps_no_receipt(owner, owner_client, inline
 def test_two_racing_requests_with_one_key_start_one_run(owner, inline):
     workflow, _, _ = chat_workflow(owner)
     url = chat_url(workflow)
-    from rest_framework.authtoken.models import Token
+    from accounts.tokens import api_token_create
 
-    token = Token.objects.create(user=owner).key
+    token = api_token_create(user=owner, name="race").raw_key
     results, barrier = [], threading.Barrier(2)
 
     def send():
