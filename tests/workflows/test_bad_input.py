@@ -70,8 +70,12 @@ def test_a_nul_character_is_refused_before_the_database(owner_client):
     graph = basic_graph()
     graph["nodes"][1]["params"]["system_prompt"] = "hi\x00there"
     response = owner_client.put(f"/api/workflows/{wid}/", {"graph": graph, "revision": 1}, format="json")
-    assert response.status_code == 400 and response.json()["code"] == "invalid_graph"
+    # The request-wide check (invalid_text) or the graph's own (invalid_graph, for callers of the service).
+    assert response.status_code == 400 and response.json()["code"] in ("invalid_text", "invalid_graph")
     assert Workflow.objects.get(pk=wid).revision == 1
+    with pytest.raises(Exception) as raised:
+        workflow_save(workflow=Workflow.objects.get(pk=wid), graph=graph, revision=1)
+    assert getattr(raised.value, "code", None) == "invalid_graph"
 
 
 def test_the_allowed_normalizations_still_answer_with_warnings(owner_client):
