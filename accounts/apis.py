@@ -35,6 +35,8 @@ class NewTokenOutputSerializer(TokenOutputSerializer):
 
 
 class ApiTokensApi(APIView):
+    throttle_scope = "token"  # creating tokens is limited per client IP (opencompany/throttles.py)
+
     class InputSerializer(serializers.Serializer):
         name = serializers.CharField(max_length=100)
         expires_in_days = serializers.IntegerField(required=False, min_value=1)

@@ -9,6 +9,7 @@ from rest_framework.views import APIView
 
 from chat import selectors, services
 from memory.history import memory_run_writes, memory_run_writes_undo, memory_runs_created_forget
+from opencompany.idempotency import idempotent
 from workflows.selectors import access_workflow
 
 ERROR_RESPONSE = inline_serializer(
@@ -27,6 +28,8 @@ ERROR_RESPONSE = inline_serializer(
                 "invalid_json",
                 "no_answering_agent",
                 "workflow_stopped",
+                "invalid_idempotency_key",
+                "idempotency_key_reused",
             ]
         ),
         "message": serializers.CharField(help_text="Plain words for the owner."),
@@ -138,6 +141,8 @@ class ChatThreadApi(APIView):
 
 
 class ChatMessageSendApi(APIView):
+    throttle_scope = "chat_send"  # opencompany/throttles.py
+
     class InputSerializer(serializers.Serializer):
         text = serializers.CharField(trim_whitespace=False, allow_blank=True)
         client_message_id = serializers.CharField(required=False, allow_blank=True, max_length=100)
@@ -155,6 +160,7 @@ class ChatMessageSendApi(APIView):
         request=InputSerializer,
         responses={201: OutputSerializer, 200: OutputSerializer, **REFUSALS},
     )
+    @idempotent
     def post(self, request, workflow_id: int):
         workflow = access_workflow(user=request.user, workflow_id=workflow_id)
         data = self.InputSerializer(data=request.data)
@@ -174,6 +180,8 @@ class ChatMessageSendApi(APIView):
 
 
 class ChatMessageEditApi(APIView):
+    throttle_scope = "chat_send"  # opencompany/throttles.py
+
     class InputSerializer(serializers.Serializer):
         text = serializers.CharField(trim_whitespace=False, allow_blank=True)
         expected_revision = serializers.IntegerField(required=False, allow_null=True)
@@ -189,6 +197,7 @@ class ChatMessageEditApi(APIView):
         request=InputSerializer,
         responses={201: OutputSerializer, **REFUSALS},
     )
+    @idempotent
     def post(self, request, workflow_id: int, message_id: int):
         workflow = access_workflow(user=request.user, workflow_id=workflow_id)
         data = self.InputSerializer(data=request.data)
@@ -205,12 +214,15 @@ class MoveInputSerializer(serializers.Serializer):
 
 
 class ChatMessageRegenerateApi(APIView):
+    throttle_scope = "chat_send"  # opencompany/throttles.py
+
     @extend_schema(
         operation_id="chat_message_regenerate",
         summary="Try again: answer the latest message again, beside the latest answer",
         request=MoveInputSerializer,
         responses={201: RunOutputSerializer, **REFUSALS},
     )
+    @idempotent
     def post(self, request, workflow_id: int, message_id: int):
         workflow = access_workflow(user=request.user, workflow_id=workflow_id)
         data = MoveInputSerializer(data=request.data)
@@ -226,6 +238,7 @@ class ChatMessageSwitchApi(APIView):
         request=MoveInputSerializer,
         responses={200: ThreadOutputSerializer, **REFUSALS},
     )
+    @idempotent
     def post(self, request, workflow_id: int, message_id: int):
         workflow = access_workflow(user=request.user, workflow_id=workflow_id)
         data = MoveInputSerializer(data=request.data)

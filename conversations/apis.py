@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.conf import settings
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -18,18 +18,18 @@ from .store import clear_conversation, list_conversations
 
 
 class _PageInput(serializers.Serializer):
-    offset = serializers.IntegerField(min_value=0, default=0)
-    limit = serializers.IntegerField(min_value=1, max_value=1000, required=False)
+    offset = serializers.IntegerField(min_value=0, default=0, help_text="First item (0-based).")
+    limit = serializers.IntegerField(
+        min_value=1, max_value=1000, required=False, help_text="Page size (default CONVERSATION_API_PAGE_SIZE)."
+    )
 
     def page(self) -> tuple[int, int]:
         data = self.validated_data
         return data["offset"], min(data.get("limit") or settings.CONVERSATION_API_PAGE_SIZE, 1000)
 
 
-_PAGE_PARAMETERS = [
-    OpenApiParameter("offset", int, description="First item (0-based)."),
-    OpenApiParameter("limit", int, description="Page size (default CONVERSATION_API_PAGE_SIZE, at most 1000)."),
-]
+# The serializer itself is the parameter list, so the published bounds (limit 1..1000) are the enforced ones.
+_PAGE_PARAMETERS = [_PageInput]
 
 
 class _PressureOutput(serializers.Serializer):

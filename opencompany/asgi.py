@@ -3,12 +3,18 @@ import os
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "opencompany.settings.base")
+# Before settings load: web processes get short database timeouts (settings: WEB_PROCESS). Removed once read, so
+# a process started from this one (a test's worker) is not taken for a web process.
+_web_flag_added = "OPENCOMPANY_WEB_PROCESS" not in os.environ
+os.environ.setdefault("OPENCOMPANY_WEB_PROCESS", "1")
 # Static files are served by the same process (collected and content-hashed when STATIC_HASHED, else from the source
 # folders, with the security headers of pages: opencompany/static_files.py and opencompany/staticfiles.py), so
 # `dev.py run` and a small deployment need no separate file server; a proxy may serve STATIC_ROOT in front of it.
 from opencompany.staticfiles import StaticFiles  # noqa: E402
 
 django_asgi_app = StaticFiles(get_asgi_application())
+if _web_flag_added:
+    os.environ.pop("OPENCOMPANY_WEB_PROCESS", None)
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

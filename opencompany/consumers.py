@@ -11,6 +11,8 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
+from collections import deque
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
@@ -27,6 +29,7 @@ CLOSE_NOT_FOUND = 4404
 CLOSE_TOO_BIG = 1009
 CLOSE_POLICY = 1008
 CLOSE_BAD_DATA = 1007
+CLOSE_RATE_LIMITED = 4429  # too many messages in SOCKET_MESSAGE_WINDOW_SECONDS
 
 
 def json_nesting_exceeds(text: str, limit: int) -> bool:
@@ -96,9 +99,24 @@ class WorkflowConsumer(AsyncJsonWebsocketConsumer):
                 await self.channel_layer.group_discard(group, self.channel_name)
         self.group_names = ()
 
+    def _over_message_limit(self) -> bool:
+        # A page sends a ping now and then; a socket flooding messages is closed (the page reconnects later).
+        now = time.monotonic()
+        sent = self.__dict__.setdefault("_message_times", deque())
+        while sent and now - sent[0] > settings.SOCKET_MESSAGE_WINDOW_SECONDS:
+            sent.popleft()
+        sent.append(now)
+        if len(sent) <= settings.SOCKET_MESSAGE_LIMIT:
+            return False
+        logger.warning("socket closed: message limit", extra={"groups": list(self.group_names)})
+        return True
+
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
         # The socket is server-to-client; a client frame is at most a ping. Measured before it is parsed, so a
         # huge or deeply nested frame costs nothing and never reaches the JSON decoder.
+        if self._over_message_limit():
+            await self.close(code=CLOSE_RATE_LIMITED)
+            return
         if text_data is None:
             await self.close(code=CLOSE_BAD_DATA)
             return

@@ -5,7 +5,7 @@ from django.templatetags.static import static
 from django.urls import include, path
 
 from accounts import views as account_views
-from opencompany import health, views
+from opencompany import health, metrics, views
 from opencompany.schema import docs_view, schema_view
 
 api_urlpatterns = [
@@ -24,7 +24,10 @@ urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     # Browsers ask for /favicon.ico on pages that name no icon (admin, API docs): answer with ours.
     path("favicon.ico", lambda request: HttpResponseRedirect(static("favicon.svg"))),
-    path("login/", auth_views.LoginView.as_view(template_name="registration/login.html"), name="login"),
+    path("healthz/live", health.live, name="healthz-live"),
+    path("healthz/ready", health.ready, name="healthz-ready"),
+    path("metrics", metrics.metrics_view, name="metrics"),
+    path("login/", views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", views.home, name="home"),
     path("settings/token/", account_views.api_tokens_page, name="api-token"),

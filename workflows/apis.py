@@ -9,9 +9,12 @@ from rest_framework.views import APIView
 
 from agents.selectors import workflow_run_detail, workflow_runs
 from opencompany.errors import NotFoundError, ServiceError
+from opencompany.fields import StrictCharField, StrictFloatField, StrictIntegerField
+from opencompany.idempotency import idempotent
 
 from . import services
 from .graph import GraphShapeError, normalize_workflow_graph, validate_workflow_graph
+from .graph.shape import GRAPH_JSON_SCHEMA, graph_nul_path, graph_shape_errors
 from .graph.validate import graph_size_issues
 from .models import WorkflowGeneration
 from .node_types import node_type_catalogue
@@ -68,23 +71,18 @@ class GraphOutput(serializers.Serializer):
     edges = EdgeOutput(many=True)
 
 
-@extend_schema_field(
-    {
-        "type": "object",
-        "description": "A workflow graph `{nodes: [{id, type, params, position?}], edges: [{id?, source, "
-        "sourceHandle, target, targetHandle}]}`; normalized by the server.",
-        "properties": {
-            "nodes": {"type": "array", "items": {"type": "object"}},
-            "edges": {"type": "array", "items": {"type": "object"}},
-        },
-        "required": ["nodes", "edges"],
-    }
-)
+@extend_schema_field(GRAPH_JSON_SCHEMA)
 class GraphInputField(serializers.JSONField):
+    """The whole document's shape is checked here, before any service sees it: a wrong type anywhere is a 400
+    with one error per field path and nothing is saved (workflows/graph/shape.py says why)."""
+
     def to_internal_value(self, data):
         value = super().to_internal_value(data)
-        if not isinstance(value, dict):
-            raise serializers.ValidationError("A graph is a JSON object with `nodes` and `edges` lists.")
+        errors = graph_shape_errors(value)
+        if "" in errors:
+            raise serializers.ValidationError(errors[""])
+        if errors:
+            raise serializers.ValidationError(errors)  # {"nodes[0].type": [...], ...} under `errors.graph`
         return value
 
 
@@ -153,7 +151,7 @@ class WorkflowListCreateApi(APIView):
         class Meta:
             ref_name = "WorkflowListCreateInput"
 
-        name = serializers.CharField(max_length=200)
+        name = StrictCharField(max_length=200)
         graph = GraphInputField(required=False)
 
     class ListOutputSerializer(serializers.Serializer):
@@ -199,9 +197,9 @@ class WorkflowDetailApi(APIView):
         class Meta:
             ref_name = "WorkflowDetailInput"
 
-        name = serializers.CharField(max_length=200, required=False)
+        name = StrictCharField(max_length=200, required=False)
         graph = GraphInputField()
-        revision = serializers.IntegerField(min_value=0, help_text="The revision this edit started from.")
+        revision = StrictIntegerField(min_value=0, help_text="The revision this edit started from.")
 
     @extend_schema(operation_id="workflows_retrieve", responses={200: WorkflowOutput, **_NOT_FOUND})
     def get(self, request, workflow_id: int):
@@ -256,6 +254,9 @@ class WorkflowValidateApi(APIView):
         payload = self.InputSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         graph = payload.validated_data["graph"]
+        nul_path = graph_nul_path(graph)
+        if nul_path:
+            raise ServiceError("invalid_graph", f"{nul_path} holds a NUL character, which cannot be stored.")
         size = graph_size_issues(graph)
         if size:
             data = {"valid": False, "graph": None, "aliases": {}, "warnings": [], "issues": [i.as_dict() for i in size]}
@@ -290,11 +291,11 @@ class WorkflowImportApi(APIView):
         class Meta:
             ref_name = "WorkflowImportInput"
 
-        name = serializers.CharField(max_length=200, required=False)
+        name = StrictCharField(max_length=200, required=False)
         graph = GraphInputField()
-        format = serializers.CharField(required=False, max_length=100)
-        format_version = serializers.IntegerField(required=False)
-        graph_version = serializers.IntegerField(required=False)
+        format = StrictCharField(required=False, max_length=100)
+        format_version = StrictIntegerField(required=False)
+        graph_version = StrictIntegerField(required=False)
 
     @extend_schema(
         operation_id="workflows_import",
@@ -332,8 +333,11 @@ class WorkflowStartApi(APIView):
         created = serializers.BooleanField(help_text="False when the unchanged graph was already running.")
 
     @extend_schema(
-        operation_id="workflows_start", request=None, responses={200: OutputSerializer, **_BAD, **_NOT_FOUND}
+        operation_id="workflows_start",
+        request=None,
+        responses={200: OutputSerializer, **_BAD, **_NOT_FOUND, 409: ErrorOutput},
     )
+    @idempotent
     def post(self, request, workflow_id: int):
         workflow = access_workflow(user=request.user, workflow_id=workflow_id)
         generation, created = services.workflow_start(workflow=workflow)
@@ -358,7 +362,7 @@ class WorkflowResetApi(APIView):
         class Meta:
             ref_name = "WorkflowResetInput"
 
-        expected_generation = serializers.IntegerField(
+        expected_generation = StrictIntegerField(
             required=False,
             min_value=0,
             help_text="The generation being reset; a retried reset of it returns the first result.",
@@ -378,6 +382,7 @@ class WorkflowResetApi(APIView):
         request=InputSerializer,
         responses={200: OutputSerializer, **_BAD, **_NOT_FOUND, 409: ConflictOutput},
     )
+    @idempotent
     def post(self, request, workflow_id: int):
         workflow = access_workflow(user=request.user, workflow_id=workflow_id)
         payload = self.InputSerializer(data=request.data)
@@ -399,11 +404,11 @@ class WorkflowSubagentApi(APIView):
         class Meta:
             ref_name = "WorkflowSubagentInput"
 
-        lead_node_id = serializers.CharField(max_length=255)
-        params = serializers.JSONField(help_text="The teammate's agent params (provider, model, name, ...).")
-        revision = serializers.IntegerField(required=False, min_value=0)
+        lead_node_id = StrictCharField(max_length=255)
+        params = serializers.DictField(help_text="The teammate's agent params (provider, model, name, ...).")
+        revision = StrictIntegerField(required=False, min_value=0)
         position = inline_serializer(
-            "SubagentPosition", fields={"x": serializers.FloatField(), "y": serializers.FloatField()}, required=False
+            "SubagentPosition", fields={"x": StrictFloatField(), "y": StrictFloatField()}, required=False
         )
 
     class OutputSerializer(WorkflowOutput):

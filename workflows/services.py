@@ -31,6 +31,7 @@ from .graph import (
     validate_workflow_graph,
     warnings_of,
 )
+from .graph.shape import graph_nul_path, graph_shape_errors
 from .listeners import reset_listeners
 from .models import ArchiveOutbox, LegacyImportRecord, Workflow, WorkflowGeneration
 from .nodes import IS_AGENT, IS_CONTEXT_PANEL, KIND_CONTEXT, KIND_TOOL, ResetContext, get_node_spec, specs_with
@@ -88,7 +89,18 @@ def _remember_numbers(workflow: Workflow, graph: dict) -> None:
 
 
 def prepare_graph(*, graph, workflow_id: int, used: dict | None = None) -> tuple[NormalizationResult, list]:
-    """Size-check, normalize and validate a graph from outside; raise with the issues when it has errors."""
+    """Shape-check, size-check, normalize and validate a graph from outside; raise with the issues when it has
+    errors. A wrongly shaped graph is refused whole: normalizing it would drop what it cannot read."""
+    shape_errors = graph_shape_errors(graph)
+    if shape_errors:
+        raise ServiceError(
+            "invalid_request",
+            "The graph is not shaped like a workflow graph.",
+            extra={"errors": {"graph": shape_errors}},
+        )
+    nul_path = graph_nul_path(graph)
+    if nul_path:
+        raise ServiceError("invalid_graph", f"{nul_path} holds a NUL character, which cannot be stored.")
     size_issues = graph_size_issues(graph)
     if size_issues:
         raise ServiceError(

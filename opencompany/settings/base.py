@@ -62,6 +62,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
+    "opencompany.metrics.RequestMetricsMiddleware",
+    # Outermost of ours: it sees every response, so any /api/ error leaves as JSON and an outage as a quick 503.
+    "opencompany.failfast.FailFastMiddleware",
     "opencompany.middleware.RequestSizeLimitMiddleware",
     "opencompany.middleware.UnstorableTextMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -98,12 +101,24 @@ DB_POOL = env_bool("DB_POOL", True)
 DATABASES = {
     "default": dj_database_url.parse(DATABASE_URL, conn_max_age=0 if DB_POOL else env_int("DB_CONN_MAX_AGE", 60))
 }
+# Web processes (opencompany/asgi.py and wsgi.py set OPENCOMPANY_WEB_PROCESS) fail fast: while PostgreSQL is down a
+# request must answer 503 within a few seconds, not wait out a 10-second pool timeout (opencompany/failfast.py).
+# Workers and commands keep the patient defaults: they retry instead of answering anyone.
+WEB_PROCESS = env_bool("OPENCOMPANY_WEB_PROCESS", False)
+DB_CONNECT_TIMEOUT_SECONDS = env_int("DB_CONNECT_TIMEOUT_SECONDS", 2 if WEB_PROCESS else 10, minimum=2)
+DB_WEB_STATEMENT_TIMEOUT_MS = env_int("DB_WEB_STATEMENT_TIMEOUT_MS", 15_000, minimum=0)
+_db_options = DATABASES["default"].setdefault("OPTIONS", {})
+_db_options["connect_timeout"] = DB_CONNECT_TIMEOUT_SECONDS
+if WEB_PROCESS and DB_WEB_STATEMENT_TIMEOUT_MS:
+    _db_options["options"] = f"-c statement_timeout={DB_WEB_STATEMENT_TIMEOUT_MS}"
 if DB_POOL:
-    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+    _db_options["pool"] = {
         "min_size": env_int("DB_POOL_MIN_SIZE", 1, minimum=0),
         "max_size": env_int("DB_POOL_MAX_SIZE", 8, minimum=1),
-        "timeout": env_int("DB_POOL_TIMEOUT_SECONDS", 10, minimum=1),
+        "timeout": env_float("DB_POOL_TIMEOUT_SECONDS", 2.0 if WEB_PROCESS else 10.0),
     }
+# What a 503 `unavailable` tells clients to wait before retrying.
+UNAVAILABLE_RETRY_AFTER_SECONDS = env_int("UNAVAILABLE_RETRY_AFTER_SECONDS", 5, minimum=1)
 # With the pool this makes it check a connection before handing it out (one that died in a PostgreSQL restart is
 # replaced); without it, Django checks a persistent connection at the start of each request.
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
@@ -135,7 +150,16 @@ CHANNEL_LAYERS = {
     }
 }
 
-CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+# Short socket timeouts: the cache holds throttle counters and idempotency receipts, so a Redis outage must fail a
+# request fast (503), not hang it.
+REDIS_SOCKET_TIMEOUT_SECONDS = env_float("REDIS_SOCKET_TIMEOUT_SECONDS", 2.0)
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": REDIS_SOCKET_TIMEOUT_SECONDS},
+    }
+}
 
 # --- Celery -----------------------------------------------------------------------------
 CELERY_BROKER_URL = REDIS_URL
@@ -159,6 +183,11 @@ CELERY_TASK_ALWAYS_EAGER = False
 CELERY_DB_REUSE_MAX = env_int("CELERY_DB_REUSE_MAX", 1000, minimum=1)
 CELERY_WORKER_HEARTBEAT_KEY = "opencompany:worker-heartbeat"
 CELERY_WORKER_HEARTBEAT_TTL = env_int("CELERY_WORKER_HEARTBEAT_TTL", 30, minimum=5)
+# Every worker writes a heartbeat per queue it consumes this often, from its own thread (not beat's schedule), so
+# /healthz/ready can tell "no agent worker" from "no housekeeping worker".
+CELERY_WORKER_HEARTBEAT_INTERVAL = env_int("CELERY_WORKER_HEARTBEAT_INTERVAL", 10, minimum=1)
+# /healthz/ready answers within this many seconds whatever is down.
+HEALTH_CHECK_TIMEOUT_SECONDS = env_float("HEALTH_CHECK_TIMEOUT_SECONDS", 1.5)
 CELERY_BEAT_SCHEDULE = {
     "worker-heartbeat": {"task": "opencompany.worker_heartbeat", "schedule": timedelta(seconds=10)},
 }
@@ -191,7 +220,21 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["opencompany.parsers.BoundedJSONParser"],
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    "DEFAULT_THROTTLE_CLASSES": [
+        "opencompany.throttles.ApiUserThrottle",
+        "opencompany.throttles.ScopedSettingThrottle",
+    ],
 }
+# Rate limits ("<count>/<second|minute|hour|day>"), counted in the cache; see opencompany/throttles.py.
+THROTTLE_RATES = {
+    "user": env_str("THROTTLE_RATE_API_USER", "1200/minute"),  # every API request, per user
+    "chat_send": env_str("THROTTLE_RATE_CHAT_SEND", "30/minute"),  # chat send, edit, try again, per user
+    "login": env_str("THROTTLE_RATE_LOGIN", "20/minute"),  # login attempts, per client IP
+    "token": env_str("THROTTLE_RATE_TOKEN", "10/hour"),  # API token creation, per client IP
+}
+# A workflow page's socket may send at most this many messages per window; past it the socket is closed (4429).
+SOCKET_MESSAGE_LIMIT = env_int("SOCKET_MESSAGE_LIMIT", 120, minimum=1)
+SOCKET_MESSAGE_WINDOW_SECONDS = env_int("SOCKET_MESSAGE_WINDOW_SECONDS", 60, minimum=1)
 SPECTACULAR_SETTINGS = {
     "TITLE": "OpenCompany API",
     "DESCRIPTION": "Workflows of AI agents with exact Context and a durable memory tool.",
@@ -206,6 +249,19 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# --- Metrics (opencompany/metrics.py) ---------------------------------------------------
+# /metrics is readable by staff sessions, and by `Authorization: Bearer <METRICS_TOKEN>` when this is set.
+METRICS_TOKEN = env_str("METRICS_TOKEN")
+METRICS_TURN_WINDOW_SECONDS = env_int("METRICS_TURN_WINDOW_SECONDS", 300, minimum=10)
+
+# --- Idempotency keys (opencompany/idempotency.py) ---------------------------------------
+IDEMPOTENCY_RECEIPT_TTL_HOURS = env_int("IDEMPOTENCY_RECEIPT_TTL_HOURS", 24, minimum=1)
+CELERY_BEAT_SCHEDULE["opencompany-purge-idempotency-receipts"] = {
+    "task": "opencompany.purge_idempotency_receipts",
+    "schedule": timedelta(hours=1),
+    "options": {"queue": CELERY_QUEUE_HOUSEKEEPING},
 }
 
 # --- Limits -----------------------------------------------------------------------------

@@ -70,3 +70,94 @@ def test_healthz_never_shows_connection_strings(client, settings):
     assert settings.DATABASES["default"]["NAME"] not in text
     assert str(settings.DATABASES["default"]["PORT"]) not in text
     assert "redis://" not in text and "postgres://" not in text
+
+
+def _beat_queues(settings, *queues, age: float = 0.0):
+    import time
+
+    from opencompany.health import queue_heartbeat_key
+
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    for queue in (settings.CELERY_QUEUE_AGENT, settings.CELERY_QUEUE_HOUSEKEEPING):
+        client.delete(queue_heartbeat_key(queue))
+    for queue in queues:
+        client.set(queue_heartbeat_key(queue), str(time.time() - age))
+
+
+def test_live_touches_no_dependency(client):
+    from unittest import mock
+
+    with mock.patch("opencompany.health._check_database", side_effect=AssertionError("touched")):
+        response = client.get("/healthz/live")
+    assert response.status_code == 200 and response.json() == {"status": "ok"}
+
+
+def test_ready_is_200_with_database_redis_and_a_worker_per_queue(client, settings):
+    _beat_queues(settings, settings.CELERY_QUEUE_AGENT, settings.CELERY_QUEUE_HOUSEKEEPING)
+    response = client.get("/healthz/ready")
+    body = response.json()
+    assert response.status_code == 200 and body["failing"] == [], body
+    assert body["database"]["ok"] and body["redis"]["ok"] and body["worker_agent"]["ok"]
+
+
+def test_ready_names_the_queue_without_a_worker(client, settings):
+    _beat_queues(settings, settings.CELERY_QUEUE_HOUSEKEEPING)
+    response = client.get("/healthz/ready")
+    assert response.status_code == 503 and response.json()["failing"] == ["worker_agent"]
+    assert response["Retry-After"]
+    _beat_queues(settings, settings.CELERY_QUEUE_AGENT, age=settings.CELERY_WORKER_HEARTBEAT_TTL + 5)
+    assert set(client.get("/healthz/ready").json()["failing"]) == {"worker_agent", "worker_housekeeping"}
+
+
+def test_ready_answers_within_2_seconds_when_a_check_hangs(client, settings):
+    import time
+    from unittest import mock
+
+    _beat_queues(settings, settings.CELERY_QUEUE_AGENT, settings.CELERY_QUEUE_HOUSEKEEPING)
+
+    def hang():
+        time.sleep(4)
+        return {"ok": True}
+
+    with mock.patch("opencompany.health._check_database", side_effect=hang):
+        started = time.monotonic()
+        response = client.get("/healthz/ready")
+        seconds = time.monotonic() - started
+    assert response.status_code == 503 and seconds < 2.0, seconds
+    assert response.json()["database"] == {"ok": False, "error": "timeout"}
+
+
+def test_ready_names_redis_when_it_is_down_within_2_seconds(client, settings, tmp_path):
+    import time
+
+    process, url = start_spare_redis(tmp_path)
+    settings.REDIS_URL = url
+    process.terminate()
+    process.wait(timeout=10)
+    started = time.monotonic()
+    response = client.get("/healthz/ready")
+    assert time.monotonic() - started < 2.0
+    body = response.json()
+    assert response.status_code == 503 and {"redis", "worker_agent", "worker_housekeeping"} <= set(body["failing"])
+    assert url not in response.content.decode()
+
+
+@pytest.mark.slow
+def test_a_worker_beats_for_each_queue_it_consumes(tmp_path, client, settings):
+    import time
+
+    from tests.processes import start_celery_worker
+
+    _beat_queues(settings)
+    worker = start_celery_worker(tmp_path, name="agent-only", queues=settings.CELERY_QUEUE_AGENT, concurrency=1)
+    try:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            body = client.get("/healthz/ready").json()
+            if body["worker_agent"]["ok"]:
+                break
+            time.sleep(0.2)
+        assert body["worker_agent"]["ok"], body
+        assert body["failing"] == ["worker_housekeeping"], body
+    finally:
+        worker.stop()

@@ -24,6 +24,7 @@ from rest_framework.test import APIClient
 from tests.security.conftest import WORLD_FACT, WORLD_NAME, World, open_socket
 
 PUBLIC, PAGE, API, ADMIN = "public", "page", "api", "admin"
+STAFF = "staff"  # staff sessions (or the metrics bearer token) only; everybody else gets a 404
 ALL_METHODS = ("get", "post", "put", "patch", "delete")
 
 # Owner calls run in this order so that a call which destroys something runs after everything that reads it.
@@ -87,6 +88,9 @@ def firing_of_run(world: World) -> str:
 MATRIX: dict[str, Entry] = {
     # --- public -------------------------------------------------------------------------------------------------
     "healthz": Entry(PUBLIC, lambda w: "/healthz", ("get",)),
+    "healthz/live": Entry(PUBLIC, lambda w: "/healthz/live", ("get",)),
+    "healthz/ready": Entry(PUBLIC, lambda w: "/healthz/ready", ("get",)),
+    "metrics": Entry(STAFF, lambda w: "/metrics", ("get",)),
     "login/": Entry(PUBLIC, lambda w: "/login/", ("get",)),
     "logout/": Entry(PUBLIC, lambda w: "/logout/", ("post",)),
     "favicon.ico": Entry(PUBLIC, lambda w: "/favicon.ico", ("get",)),
@@ -416,6 +420,12 @@ def test_anonymous_and_other_owners_are_refused_and_the_owner_is_served(world):
 
     for route, entry in MATRIX.items():
         url = entry.url(world)
+        if entry.kind == STAFF:
+            for caller in (page_client(), page_client(world.intruder), page_client(world.owner)):
+                response = call(caller, "get", url, None, kind=PAGE)
+                if response.status_code != 404:
+                    problems.append(f"staff-only GET {route}: {response.status_code} for a non-staff caller")
+            continue
         if entry.kind == PUBLIC:
             for method in entry.methods:
                 response = call(page_client(), method, url, None, kind=PAGE)

@@ -13,6 +13,8 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
+    negative_data_rejection,
+    positive_data_acceptance,
     response_schema_conformance,
     status_code_conformance,
 )
@@ -81,3 +83,34 @@ def point_at_world(case, world) -> None:
 def test_the_api_never_fails_and_answers_as_documented(case, world):
     point_at_world(case, world)
     case.call_and_validate(headers={"Authorization": f"Token {world.owner_token}"}, checks=CHECKS)
+
+
+@schemathesis.check
+def schema_valid_request_understood(ctx, response, case):
+    """A schema-valid body must not be refused as malformed. A 400 with a domain code (a dangling edge, an unknown
+    lead node) is the workflow refusing a well-formed request, which a schema cannot express."""
+    if response.status_code == 400 and response.json().get("code") != "invalid_request":
+        return None
+    return positive_data_acceptance(ctx, response, case)
+
+
+# The graph write paths (create, update, import, validate, add a teammate) and the Context panel's paging: what the
+# schema publishes is exactly what they accept (issue 20: `nodes: "x"`, `limit=0`, `params: null`, no `edges`).
+CONTRACT_PATHS = r"^/api/workflows/(import/|\{workflow_id\}/(validate/|subagents/|conversations/)?)?$"
+
+
+@schema.include(path_regex=CONTRACT_PATHS).parametrize()
+@settings(
+    max_examples=20,
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+@pytest.mark.django_db(transaction=True)
+def test_the_graph_api_accepts_exactly_what_the_schema_says(case, world):
+    point_at_world(case, world)
+    case.call_and_validate(
+        headers={"Authorization": f"Token {world.owner_token}"},
+        checks=[*CHECKS, negative_data_rejection, schema_valid_request_understood],
+    )
