@@ -122,6 +122,11 @@ class ThreadOutputSerializer(serializers.Serializer):
         many=True, help_text="Where the agent's context was cleared or compacted, on this path."
     )
     active_run = RunOutputSerializer(allow_null=True)
+    memory = serializers.DictField(
+        help_text="Memory the answers saved: `runs` by run id (items with `kept`, what an Undo took back, "
+        "`can_undo`), `left` by message id (what the versions beside it, left by Edit or Try again, saved and "
+        "still keep). See docs/chat.md."
+    )
 
 
 def _thread(workflow) -> dict:

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 
+from django.db.models import Q
+
 from chat.events import run_stream_state
 from chat.models import ChatFeedback, ChatMarker, ChatMessage, ChatRun, ChatRunStep, ChatSession
+from chat.provenance import chat_memory_marks
 from chat.rendering import render_markdown, render_plain
 from opencompany.errors import NotFoundError
 from opencompany.hub import hub_epoch
@@ -101,6 +104,7 @@ def chat_thread(*, workflow) -> dict:
         "messages": [],
         "markers": [],
         "active_run": None,
+        "memory": {"runs": {}, "left": {}},
     }
     if session is None:
         return base
@@ -166,6 +170,8 @@ def chat_thread(*, workflow) -> dict:
         if m.after_message_id is None or m.after_message_id in on_path
     ]
     base["active_run"] = run_data(active, steps.get(active.pk, []), stream=True) if active else None
+    # Provenance hook (chat/provenance.py): the memory each answer saved, and what left versions saved.
+    base["memory"] = chat_memory_marks(workflow=workflow, path=path, messages=messages, children=children, runs=runs)
     return base
 
 
@@ -240,7 +246,12 @@ def chat_branch_run_ids(*, workflow, message_id) -> list[int]:
         [pk],
     )
     message_ids = [message.pk for message in branch]
-    return list(ChatRun.objects.filter(user_message_id__in=message_ids).values_list("pk", flat=True))
+    # A run whose reply is on the branch belongs to it too: Try again leaves an answer, whose run answered its parent.
+    return list(
+        ChatRun.objects.filter(Q(user_message_id__in=message_ids) | Q(reply_message_id__in=message_ids)).values_list(
+            "pk", flat=True
+        )
+    )
 
 
 def chat_run_request_view(*, workflow, run_id) -> dict:
@@ -276,26 +287,14 @@ def chat_run_request_view(*, workflow, run_id) -> dict:
 
 
 def _next_turn_estimate(workflow, run, view: dict) -> dict | None:
-    """The stored conversation's size (tokens estimated at 4 bytes each, said so) at the model's input price; with the
-    provider's cache discount when every stored token could be read from its cache."""
+    """The stored conversation's size at the model's input price (conversations/estimates.py, the Context panel's
+    estimate too)."""
+    from conversations.estimates import next_turn_estimate
     from conversations.models import AgentConversation
-    from providers import capabilities
 
     header = AgentConversation.objects.filter(
         workflow=workflow, generation=run.generation, agent_node_id=run.agent_node_id
     ).first()
-    if header is None or not view.get("provider"):
+    if header is None:
         return None
-    tokens = header.size_bytes // 4
-    try:
-        caps = capabilities(view["provider"], view["model"])
-        cost = caps.cost(input_tokens=tokens, cached_tokens=0, output_tokens=0)
-        cached = caps.cost(input_tokens=tokens, cached_tokens=tokens, output_tokens=0)
-    except Exception:
-        return {"input_tokens_estimate": tokens, "cost": None, "cost_if_cached": None, "estimated": True}
-    return {
-        "input_tokens_estimate": tokens,
-        "cost": round(cost, 6),
-        "cost_if_cached": round(cached, 6),
-        "estimated": True,
-    }
+    return next_turn_estimate(size_bytes=header.size_bytes, provider=view.get("provider"), model=view.get("model"))

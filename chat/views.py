@@ -34,6 +34,8 @@ def chat_page(request, workflow_id: int):
             "api": f"/api/workflows/{workflow.pk}/chat/",
             "socket": f"/ws/workflows/{workflow.pk}/",
             "plain_words": PLAIN_WORDS,
+            # Where "See in the Memory panel" goes for an answer whose saved items are all forgotten.
+            "memory_nodes": [memory["node_id"] for memory in links["memory"]],
         },
     }
     return render(request, "chat/page.html", context)

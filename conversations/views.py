@@ -153,6 +153,8 @@ def context_panel(request, workflow_id: int):
     model = selectors.agent_model(workflow, target.agent_node_id) if target and target.agent_node_id else None
     if model is not None:
         context.update(_model_notes(*model))
+    # Provenance hook: the next turn's expected cost beside the gauge (the chat's request view uses the same).
+    context["next_turn"] = _next_turn(workflow, header, model)
     if context["pressure"] and context["pressure"]["fraction"] is not None:
         context["pressure_percent"] = min(100, round(context["pressure"]["fraction"] * 100))
     if context["pressure"]:
@@ -169,6 +171,24 @@ def context_panel(request, workflow_id: int):
             "days": selectors.usage_per_day(**key),
         }
     return render(request, "conversations/context_panel.html", context)
+
+
+def _next_turn(workflow, header, model: tuple[str, str] | None) -> dict | None:
+    """At the price of the agent's model as configured now; without one, the model it last called."""
+    from .estimates import latest_model_of, next_turn_estimate, usd
+
+    if header is None or not header.message_count:
+        return None
+    model = model or latest_model_of(
+        workflow_id=workflow.pk, generation=header.generation, agent_node_id=header.agent_node_id
+    )
+    if model is None:
+        return None
+    estimate = next_turn_estimate(size_bytes=header.size_bytes, provider=model[0], model=model[1])
+    if estimate is not None:
+        estimate["cost_text"] = usd(estimate["cost"])
+        estimate["cost_if_cached_text"] = usd(estimate["cost_if_cached"])
+    return estimate
 
 
 @login_required

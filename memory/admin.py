@@ -22,7 +22,21 @@ class MemoryItemHistoryInline(admin.TabularInline):
     fk_name = "item"
     extra = 0
     can_delete = False
-    fields = ("created_at", "operation", "version", "actor", "before", "after")
+    # Provenance read-only beside the change: who wrote the version and, for an agent's write, the turn it came from.
+    fields = (
+        "created_at",
+        "operation",
+        "version",
+        "actor",
+        "source",
+        "agent_node_id",
+        "chat_run_id",
+        "firing_id",
+        "generation",
+        "detail",
+        "before",
+        "after",
+    )
     readonly_fields = fields
     ordering = ("-id",)
 
@@ -139,3 +153,35 @@ class MemoryNamespaceAdmin(admin.ModelAdmin):
             services.memory_namespace_items_clear(namespace=namespace, actor=_staff(request)) for namespace in queryset
         )
         self.message_user(request, f"Removed {removed} item(s).")
+
+
+@admin.register(MemoryItemHistory)
+class MemoryItemHistoryAdmin(admin.ModelAdmin):
+    """Every version with where it came from, read-only: a forgotten item's trace (its forget row) lives only here."""
+
+    list_display = (
+        "id",
+        "created_at",
+        "namespace",
+        "item_id",
+        "operation",
+        "version",
+        "source",
+        "actor",
+        "agent_node_id",
+        "chat_run_id",
+        "firing_id",
+    )
+    list_filter = ("source", "operation")
+    search_fields = ("=item_id", "=chat_run_id", "agent_node_id", "actor")
+    list_select_related = ("namespace",)
+    readonly_fields = [field.name for field in MemoryItemHistory._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

@@ -92,6 +92,10 @@ def _panel(request, workflow, namespace, node_id: str, *, query: str, cursor=Non
         error = exc.message
         page = {"items": [], "next_cursor": None}
     next_url = _panel_url(workflow.pk, node_id, q=query, cursor=page["next_cursor"]) if page["next_cursor"] else None
+    # Provenance hook (memory/history_views.py): where each item's current version came from, in words.
+    from .history_views import annotate_latest_provenance
+
+    annotate_latest_provenance(namespace=namespace, items=page["items"], workflow_id=workflow.pk)
     return render(
         request,
         "memory/panel.html",

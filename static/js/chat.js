@@ -232,7 +232,11 @@
       );
       if (message.can_regenerate) tools.appendChild(button("Try again", { class: "regenerate", "data-action": "regenerate" }));
     }
+    // Provenance hook (static/chat/provenance.js): what this answer saved to memory, and what it was sent.
+    if (!isUser && window.ocProvenance) li.append(...window.ocProvenance.answerParts(message, thread));
     li.appendChild(tools);
+    // Provenance hook: what the versions this one replaced saved to memory (keep / forget).
+    if (window.ocProvenance) li.append(...window.ocProvenance.leftParts(message, thread));
     if (beingEdited) {
       // The live edit box is kept by the morph (see `preserve`); this placeholder only marks where it goes.
       li.appendChild(node("div", { class: "edit-box", id: "edit-box-" + message.id }));
@@ -609,6 +613,8 @@
     window.chatSocket = socket;
   }
 
+  // Provenance hook: the helpers static/chat/provenance.js acts through (it never keeps a snapshot of its own).
+  if (window.ocProvenance) window.ocProvenance.attach({ api, refetch, render, announce, showRefusal, config });
   adopt(thread);
   scrollToLatest();
   el.composer.focus();

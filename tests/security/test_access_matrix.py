@@ -300,6 +300,19 @@ MATRIX: dict[str, Entry] = {
         bodies={"post": {"confirm": "yes"}},
         order={"post": LAST},
     ),
+    "workflows/<int:workflow_id>/memory/<str:node_id>/history/": Entry(
+        PAGE, lambda w: mem_page(w) + "history/", ("get",)
+    ),
+    "workflows/<int:workflow_id>/memory/<str:node_id>/items/<int:item_id>/history/": Entry(
+        PAGE, lambda w: f"{mem_page(w)}items/{w.items['page_forget']}/history/", ("get",)
+    ),
+    # A stale expected_version: the owner is served (told it changed meanwhile) and nothing is restored.
+    "workflows/<int:workflow_id>/memory/<str:node_id>/items/<int:item_id>/restore/": Entry(
+        PAGE,
+        lambda w: f"{mem_page(w)}items/{w.items['page_forget']}/restore/",
+        ("post",),
+        bodies={"post": {"version": 1, "expected_version": 999}},
+    ),
     "workflows/<int:workflow_id>/chat/": Entry(PAGE, lambda w: page(w) + "chat/", ("get",)),
 }
 

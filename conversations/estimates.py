@@ -1,0 +1,53 @@
+"""What the next turn of a stored conversation is expected to cost: its stored size (tokens estimated at 4 bytes
+each, and said to be an estimate) at the model's current input price, and the same with every stored token read
+from the provider's cache. One estimate for the chat's "What this answer was sent" and the Context panel."""
+
+from __future__ import annotations
+
+import math
+
+BYTES_PER_TOKEN = 4
+
+
+def next_turn_estimate(*, size_bytes: int, provider: str | None, model: str | None) -> dict | None:
+    if not provider or not model:
+        return None
+    from providers import capabilities
+
+    tokens = int(size_bytes or 0) // BYTES_PER_TOKEN
+    try:
+        caps = capabilities(provider, model)
+        cost = caps.cost(input_tokens=tokens, cached_tokens=0, output_tokens=0)
+        cached = caps.cost(input_tokens=tokens, cached_tokens=tokens, output_tokens=0)
+    except Exception:  # an unknown provider or a catalogue without prices: the size is still worth showing
+        return {"input_tokens_estimate": tokens, "cost": None, "cost_if_cached": None, "estimated": True}
+    return {
+        "input_tokens_estimate": tokens,
+        "cost": round(cost, 6),
+        "cost_if_cached": round(cached, 6),
+        "estimated": True,
+    }
+
+
+def latest_model_of(*, workflow_id: int, generation: int, agent_node_id: str) -> tuple[str, str] | None:
+    """The provider and model the agent's last model call used (the ledger's newest row), or None before any."""
+    from conversations.models import UsageRecord
+
+    row = (
+        UsageRecord.objects.filter(
+            workflow_id=workflow_id, generation=generation, agent_node_id=agent_node_id, kind="llm"
+        )
+        .order_by("-id")
+        .values_list("provider", "model")
+        .first()
+    )
+    return tuple(row) if row else None
+
+
+def usd(value: float | None) -> str:
+    """A cost as the owner reads it: four decimals, or two significant digits below a hundredth of a cent."""
+    if value is None:
+        return "unknown"
+    if 0 < value < 0.0001:
+        return f"${value:.{1 - math.floor(math.log10(value))}f}"
+    return f"${value:.4f}"
