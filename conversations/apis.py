@@ -12,7 +12,6 @@ from opencompany.schema import ErrorResponse
 from workflows.selectors import access_workflow
 
 from . import selectors
-from .models import OwnerConversationSettings
 from .services import owner_conversation_settings_update
 from .store import clear_conversation, list_conversations
 
@@ -152,14 +151,9 @@ class OwnerConversationSettingsApi(APIView):
         site_tool_result_max_chars = serializers.IntegerField()
 
     def _output(self, request) -> dict:
-        own = (
-            OwnerConversationSettings.objects.filter(owner=request.user)
-            .values_list("tool_result_max_chars", flat=True)
-            .first()
-        )
         return self.OutputSerializer(
             {
-                "tool_result_max_chars": own,
+                "tool_result_max_chars": selectors.owner_own_tool_result_max_chars(request.user.pk),
                 "effective_tool_result_max_chars": selectors.owner_tool_result_max_chars(request.user.pk),
                 "site_tool_result_max_chars": settings.TOOL_RESULT_MAX_CHARS,
             }

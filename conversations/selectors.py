@@ -158,15 +158,20 @@ def pretty_json(value) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False)
 
 
-def owner_tool_result_max_chars(owner_id: int) -> int:
-    """The cap a tool result of this owner's agents is cut to: the owner's own when set, never above the site's."""
-    from django.conf import settings
-
-    own = (
+def owner_own_tool_result_max_chars(owner_id: int) -> int | None:
+    """The cap the owner set for their agents' tool results, or None (the site's applies)."""
+    return (
         OwnerConversationSettings.objects.filter(owner_id=owner_id)
         .values_list("tool_result_max_chars", flat=True)
         .first()
     )
+
+
+def owner_tool_result_max_chars(owner_id: int) -> int:
+    """The cap a tool result of this owner's agents is cut to: the owner's own when set, never above the site's."""
+    from django.conf import settings
+
+    own = owner_own_tool_result_max_chars(owner_id)
     return min(own, settings.TOOL_RESULT_MAX_CHARS) if own else settings.TOOL_RESULT_MAX_CHARS
 
 
