@@ -85,7 +85,7 @@ def check_policy(path: str, headers: dict) -> None:
 def test_every_page_runs_under_the_csp_without_a_violation(world, tmp_path):
     if not CHROMIUM.exists():
         pytest.skip("Debian's Chromium is not installed at /usr/bin/chromium")
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
     web, base_url = start_web_server(tmp_path)
     violations: list[str] = []
@@ -142,13 +142,15 @@ def test_every_page_runs_under_the_csp_without_a_violation(world, tmp_path):
             row.get_by_role("button", name="Revoke").click()
             dialog = page.locator("dialog.confirm")
             dialog.get_by_role("button", name="Cancel").click()
-            page.wait_for_timeout(200)
+            expect(dialog).to_be_hidden()
             assert "active" in row.inner_text()
             row.get_by_role("button", name="Revoke").click()
             page.screenshot(path=str(ARTIFACTS / "token_revoke_confirm.png"))
-            dialog.get_by_role("button", name="Revoke").click()
-            page.wait_for_load_state("networkidle")
-            assert "revoked" in page.locator("table.tokens tr", has_text="browser").inner_text()
+            # The confirmed form posts and the page reloads; wait for the reloaded row, not for network silence,
+            # which can come before the post starts.
+            with page.expect_navigation():
+                dialog.get_by_role("button", name="Revoke").click()
+            expect(page.locator("table.tokens tr", has_text="browser")).to_contain_text("revoked")
             violations += [f"token revoke: {v}" for v in page.evaluate("window.__cspViolations")]
 
             # The control: an inline script added to a page is blocked and seen, so silence above means something.
