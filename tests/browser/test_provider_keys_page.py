@@ -43,24 +43,24 @@ def test_store_test_and_refuse_on_the_provider_keys_page(make_user, tmp_path):
 
                 section = page.locator("section.provider-key", has=page.locator("h2", has_text="Anthropic"))
                 section.locator("input[name=api_key]").fill(OWNER_KEY)
-                section.locator("button[value=save]").click()
-                page.wait_for_load_state("networkidle")
+                with page.expect_navigation():
+                    section.locator("button[value=save]").click()
                 assert "will not be shown again" in page.inner_text("body")
                 assert OWNER_KEY not in page.content()
                 assert "…93f1" in page.inner_text("body")
                 page.screenshot(path=str(ARTIFACTS / "2-stored.png"), full_page=True)
 
                 section = page.locator("section.provider-key", has=page.locator("h2", has_text="Anthropic"))
-                section.locator("button[value=test]").click()
-                page.wait_for_load_state("networkidle")
+                with page.expect_navigation():
+                    section.locator("button[value=test]").click()
                 assert "The key works." in page.inner_text("body")
                 page.screenshot(path=str(ARTIFACTS / "3-tested.png"), full_page=True)
 
                 section = page.locator("section.provider-key", has=page.locator("h2", has_text="OpenAI-compatible"))
                 section.locator("input[name=api_key]").fill("sk-local")
                 section.locator("input[name=base_url]").fill("http://169.254.169.254/latest/")
-                section.locator("button[value=save]").click()
-                page.wait_for_load_state("networkidle")
+                with page.expect_navigation():
+                    section.locator("button[value=save]").click()
                 assert "cloud metadata address" in page.inner_text("body")
                 page.screenshot(path=str(ARTIFACTS / "4-refused.png"), full_page=True)
 
