@@ -60,13 +60,14 @@ def period_starts(now: datetime | None = None) -> dict[str, datetime]:
     return {"day": day, "month": day.replace(day=1)}
 
 
-def owner_limits(*, owner_id: int) -> Limits:
-    """The owner's override where it sets a field, else the staff default."""
-    rows = {
-        row.user_id: row
-        for row in SpendingLimit.objects.filter(Q(user_id=owner_id) | Q(user__isnull=True), workflow_id__isnull=True)
-    }
-    default, override = rows.get(None), rows.get(owner_id)
+def _limits_of(row: SpendingLimit | None) -> Limits:
+    return Limits(**{name: getattr(row, name) for name in LIMIT_FIELDS}) if row else Limits()
+
+
+def _owner_limits_from(rows: list[SpendingLimit], owner_id: int) -> Limits:
+    """The owner's override where it sets a field, else the staff default (`rows`: any of the owner's rows)."""
+    default = next((r for r in rows if r.user_id is None and r.workflow_id is None), None)
+    override = next((r for r in rows if r.user_id == owner_id and r.workflow_id is None), None)
     values = {}
     for name in LIMIT_FIELDS:
         value = getattr(override, name, None) if override else None
@@ -74,9 +75,18 @@ def owner_limits(*, owner_id: int) -> Limits:
     return Limits(**values)
 
 
-def workflow_limits(*, owner_id: int, workflow_id: int) -> Limits:
-    row = SpendingLimit.objects.filter(user_id=owner_id, workflow_id=workflow_id).first()
-    return Limits(**{name: getattr(row, name) for name in LIMIT_FIELDS}) if row else Limits()
+def _limit_rows(owner_id: int, workflow_id: int | None = None) -> list[SpendingLimit]:
+    """Every row that can apply, in one query (it runs before every provider call): the staff default, the
+    owner's override and, with `workflow_id`, that workflow's cap."""
+    scope = Q(user_id=owner_id, workflow_id__isnull=True) | Q(user__isnull=True, workflow_id__isnull=True)
+    if workflow_id is not None:
+        scope |= Q(user_id=owner_id, workflow_id=workflow_id)
+    return list(SpendingLimit.objects.filter(scope))
+
+
+def owner_limits(*, owner_id: int) -> Limits:
+    """The owner's override where it sets a field, else the staff default."""
+    return _owner_limits_from(_limit_rows(owner_id), owner_id)
 
 
 def _first_exceeded(scope: str, limits: Limits, spent_by_period: dict) -> BudgetExceeded | None:
@@ -96,15 +106,18 @@ def budget_check(*, owner_id: int | None, workflow_id: int | None = None) -> Bud
     """None while the owner (and the workflow) may spend; else the first limit that is reached."""
     if owner_id is None:
         return None
+    rows = _limit_rows(owner_id, workflow_id)
+    if not rows:
+        return None  # no limit anywhere: the common case, one query
     starts = period_starts()
-    limits = owner_limits(owner_id=owner_id)
+    limits = _owner_limits_from(rows, owner_id)
     if limits.any():
         spent = {period: usage_spent(owner_id=owner_id, since=since) for period, since in starts.items()}
         exceeded = _first_exceeded("owner", limits, spent)
         if exceeded:
             return exceeded
     if workflow_id is not None:
-        limits = workflow_limits(owner_id=owner_id, workflow_id=workflow_id)
+        limits = _limits_of(next((r for r in rows if r.workflow_id == workflow_id), None))
         if limits.any():
             spent = {
                 period: usage_spent(owner_id=owner_id, since=since, workflow_id=workflow_id)

@@ -6,7 +6,9 @@ from django.conf import settings
 
 from providers.types import UrlPolicy
 
-from .models import AllowedProviderHost, OwnerProviderKey
+from .models import OWNER_KEY_PROVIDERS, AllowedProviderHost, OwnerProviderKey
+
+_KEYED_PROVIDERS = frozenset(name for name, _ in OWNER_KEY_PROVIDERS)
 
 
 def url_policy() -> UrlPolicy:
@@ -46,8 +48,8 @@ def owner_request_overrides(*, owner_id: int | None, provider: str) -> dict:
 
     from .crypto import KeyDecryptionError, decrypt
 
-    if owner_id is None:
-        return {}
+    if owner_id is None or provider not in _KEYED_PROVIDERS:
+        return {}  # a provider owners store no key for (the offline one): nothing to look up on every step
     row = OwnerProviderKey.objects.filter(owner_id=owner_id, provider=provider).first()
     if row is None:
         return {}

@@ -1,4 +1,9 @@
-from django.db.models import OuterRef, Subquery
+import json
+import threading
+from collections import OrderedDict
+
+from django.db.models import OuterRef, Subquery, TextField
+from django.db.models.functions import Cast
 
 from opencompany.errors import NotFoundError
 
@@ -28,6 +33,36 @@ def workflow_generations(*, workflow: Workflow):
     return WorkflowGeneration.objects.filter(workflow=workflow).order_by("-number")
 
 
+# A generation's snapshot is written once when it is admitted and never changed (workflow ids are never reused), so
+# a process keeps the last few it read as JSON text: every firing starts by reading its generation's graph.
+_SNAPSHOTS: OrderedDict[tuple[int, int], str] = OrderedDict()
+_SNAPSHOTS_KEPT = 256
+_snapshots_lock = threading.Lock()
+
+
+def _generation_snapshot(workflow_id: int, number: int) -> dict | None:
+    key = (workflow_id, number)
+    with _snapshots_lock:
+        text = _SNAPSHOTS.get(key)
+        if text is not None:
+            _SNAPSHOTS.move_to_end(key)
+    if text is None:
+        # Serialized through the same JSON the column holds; a fresh parse per call keeps callers' dicts their own.
+        text = (
+            WorkflowGeneration.objects.filter(workflow_id=workflow_id, number=number)
+            .annotate(text=Cast("graph", TextField()))
+            .values_list("text", flat=True)
+            .first()
+        )
+        if text is None:
+            return None
+        with _snapshots_lock:
+            _SNAPSHOTS[key] = text
+            while len(_SNAPSHOTS) > _SNAPSHOTS_KEPT:
+                _SNAPSHOTS.popitem(last=False)
+    return json.loads(text)
+
+
 def generation_graph(workflow: Workflow, generation: int | None = None, *, normalize: bool = True) -> dict:
     """The normalized graph an agent firing of `generation` runs on.
 
@@ -38,8 +73,7 @@ def generation_graph(workflow: Workflow, generation: int | None = None, *, norma
     if number == 0:
         source = workflow.graph
     else:
-        snapshot = WorkflowGeneration.objects.filter(workflow=workflow, number=number).values_list("graph", flat=True)
-        source = snapshot.first()
+        source = _generation_snapshot(workflow.pk, number)
         if source is None:
             raise NotFoundError(message="Generation not found.", extra={"generation": number})
     source = source if isinstance(source, dict) else {}

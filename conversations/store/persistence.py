@@ -413,8 +413,9 @@ class _NewRows:
         return [self.start + i, self.roles[i], self.texts[i], self.hashes[i], self.chains[i], self.sizes[i]]
 
     def parsed(self) -> list[dict]:
-        """The new messages as this process's copy keeps them: parsed back from what was stored."""
-        return [json.loads(text) for text in self.texts]
+        """The new messages as this process's copy keeps them: parsed back from what was stored, read-only like a
+        loaded row (validated on the way in, so a request built from the copy is not validated again)."""
+        return [read_only(json.loads(text)) for text in self.texts]
 
 
 def _write_locked(key: ConversationKey, header: tuple, messages: list[dict], *, reason: str) -> SaveResult:
