@@ -52,6 +52,16 @@ logger = logging.getLogger("agents.step")
 STOPPED_TOOL_TEXT = "Not run: the owner stopped this answer."
 
 
+def _lock_firing(firing_id: str) -> Firing | None:
+    """The firing row locked for a step, with its workflow's owner and ids (not the workflow's draft graph, which
+    only a test run on generation 0 reads, and then loads on its own)."""
+    locked = Firing.objects.select_for_update(of=("self",)).select_related("workflow")
+    try:
+        return locked.defer("workflow__graph", "workflow__node_numbers").get(pk=firing_id)
+    except Firing.DoesNotExist:
+        return None
+
+
 # --- prepare ------------------------------------------------------------------------------
 
 
@@ -87,7 +97,7 @@ def prepare_payload(firing_id: str) -> None:
     from conversations import store
 
     with transaction.atomic():
-        firing = Firing.objects.select_for_update(of=("self",)).select_related("workflow").filter(pk=firing_id).first()
+        firing = _lock_firing(firing_id)
         if firing is None or firing.state != Firing.State.QUEUED:
             return  # already prepared or ended: a duplicate delivery
         if firing.stop_requested:
@@ -210,9 +220,7 @@ def execute_llm_step(firing_id: str, iteration: int, *, committed: Firing | None
     step = _claim_step_if_unchanged(firing, iteration) if firing is not None and not _limit_reached(firing) else None
     if step is None:
         with transaction.atomic():
-            firing = (
-                Firing.objects.select_for_update(of=("self",)).select_related("workflow").filter(pk=firing_id).first()
-            )
+            firing = _lock_firing(firing_id)
             if firing is None or firing.state != Firing.State.RUNNING or firing.iteration != iteration - 1:
                 return
             if firing.compaction_pending:
@@ -408,7 +416,7 @@ def _record_unbuilt_step(firing: Firing, step: LlmStep, exc) -> None:
 
 def persist_turn(firing_id: str, iteration: int) -> None:
     with transaction.atomic():
-        firing = Firing.objects.select_for_update(of=("self",)).select_related("workflow").filter(pk=firing_id).first()
+        firing = _lock_firing(firing_id)
         if firing is None:
             return
         step = LlmStep.objects.select_for_update().filter(firing=firing, iteration=iteration).first()
