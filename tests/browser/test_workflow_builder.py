@@ -424,5 +424,8 @@ def test_a_type_registered_in_a_test_appears_in_the_palette_with_its_form(cookie
     dialogs = []
     page.on("dialog", lambda dialog: (dialogs.append(dialog.type), dialog.dismiss()))
     page.close(run_before_unload=True)
-    page.wait_for_timeout(500)
+    for _ in range(200):  # the dialog event arrives while Playwright is pumped; up to 10 s on a loaded machine
+        if dialogs:
+            break
+        page.wait_for_timeout(50)
     assert dialogs == ["beforeunload"]
