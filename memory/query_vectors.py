@@ -14,6 +14,7 @@ import threading
 import time
 from collections import OrderedDict
 
+from .billing import embedding_call_record, query_call_key
 from .embedders import Embedder, embedding_text, get_embedder
 from .models import MemoryEmbedding
 from .validation import clean_query
@@ -42,9 +43,21 @@ def prefetch_recall_query(arguments, *, workflow, node_id: str) -> None:
         if not memory_node_has_vectors(workflow=workflow, node_id=node_id, model=embedder.model):
             return  # the recall will be full-text only and embed nothing
         text = query_embedding_text(clean_query(arguments.get("query")))
-        vector = embedder.embed([text])[0]
+        vectors, input_tokens = embedder.embed_measured([text])
+        vector = vectors[0]
     except Exception:  # a bad query or a failing embedder shows at the recall itself, which handles both
         return
+    if embedder.billing_provider:
+        embedding_call_record(
+            embedder=embedder,
+            input_tokens=input_tokens,
+            idempotency_key=query_call_key(),
+            owner_id=workflow.owner_id,
+            workflow_id=workflow.pk,
+            memory_node_id=node_id,
+            purpose="recall",
+            texts=1,
+        )
     now = time.monotonic()
     with _lock:
         _entries[(embedder.model, text)] = (now + _TTL_SECONDS, vector)

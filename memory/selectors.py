@@ -9,6 +9,7 @@ from django.db import connection
 from django.db.models import IntegerField, OuterRef, Q, QuerySet, Subquery
 
 from . import clock
+from .billing import embedding_call_record, query_call_key
 from .cursors import decode_cursor, encode_cursor, listing_digest
 from .embedders import EmbedderError, get_embedder
 from .embedders.indexes import vector_cast
@@ -230,7 +231,19 @@ def memory_items_recall(
         and (position is not None or _namespace_has_vectors(namespace, embedder.model))
     ):
         try:
-            query_vector = embedder.embed([query_embedding_text(query)])[0]
+            vectors, input_tokens = embedder.embed_measured([query_embedding_text(query)])
+            query_vector = vectors[0]
+            # The one write in this read: the provider call happened, so it is billed (insert-only, own savepoint).
+            embedding_call_record(
+                embedder=embedder,
+                input_tokens=input_tokens,
+                idempotency_key=query_call_key(),
+                owner_id=namespace.owner_id,
+                workflow_id=namespace.workflow_id,
+                memory_node_id=namespace.node_id,
+                purpose="recall",
+                texts=1,
+            )
         except EmbedderError as exc:
             logger.warning("memory recall falls back to full-text search: %s", exc)
         except Exception:

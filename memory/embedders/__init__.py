@@ -26,9 +26,17 @@ class Embedder:
     #: vector dimension, fixed per model
     dims = 0
     enabled = True
+    #: who bills each call ("openai"), for the usage ledger; "" for an embedder that runs here and costs nothing
+    billing_provider = ""
+    #: the model name the provider prices (without the projection key's prefix and size suffix)
+    billing_model = ""
 
     def embed(self, texts: list[str]) -> list[list[float]]:  # pragma: no cover - interface
         raise NotImplementedError
+
+    def embed_measured(self, texts: list[str]) -> tuple[list[list[float]], int]:
+        """The vectors and the input tokens the provider billed for them (0 for a local embedder)."""
+        return self.embed(texts), 0
 
 
 class NoneEmbedder(Embedder):

@@ -12,9 +12,11 @@ KNOWN_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "t
 
 class OpenAIEmbedder(Embedder):
     name = "openai"
+    billing_provider = "openai"
 
     def __init__(self, *, model: str, dims: int | None, timeout_s: float):
         self.api_model = model
+        self.billing_model = model
         self.requested_dims = dims
         self.dims = dims or KNOWN_DIMS.get(model, 0)
         if not self.dims:
@@ -35,6 +37,9 @@ class OpenAIEmbedder(Embedder):
         )
 
     def embed(self, texts: list[str]) -> list[list[float]]:
+        return self.embed_measured(texts)[0]
+
+    def embed_measured(self, texts: list[str]) -> tuple[list[list[float]], int]:
         if not os.environ.get("OPENAI_API_KEY") and not os.environ.get("OPENAI_BASE_URL"):
             raise EmbedderError("OPENAI_API_KEY is not set")
         kwargs = {"model": self.api_model, "input": texts}
@@ -47,4 +52,5 @@ class OpenAIEmbedder(Embedder):
         vectors = [row.embedding for row in sorted(response.data, key=lambda row: row.index)]
         if len(vectors) != len(texts) or any(len(v) != self.dims for v in vectors):
             raise EmbedderError("openai embeddings returned an unexpected shape")
-        return vectors
+        usage = getattr(response, "usage", None)
+        return vectors, int(getattr(usage, "prompt_tokens", 0) or 0)

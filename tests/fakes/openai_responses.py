@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import struct
 import time
 
 from .base import (
@@ -34,6 +35,8 @@ UNSUPPORTED_PARAMETER = "Unsupported parameter: '{name}' is not supported with t
 UNSUPPORTED_EFFORT = (
     "Unsupported value: 'reasoning.effort' does not support '{value}' with this model. Supported values are: {allowed}."
 )
+EMBEDDING_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
+INVALID_INPUT = "'$.input' is invalid. Please check the API reference: https://platform.openai.com/docs/api-reference."
 CUT_OFF = "(cut off by max_output_tokens)"  # a reasoning item whose following item never came
 
 
@@ -67,6 +70,8 @@ class FakeOpenAIResponses(FakeProviderServer):
         self.issued_reasoning: dict[str, dict] = {}
         self.issued_calls: set[str] = set()
         self.outputs: list[list[dict]] = []  # each rendered turn's output items, as sent
+        self.embedding_errors: list[ErrorReply] = []  # the next embeddings calls answer these, in order
+        self.embedding_inputs: list[list[str]] = []  # the inputs of each embeddings call answered
 
     @property
     def base_url(self) -> str:
@@ -86,11 +91,74 @@ class FakeOpenAIResponses(FakeProviderServer):
                 )
             model = {"id": "gpt-5", "object": "model", "created": 1754000000, "owned_by": "system"}
             return json_reply(200, {"object": "list", "data": [model]})
+        if request.path == "/v1/embeddings":
+            return self.embeddings(request)
         if request.path == "/v1/responses/input_tokens":
             self.validate(request, path="/v1/responses/input_tokens")
             tokens = max(1, len(json.dumps(request.body)) // 4)
             return json_reply(200, {"object": "response.input_tokens", "input_tokens": tokens})
         return None
+
+    # --- embeddings (POST /v1/embeddings), with the rules of the API reference ---
+
+    def embeddings(self, request: RecordedRequest) -> RawReply:
+        """Deterministic vectors (a hash of each input), usage as the API reports it (`prompt_tokens`,
+        `total_tokens`, summed over the inputs), `encoding_format` float or base64 (the SDK asks for base64 unless
+        told otherwise). Refuses what the API refuses: an empty input or an empty string in it, more than 2,048
+        inputs, an input over 8,192 tokens, `dimensions` on a model before text-embedding-3, an unknown model."""
+        body = request.body if isinstance(request.body, dict) else {}
+        if not request.headers.get("authorization", "").startswith("Bearer "):
+            return self.render_error(ErrorReply(401, "You didn't provide an API key."))
+        if self.key_refused(request):
+            return self.render_error(ErrorReply(401, "Incorrect API key provided."))
+        if self.embedding_errors:
+            return self.render_error(self.embedding_errors.pop(0))
+        model = body.get("model")
+        if model not in EMBEDDING_DIMS:
+            return self.render_error(
+                ErrorReply(
+                    404,
+                    f"The model `{model}` does not exist or you do not have access to it.",
+                    kind="invalid_request_error",
+                )
+            )
+        inputs = body.get("input")
+        inputs = [inputs] if isinstance(inputs, str) else inputs
+        if (
+            not isinstance(inputs, list)
+            or not inputs
+            or len(inputs) > 2048
+            or any(not isinstance(text, str) or not text for text in inputs)
+        ):
+            return self.render_error(ErrorReply(400, INVALID_INPUT))
+        tokens = [max(1, len(text) // 4) for text in inputs]
+        if max(tokens) > 8192:
+            return self.render_error(
+                ErrorReply(
+                    400,
+                    f"This model's maximum context length is 8192 tokens, however you requested {max(tokens)} "
+                    "tokens. Please reduce your prompt; or completion length.",
+                )
+            )
+        dims = body.get("dimensions")
+        if dims is not None and not model.startswith("text-embedding-3"):
+            return self.render_error(ErrorReply(400, "This model does not support specifying dimensions."))
+        dims = dims or EMBEDDING_DIMS[model]
+        encoding = body.get("encoding_format", "float")
+        if encoding not in ("float", "base64"):
+            return self.render_error(
+                ErrorReply(400, f"Invalid value: '{encoding}'. Supported values are: 'float' and 'base64'.")
+            )
+        data = []
+        for index, text in enumerate(inputs):
+            seed = hashlib.sha256(text.encode()).digest()
+            vector = [(seed[i % len(seed)] - 127.5) / 127.5 for i in range(dims)]
+            if encoding == "base64":
+                vector = base64.b64encode(struct.pack(f"<{dims}f", *vector)).decode()
+            data.append({"object": "embedding", "index": index, "embedding": vector})
+        self.embedding_inputs.append(inputs)
+        usage = {"prompt_tokens": sum(tokens), "total_tokens": sum(tokens)}
+        return json_reply(200, {"object": "list", "data": data, "model": model, "usage": usage})
 
     # --- validation: the rules the real API enforces on replayed input ---
 

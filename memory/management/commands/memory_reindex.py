@@ -73,12 +73,14 @@ class Command(BaseCommand):
             dynamic_ncols=True,
         )
         last_id = 0
+        # --all re-embeds current vectors on purpose: a new billing attempt, the same one when it is continued.
+        attempt = f"reindex-all:{before.isoformat()}" if options["all"] else ""
         try:
             while True:
                 chunk = list(todo.filter(pk__gt=last_id).order_by("pk").values_list("pk", flat=True)[:batch])
                 if not chunk:
                     break
-                for state in embed_items(chunk, embedder=embedder):
+                for state in embed_items(chunk, embedder=embedder, attempt=attempt):
                     counts[state] = counts.get(state, 0) + 1
                 last_id = chunk[-1]
                 bar.update(len(chunk))
