@@ -5,10 +5,18 @@ from __future__ import annotations
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.postgres.forms import SimpleArrayField
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+from django.shortcuts import redirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.views.decorators.http import require_POST
 
-from opencompany.errors import ServiceError
+from opencompany.errors import ConflictError, ServiceError
 
 from . import services
+from .diff import word_diff
+from .history import memory_history, memory_item_restore
 from .models import MemoryItem, MemoryItemHistory, MemoryNamespace
 from .provenance import Provenance
 
@@ -89,6 +97,107 @@ class MemoryItemAdmin(admin.ModelAdmin):
     @admin.display(description="owner")
     def owner(self, obj):
         return obj.namespace.owner
+
+    def get_urls(self):
+        restore = self.admin_site.admin_view(require_POST(self.restore_version_view))
+        return [
+            path("<int:item_id>/restore/", restore, name="memory_memoryitem_restore"),
+            *super().get_urls(),
+        ]
+
+    def _item_and_namespace(self, object_id) -> tuple[MemoryItem | None, MemoryNamespace]:
+        """The item (None once forgotten) and its namespace, which its history still names after a forget."""
+        try:
+            item_id = int(object_id)
+        except (TypeError, ValueError):
+            raise Http404("No such memory item.") from None
+        item = MemoryItem.objects.select_related("namespace", "namespace__owner").filter(pk=item_id).first()
+        if item is not None:
+            return item, item.namespace
+        row = MemoryItemHistory.objects.select_related("namespace").filter(item_id=item_id).order_by("-id").first()
+        if row is None:
+            raise Http404("No such memory item.")
+        return None, row.namespace
+
+    def history_view(self, request, object_id, extra_context=None):
+        """The admin's History: every version of the item beside the one before it, the change marked word by word
+        (the Memory panel's diff), its provenance read-only, and "Restore this version" for staff who may change."""
+        item, namespace = self._item_and_namespace(object_id)
+        if not self.has_view_or_change_permission(request, item):
+            raise PermissionDenied
+        item_id = int(object_id)
+        can_restore = item is not None and self.has_change_permission(request, item)
+        rows = []
+        for version in memory_history(namespace=namespace, item_id=item_id, limit=500):
+            before, after = version.get("before") or {}, version.get("after") or {}
+            content_before, content_after = word_diff(before.get("content") or "", after.get("content") or "")
+            title_before, title_after = word_diff(before.get("title") or "", after.get("title") or "")
+            rows.append(
+                {
+                    **version,
+                    "is_update": version["operation"] == "update" and bool(before),
+                    "content_before": content_before,
+                    "content_after": content_after,
+                    "title_before": title_before,
+                    "title_after": title_after,
+                    "is_current": item is not None and version["version"] == item.version and bool(after),
+                    "restorable": can_restore
+                    and version["operation"] in ("remember", "update")
+                    and bool(after)
+                    and version["version"] != item.version,
+                }
+            )
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Versions of memory item #{item_id}",
+            "subtitle": None,
+            "opts": self.model._meta,
+            "object_id": item_id,
+            "item": item,
+            "namespace": namespace,
+            "rows": rows,
+            "restore_url": reverse("admin:memory_memoryitem_restore", args=[item_id]),
+            **(extra_context or {}),
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "admin/memory/memoryitem/versions.html", context)
+
+    def restore_version_view(self, request, item_id: int):
+        """Restore one version through the Memory panel's restore service: a new version, version-checked, with
+        provenance `staff`."""
+        item = MemoryItem.objects.select_related("namespace").filter(pk=item_id).first()
+        if item is None:
+            raise Http404("No such memory item.")
+        if not self.has_change_permission(request, item):
+            raise PermissionDenied
+        back = reverse("admin:memory_memoryitem_history", args=[item_id])
+        try:
+            version = int(request.POST.get("version", ""))
+            expected = int(request.POST.get("expected_version", ""))
+        except ValueError:
+            self.message_user(request, "Not restored: the form named no version.", level=messages.ERROR)
+            return redirect(back)
+        try:
+            result = memory_item_restore(
+                namespace=item.namespace,
+                item_id=item.pk,
+                version=version,
+                expected_version=expected,
+                actor=_staff(request),
+                provenance=Provenance("staff"),
+            )
+        except ConflictError as exc:
+            self.message_user(
+                request,
+                f"Not restored: the item changed meanwhile (now version {exc.extra.get('current_version')}). "
+                "Compare again and restore once more if you still want it.",
+                level=messages.ERROR,
+            )
+        except ServiceError as exc:
+            self.message_user(request, f"Not restored: {exc.message}", level=messages.ERROR)
+        else:
+            self.message_user(request, f"Version {version} restored: it is now version {result['item']['version']}.")
+        return redirect(back)
 
     def has_add_permission(self, request):
         # Items come from the agents and the owner's panel; staff edit and forget.
