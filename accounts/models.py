@@ -25,6 +25,8 @@ class ApiToken(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = "API token"
+        verbose_name_plural = "API tokens"
         ordering = ("-created_at", "-id")
         indexes = [models.Index(fields=["user", "revoked_at"], name="apitoken_user_active")]
 

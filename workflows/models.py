@@ -92,6 +92,8 @@ class ArchiveOutbox(models.Model):
     processed_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = "archive outbox entry"
+        verbose_name_plural = "archive outbox entries"
         ordering = ["id"]
         indexes = [models.Index(fields=["state", "id"], name="workflow_archive_state_idx")]
 

@@ -37,11 +37,19 @@ def seeded(make_user, settings):
     answer = ChatMessage.objects.filter(role="assistant").order_by("id").first()
     chat_feedback_set(workflow=workflow, message_id=answer.pk, rating="good")
     chat_message_send(workflow=workflow, text="thanks\nsee you")
+    from memory.models import MemoryItem
+
     name, value = session_cookie_for(owner).split("=", 1)
+    item = MemoryItem.objects.get()
+    memory = f"/workflows/{workflow.pk}/memory/{ids['mem']}/"
     pages = {
         "chat": f"/workflows/{workflow.pk}/chat/",
         "context": f"/workflows/{workflow.pk}/context/",
-        "memory": f"/workflows/{workflow.pk}/memory/{ids['mem']}/",
+        "memory": memory,
+        "memory-history": memory + "history/",
+        "memory-item-history": memory + f"items/{item.pk}/history/",
+        "usage": "/settings/usage/",
+        "home": "/",
     }
     node = live_context_targets(workflow)[0].context_node_id
     return {"cookie": {"name": name, "value": value}, "pages": pages, "ids": ids, "context_node": node}
@@ -82,7 +90,8 @@ def test_owner_pages_show_no_internal_ids_times_or_labels(seeded, web, context):
     errors = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     for name, path in seeded["pages"].items():
-        page.goto(web + path)
+        response = page.goto(web + path)
+        assert response.status == 200, (name, response.status)
         page.wait_for_load_state("networkidle")
         if name == "chat":
             expect(page.locator("#thread > li.msg.assistant")).to_have_count(4)

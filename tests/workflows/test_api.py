@@ -260,3 +260,5 @@ def test_openapi_schema_describes_every_endpoint(owner_client):
     request_schema = put["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[-1]
     assert set(schema["components"]["schemas"][request_schema]["required"]) == {"graph", "revision"}
     assert owner_client.get("/api/docs/").status_code == 200
+    # ReDoc is not served: its bundle cannot run under the strict CSP (docs/security.md), so no page offers it.
+    assert owner_client.get("/api/redoc/").status_code == 404
