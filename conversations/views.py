@@ -151,6 +151,9 @@ def context_panel(request, workflow_id: int):
         "pressure": selectors.pressure_of(header),
     }
     model = selectors.agent_model(workflow, target.agent_node_id) if target and target.agent_node_id else None
+    # What this agent's conversation keeps beyond its messages (RFC-0002 §5), as the agent's form says it.
+    agent_node_id = target.agent_node_id if target else None
+    context["runtime"] = selectors.agent_runtime(workflow, agent_node_id) if agent_node_id else None
     if model is not None:
         context.update(_model_notes(*model))
     # Provenance hook: the next turn's expected cost beside the gauge (the chat's request view uses the same).

@@ -126,6 +126,9 @@ def end_firing(
             enqueue_step("agent.persist_turn", str(firing.parent_id), parent_iteration)
     if firing.chat_run_id:
         observers.notify_ended(firing=firing)
+    from agents.services.runtime_dirs import runtime_dirs_on_firing_end
+
+    runtime_dirs_on_firing_end(firing)  # an agent runtime's directory goes after this commit, when unused
     logger.info(
         "firing ended",
         extra={

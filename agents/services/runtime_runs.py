@@ -33,16 +33,22 @@ def is_runtime(firing: Firing) -> bool:
 
 
 def runtime_home(firing: Firing) -> Path:
-    key = firing_key(firing)
-    # One directory per conversation key (a lease lets one firing at a time use it); the agent id is hashed
-    # because it is free text.
-    digest = hashlib.blake2b(key.agent_node_id.encode(), digest_size=8).hexdigest()
     provider = firing.agent_config["provider"]
     if firing.uses_conversation:
-        name = f"{key.workflow_id}-{key.generation}-{digest}"
-    else:
-        name = f"firing-{firing.pk}"  # no Context: nothing continues, nothing is resumed
-    return Path(settings.AGENT_RUNTIME_DIR) / provider / name
+        key = firing_key(firing)
+        return conversation_runtime_home(provider, key.workflow_id, key.generation, key.agent_node_id)
+    return firing_runtime_home(provider, firing.pk)  # no Context: nothing continues, nothing is resumed
+
+
+def conversation_runtime_home(provider: str, workflow_id: int, generation: int, agent_node_id: str) -> Path:
+    # One directory per conversation key (a lease lets one firing at a time use it); the agent id is hashed
+    # because it is free text.
+    digest = hashlib.blake2b(agent_node_id.encode(), digest_size=8).hexdigest()
+    return Path(settings.AGENT_RUNTIME_DIR) / provider / f"{workflow_id}-{generation}-{digest}"
+
+
+def firing_runtime_home(provider: str, firing_id) -> Path:
+    return Path(settings.AGENT_RUNTIME_DIR) / provider / f"firing-{firing_id}"
 
 
 def _binding_for(firing: Firing) -> dict | None:

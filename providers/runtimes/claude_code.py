@@ -40,6 +40,38 @@ logger = logging.getLogger("providers.claude_code")
 _END = object()
 
 
+class _ExpectedExit(logging.Filter):
+    """When Stop or the wall-clock limit kills the CLI, the SDK's message reader sees the process die and logs
+    "Fatal error in message reader" at ERROR. That exit is what we asked for: on the run threads whose CLI we
+    killed on purpose, the SDK's (and its event loop's) ERROR records become DEBUG ones. Any other thread's error
+    stays an error."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: set[int] = set()
+        self.lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR and record.thread in self.threads:
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            record.msg = f"(expected: the run was stopped) {record.msg}"
+        return True
+
+    def expect(self, thread_id: int | None) -> None:
+        if thread_id is not None:
+            with self.lock:
+                self.threads.add(thread_id)
+
+    def forget(self, thread_id: int | None) -> None:
+        with self.lock:
+            self.threads.discard(thread_id)
+
+
+_expected_exit = _ExpectedExit()
+for _name in ("claude_agent_sdk._internal.query", "claude_agent_sdk._internal.transport.subprocess_cli", "asyncio"):
+    logging.getLogger(_name).addFilter(_expected_exit)
+
+
 def _bundled_cli() -> str:
     import claude_agent_sdk
 
@@ -183,6 +215,10 @@ def _chat(request: ChatRequest, stream, run: RuntimeRun) -> ChatResult:
     deadline = time.monotonic() + run.wall_seconds
     timed_out = {"value": False}
 
+    def kill_on_purpose() -> None:
+        _expected_exit.expect(worker.ident)  # the SDK's reader will see the process die: that is no error
+        kill_group(control)
+
     def items():
         while True:
             try:
@@ -190,7 +226,7 @@ def _chat(request: ChatRequest, stream, run: RuntimeRun) -> ChatResult:
             except queue.Empty:
                 if time.monotonic() >= deadline:
                     timed_out["value"] = True
-                    kill_group(control)
+                    kill_on_purpose()
                     return
                 continue
             if item is _END:
@@ -204,15 +240,16 @@ def _chat(request: ChatRequest, stream, run: RuntimeRun) -> ChatResult:
     collector = _Collector(stream)
     error: BaseException | None = None
     try:
-        for item in stream.pump(items(), close=lambda: kill_group(control)):
+        for item in stream.pump(items(), close=kill_on_purpose):
             collector.add(item)
     except BaseException as exc:
         error = exc
     stopped = stream.stop_requested or timed_out["value"]
     if stopped:
-        kill_group(control)  # at once, not best-effort later: the run must not outlive its step
+        kill_on_purpose()  # at once, not best-effort later: the run must not outlive its step
     worker.join(timeout=10)
     _wait_gone(control)
+    _expected_exit.forget(worker.ident)
     if error is not None and not stopped:
         raise _map_error(error) from error
     if collector.result is not None and collector.result.get("is_error") and not stopped:

@@ -262,6 +262,10 @@ class _Collector:
             or any(b.get("type") == "tool_call" for b in observed[-1]["blocks"])
         ):
             observed.append({"role": "assistant", "blocks": [text_block("", stopped=True)] if stopped else []})
+        elif stopped and not any(b.get("type") == "text" for b in observed[-1]["blocks"]):
+            # Stopped before the answer's text came (Codex sends a message only once it is complete): what arrived
+            # (its reasoning summary) is kept, and the answer is marked stopped like any other stopped answer.
+            observed[-1]["blocks"].append(text_block("", stopped=True))
         raw = self.usage or {}
         usage = Usage(
             input_tokens=int(raw.get("input_tokens") or 0),

@@ -209,3 +209,43 @@ def test_the_list_page_has_no_n_plus_one(live, browser, django_assert_max_num_qu
     url, _ = _panel(live)
     with django_assert_max_num_queries(12):
         assert browser.get(url, {"node": f"{live.pk}:context:1"}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("provider", "model", "label"),
+    [
+        ("claude_code", "claude-sonnet-4-5", "Exact observable stream plus explicit session binding"),
+        ("codex_cli", "gpt-5", "Observable-only, non-resumable"),
+        ("offline", "offline-echo", "Provider-replayable (the built-in offline provider keeps no state)"),
+    ],
+)
+def test_the_panel_says_what_each_agents_conversation_keeps(owner, browser, provider, model, label):
+    from providers.runtimes import fidelity_of
+    from tests.agents.factories import assistant_with
+
+    workflow, _, _ = assistant_with(owner, provider=provider, model=model)
+    html = browser.get(reverse("conversations:context-panel", args=[workflow.pk])).content.decode()
+    assert f"What is kept:</span> <strong>{label}</strong>" in html
+    detail = fidelity_of(provider)["detail"]
+    assert (detail.replace("'", "&#x27;") in html) if detail else True
+    assert "Bound to a Claude Code session" not in html  # nothing bound yet: nothing implies hidden state
+
+
+def test_the_panel_says_when_a_claude_code_session_is_bound(owner, browser):
+    from conversations.models import RuntimeSessionBinding
+    from tests.agents.factories import assistant_with
+
+    workflow, generation, ids = assistant_with(owner, provider="claude_code", model="claude-sonnet-4-5")
+    RuntimeSessionBinding.objects.create(
+        workflow=workflow,
+        generation=generation,
+        agent_node_id=ids["lead"],
+        runtime="claude_code",
+        session_id="2b8e4c1a-0000-4000-8000-000000000001",
+        transcript_path="/tmp/x.jsonl",
+        cursor_length=3,
+        cursor_digest="d" * 64,
+    )
+    html = browser.get(reverse("conversations:context-panel", args=[workflow.pk])).content.decode()
+    assert "Bound to a Claude Code session" in html
+    assert "2b8e4c1a" not in html  # the session id is the runtime's, not the owner's business

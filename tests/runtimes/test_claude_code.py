@@ -184,10 +184,13 @@ def _wait_for(predicate, timeout=30.0):
     raise AssertionError("timed out waiting")
 
 
-def test_stop_mid_stream_kills_the_process_and_saves_the_partial_answer(owner, anthropic_fake, runtime_dir):
+def test_stop_mid_stream_kills_the_process_and_saves_the_partial_answer(owner, anthropic_fake, runtime_dir, caplog):
+    import logging
     import os
 
     from agents.services.firings import firing_request_stop
+
+    caplog.set_level(logging.DEBUG)
 
     workflow, generation, ids = _claude_agent(owner)
     anthropic_fake.push(Turn([Text("The first half, then a long silence")], pause_after_first_text_s=60))
@@ -211,6 +214,13 @@ def test_stop_mid_stream_kills_the_process_and_saves_the_partial_answer(owner, a
     (partial,) = stored[-1]["blocks"]
     assert partial["stopped"] is True and partial["text"] and "The first half".startswith(partial["text"][:5])
     assert firing.final_text == partial["text"]
+    # A stop is an expected end: the SDK's "Fatal error in message reader" is logged, but not as an error.
+    errors = [f"{r.name}: {r.getMessage()}" for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == []
+    reader = [r for r in caplog.records if "Fatal error in message reader" in r.getMessage()]
+    assert all(r.levelno == logging.DEBUG and "expected: the run was stopped" in r.getMessage() for r in reader)
+    # The killed session is not resumed, so nothing of its directory is kept.
+    assert not list(runtime_dir.glob("claude_code/*"))
 
 
 def test_the_default_configuration_offers_no_builtin_tool_and_a_bash_call_is_refused(owner, anthropic_fake, tmp_path):
@@ -324,8 +334,12 @@ def test_the_wall_clock_limit_kills_the_run_and_keeps_what_arrived(owner, anthro
     settings.AGENT_MAX_WALL_SECONDS = 6
     workflow, generation, ids = _claude_agent(owner)
     anthropic_fake.push(Turn([Text("Slow start and then nothing")], pause_after_first_text_s=120))
-    firing = Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "take your time"))
-    pid = int(next(runtime_dir.glob("claude_code/*/proc/pid")).read_text())
+    thread, done = _fire_in_background(workflow, generation, ids["lead"], "take your time")
+    # The pid while the CLI runs: its directory is removed once the firing ends.
+    pid_file = _wait_for(lambda: next(runtime_dir.glob("claude_code/*/proc/pid"), None))
+    pid = int(_wait_for(lambda: pid_file.read_text().strip()))
+    thread.join(timeout=60)
+    firing = Firing.objects.get(pk=done["id"])
     with pytest.raises(ProcessLookupError):
         os.killpg(pid, 0)
     stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))

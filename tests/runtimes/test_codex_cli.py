@@ -62,3 +62,101 @@ def test_codex_events_land_as_messagewire_and_the_next_firing_carries_them_as_te
     assert "<transcript>" in prompt and "[user] hello codex" in prompt and "[assistant] Hi, Codex here." in prompt
     # Nothing of run 1's own state is replayed: no reasoning item, no earlier output item, only the transcript.
     assert {i.get("type") for i in openai_fake.requests[-1].body["input"]} == {"message"}
+
+
+def _codex_group(runtime_dir):
+    """The pid (= process group) of the running codex whose CODEX_HOME is under `runtime_dir`, or None."""
+    from pathlib import Path
+
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"exec" in argv and any(str(runtime_dir).encode() in a and a.endswith(b"/cwd") for a in argv):
+            return int(proc.name)
+    return None
+
+
+def _fire_in_background(workflow, generation, agent, prompt):
+    import threading
+
+    from django.db import connections
+
+    done = {}
+
+    def run():
+        try:
+            done["id"] = fire_agent(workflow, generation, agent, prompt)
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, done
+
+
+def _wait_for(predicate, timeout=30.0):
+    import time
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting")
+
+
+def _assert_group_gone(pid: int) -> None:
+    import os
+
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)  # codex and everything it started are gone
+
+
+def test_stop_mid_stream_kills_codex_and_saves_what_arrived(owner, openai_fake, runtime_dir):
+    import time
+
+    from agents.services.firings import firing_request_stop
+
+    workflow, generation, ids = assistant_with(owner, provider="codex_cli", model="gpt-5")
+    openai_fake.push(Turn([Think("Planning the story."), Text("Once upon a time")], pause_after_first_text_s=60))
+    thread, done = _fire_in_background(workflow, generation, ids["lead"], "tell me a long story")
+    pid = _wait_for(lambda: _codex_group(runtime_dir))
+    _wait_for(lambda: openai_fake.requests)  # codex is streaming the answer now
+    time.sleep(1.0)  # the reasoning item is complete, the text is stalled mid-stream
+    firing = Firing.objects.get(workflow=workflow)
+    started = time.monotonic()
+    assert firing_request_stop(firing_id=firing.pk)
+    thread.join(timeout=30)
+    assert not thread.is_alive() and time.monotonic() - started < 20  # not the fake's 60 s pause
+    firing.refresh_from_db()
+    assert firing.state == Firing.State.STOPPED, (firing.state, firing.error_code, firing.error_message)
+    _assert_group_gone(pid)
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    validate_messages(stored)
+    assert [m["role"] for m in stored] == ["system", "user", "assistant"]
+    blocks = stored[-1]["blocks"]
+    assert blocks[-1]["stopped"] is True  # saved as a stopped answer, like any other provider's
+    assert [b["text"] for b in blocks if b["type"] == "thinking"] == ["Planning the story."]  # what had arrived
+    assert not list(runtime_dir.glob("codex_cli/*"))  # its CODEX_HOME and the conversation's directory are gone
+
+
+def test_the_wall_clock_limit_kills_codex_and_keeps_what_arrived(owner, openai_fake, settings, runtime_dir):
+    settings.AGENT_MAX_WALL_SECONDS = 6
+    workflow, generation, ids = assistant_with(owner, provider="codex_cli", model="gpt-5")
+    openai_fake.push(Turn([Think("Slowly."), Text("Slow start and then nothing")], pause_after_first_text_s=120))
+    thread, done = _fire_in_background(workflow, generation, ids["lead"], "take your time")
+    pid = _wait_for(lambda: _codex_group(runtime_dir))
+    thread.join(timeout=60)
+    assert not thread.is_alive()
+    firing = Firing.objects.get(pk=done["id"])
+    _assert_group_gone(pid)
+    assert firing.state in (Firing.State.STOPPED, Firing.State.FINISHED), (firing.error_code, firing.error_message)
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    assert stored[-1]["meta"]["runtime"]["end_reason"] == "max_wall_time"
+    assert stored[-1]["blocks"][-1]["stopped"] is True
+    assert not list(runtime_dir.glob("codex_cli/*"))
