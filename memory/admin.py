@@ -10,6 +10,7 @@ from django.http import Http404
 from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_POST
 
 from opencompany.errors import ConflictError, ServiceError
@@ -135,6 +136,7 @@ class MemoryItemAdmin(admin.ModelAdmin):
             rows.append(
                 {
                     **version,
+                    "when": parse_datetime(version["created_at"]),
                     "is_update": version["operation"] == "update" and bool(before),
                     "content_before": content_before,
                     "content_after": content_after,

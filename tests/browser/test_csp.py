@@ -32,7 +32,7 @@ document.addEventListener("securitypolicyviolation", (e) => {
 def world(make_user, settings):
     from accounts.tokens import api_token_create
     from chat.services.runs import chat_message_send
-    from memory.services import memory_item_remember, memory_namespace_get_or_create
+    from memory.services import memory_item_remember, memory_item_update, memory_namespace_get_or_create
     from tests.realtime import session_cookie_for
 
     settings.AGENT_EXECUTION_MODE = "inline"
@@ -52,6 +52,9 @@ def world(make_user, settings):
     chat_message_send(workflow=workflow, text="hello **there**\n\n```python\nprint(1)\n```")
     namespace = memory_namespace_get_or_create(owner=owner, workflow=workflow, node_id=ids["mem"])
     item = memory_item_remember(namespace=namespace, content="a fact", title="t", actor="owner")["item"]
+    memory_item_update(
+        namespace=namespace, item_id=item["id"], expected_version=1, patch={"content": "a changed fact"}, actor="owner"
+    )
     api_token_create(user=owner, name="listed")
     name, value = session_cookie_for(owner).split("=", 1)
     pages = [
@@ -68,6 +71,7 @@ def world(make_user, settings):
         "/admin/accounts/apitoken/",
         "/admin/accounts/spendinglimit/add/",
         f"/admin/memory/memoryitem/{item['id']}/change/",
+        f"/admin/memory/memoryitem/{item['id']}/history/",
         "/admin/workflows/workflow/",
     ]
     return {"cookie": {"name": name, "value": value}, "pages": pages}
