@@ -110,6 +110,32 @@ def _next_seq(run_id: int, append_text: str | None = None, *, step: int = 1, see
     return int(_redis().eval(_NEXT_SEQ_SCRIPT, 3, *keys, *args))
 
 
+FIRST_DELTA_KEY = "opencompany:metrics:chat-first-delta"
+
+
+def _record_first_delta(run_id: int) -> None:
+    """When a run's first text went out (a sorted set: run id scored by the time), for the first-delta latency in
+    /metrics (opencompany/metrics.py). NX: a later process streaming the same run keeps the first time. Entries
+    older than an hour are dropped here, so the set stays small without a sweep."""
+    now = time.time()
+    try:
+        pipe = _redis().pipeline(transaction=False)
+        pipe.zadd(FIRST_DELTA_KEY, {str(int(run_id)): now}, nx=True)
+        pipe.zremrangebyscore(FIRST_DELTA_KEY, "-inf", now - 3600)
+        pipe.execute()
+    except redis.RedisError:
+        pass  # a metric, never worth an answer
+
+
+def first_delta_times(since: float) -> dict[int, float]:
+    """Run id -> when its first text went out (unix time), for runs whose first text went out after `since`."""
+    try:
+        pairs = _redis().zrangebyscore(FIRST_DELTA_KEY, since, "+inf", withscores=True)
+    except redis.RedisError:
+        return {}
+    return {int(member): score for member, score in pairs}
+
+
 def run_stream_state(run_id: int) -> tuple[int, str]:
     """(last seq sent, text streamed so far) of a run, read in one MULTI. (0, "") when Redis has nothing."""
     try:
@@ -267,6 +293,8 @@ class DeltaBatcher:
             return None
         self._failing_since = None
         self._attempt = 0
+        if not self._sent:
+            _record_first_delta(self.run_id)
         self._sent.append(text)
         with self._lock:
             # Text that came while this batch was built goes out next, behind it (add() saw `_scheduled`).

@@ -238,3 +238,28 @@ def test_an_event_given_up_on_shows_as_a_gap_in_the_next_seq(settings, monkeypat
     events.send_run_event_now(workflow_id=1, run_id=run_id, event={"type": "run.step"})
     assert [e["seq"] for e in fake_sender.run()] == [2, 3]  # seq 1 is the one the page never got: it refetches
     redis.Redis.from_url(settings.REDIS_URL).delete(events._seq_key(run_id), events._text_key(run_id))
+
+
+def test_the_time_to_the_first_delta_is_in_the_metrics(owner, inline, client, make_user, settings):
+    import time
+
+    import redis
+
+    from chat import events
+
+    redis.Redis.from_url(settings.REDIS_URL).delete(events.FIRST_DELTA_KEY)
+    workflow, _, _ = chat_workflow(owner)
+    _, run, _ = chat_message_send(workflow=workflow, text="how fast is the first word?")
+    deadline = time.monotonic() + 10
+    while run.pk not in events.first_delta_times(0) and time.monotonic() < deadline:
+        time.sleep(0.05)  # recorded by the sender thread as the first delta goes out
+    run.refresh_from_db()
+    first = events.first_delta_times(0)[run.pk]
+    assert run.created_at.timestamp() <= first <= run.finished_at.timestamp() + 1
+    client.force_login(make_user("ops", is_staff=True))
+    lines = client.get("/metrics").content.decode().splitlines()
+    median = next(
+        line for line in lines if line.startswith('opencompany_chat_turn_to_first_delta_seconds{quantile="0.5"}')
+    )
+    assert float(median.rsplit(" ", 1)[1]) == pytest.approx(first - run.created_at.timestamp(), abs=1e-3)
+    redis.Redis.from_url(settings.REDIS_URL).delete(events.FIRST_DELTA_KEY)
