@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.conf import settings
+from django.core.validators import RegexValidator
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -26,6 +28,7 @@ ERROR_RESPONSE = inline_serializer(
                 "not_found",
                 "invalid_request",
                 "invalid_json",
+                "invalid_text",
                 "no_answering_agent",
                 "workflow_stopped",
                 "invalid_idempotency_key",
@@ -35,6 +38,8 @@ ERROR_RESPONSE = inline_serializer(
         "message": serializers.CharField(help_text="Plain words for the owner."),
         "run_id": serializers.IntegerField(required=False, help_text="With run_in_progress: the run in the lane."),
         "revision": serializers.IntegerField(required=False, help_text="With revision_conflict: the current one."),
+        "field": serializers.CharField(required=False, help_text="With invalid_text: where the unstorable text is."),
+        "errors": serializers.JSONField(required=False, help_text="With invalid_request: the field errors."),
     },
 )
 REFUSALS = {400: ERROR_RESPONSE, 404: ERROR_RESPONSE, 409: ERROR_RESPONSE}
@@ -145,11 +150,21 @@ class ChatThreadApi(APIView):
         return Response(_thread(workflow))
 
 
+def message_text_field() -> serializers.CharField:
+    """What the owner writes: some non-space text, at most CHAT_MESSAGE_MAX_CHARS; the schema publishes exactly the
+    rule the service (`check_text`) keeps, so `text: ""` is refused by both."""
+    return serializers.CharField(
+        trim_whitespace=False,
+        max_length=settings.CHAT_MESSAGE_MAX_CHARS,
+        validators=[RegexValidator(r"\S", message="Write a message first.")],
+    )
+
+
 class ChatMessageSendApi(APIView):
     throttle_scope = "chat_send"  # opencompany/throttles.py
 
     class InputSerializer(serializers.Serializer):
-        text = serializers.CharField(trim_whitespace=False, allow_blank=True)
+        text = message_text_field()
         client_message_id = serializers.CharField(required=False, allow_blank=True, max_length=100)
         expected_revision = serializers.IntegerField(required=False, allow_null=True)
 
@@ -188,7 +203,7 @@ class ChatMessageEditApi(APIView):
     throttle_scope = "chat_send"  # opencompany/throttles.py
 
     class InputSerializer(serializers.Serializer):
-        text = serializers.CharField(trim_whitespace=False, allow_blank=True)
+        text = message_text_field()
         expected_revision = serializers.IntegerField(required=False, allow_null=True)
         client_message_id = serializers.CharField(required=False, allow_blank=True, max_length=100)
 

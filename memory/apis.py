@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
+
+from opencompany.schema import ID_MAX, VERSION_MAX, int_query_parameter
 
 from . import selectors, services
 from .access import access_memory_namespace
@@ -73,7 +76,9 @@ class MemoryItemsApi(APIView):
             OpenApiParameter("category", OpenApiTypes.STR, many=True),
             OpenApiParameter("tag", OpenApiTypes.STR, many=True),
             OpenApiParameter("cursor", OpenApiTypes.STR, description="next_cursor of the previous page."),
-            OpenApiParameter("limit", OpenApiTypes.INT),
+            int_query_parameter(
+                "limit", minimum=1, maximum=settings.MEMORY_LIMIT_MAX, description="At most this many items."
+            ),
         ],
         responses={200: PageOutputSerializer, 400: ERROR_RESPONSE, 404: ERROR_RESPONSE},
     )
@@ -129,7 +134,7 @@ def _expected_version(request):
 
 class MemoryItemApi(APIView):
     class PatchInputSerializer(serializers.Serializer):
-        expected_version = serializers.IntegerField(min_value=1)
+        expected_version = serializers.IntegerField(min_value=1, max_value=VERSION_MAX)
         content = serializers.CharField(required=False, trim_whitespace=False)
         title = serializers.CharField(required=False, allow_blank=True)
         category = serializers.CharField(required=False, allow_blank=True)
@@ -178,7 +183,7 @@ class MemoryItemApi(APIView):
     @extend_schema(
         operation_id="memory_item_forget",
         summary="Forget an item (requires expected_version, in the body or the query string)",
-        parameters=[OpenApiParameter("expected_version", OpenApiTypes.INT, required=True)],
+        parameters=[int_query_parameter("expected_version", minimum=1, maximum=VERSION_MAX, required=True)],
         request=None,
         responses={204: None, 400: ERROR_RESPONSE, 404: ERROR_RESPONSE, 409: CONFLICT_RESPONSE},
     )
@@ -216,8 +221,8 @@ class MemoryClearApi(APIView):
 
 class MemoryHistoryApi(APIView):
     class FilterSerializer(serializers.Serializer):
-        item = serializers.IntegerField(required=False, min_value=1)
-        chat_run = serializers.IntegerField(required=False, min_value=1)
+        item = serializers.IntegerField(required=False, min_value=1, max_value=ID_MAX)
+        chat_run = serializers.IntegerField(required=False, min_value=1, max_value=ID_MAX)
         agent = serializers.CharField(required=False, max_length=200)
         limit = serializers.IntegerField(required=False, min_value=1, max_value=500, default=100)
 
@@ -225,10 +230,14 @@ class MemoryHistoryApi(APIView):
         operation_id="memory_history",
         summary="Versions of this memory's items with their provenance (who wrote each, from which answer)",
         parameters=[
-            OpenApiParameter("item", int, description="Only this item's versions."),
-            OpenApiParameter("chat_run", int, description="Only what the agents of this chat run wrote."),
+            int_query_parameter("item", minimum=1, maximum=ID_MAX, description="Only this item's versions."),
+            int_query_parameter(
+                "chat_run", minimum=1, maximum=ID_MAX, description="Only what the agents of this chat run wrote."
+            ),
             OpenApiParameter("agent", str, description="Only what this agent node wrote."),
-            OpenApiParameter("limit", int, description="At most this many versions (default 100, at most 500)."),
+            int_query_parameter(
+                "limit", minimum=1, maximum=500, description="At most this many versions (default 100, at most 500)."
+            ),
         ],
         responses={
             200: inline_serializer(
@@ -259,8 +268,8 @@ class MemoryHistoryApi(APIView):
 
 class MemoryItemRestoreApi(APIView):
     class InputSerializer(serializers.Serializer):
-        version = serializers.IntegerField(min_value=1)
-        expected_version = serializers.IntegerField(min_value=1)
+        version = serializers.IntegerField(min_value=1, max_value=VERSION_MAX)
+        expected_version = serializers.IntegerField(min_value=1, max_value=VERSION_MAX)
 
     @extend_schema(
         operation_id="memory_item_restore",

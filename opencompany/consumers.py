@@ -5,6 +5,11 @@ A socket lives only as long as what let it in: its login session (closed at logo
 logout, user-save and workflow-delete paths tell the sockets at once (opencompany/socket_access.py); a periodic
 re-check is the net under them. Client frames are small control messages: their size and nesting are checked
 before they are parsed.
+
+Group membership lives in Redis: a Redis restarted empty (or flushed) forgot it, and the socket would hear nothing
+until its page reloaded. So a socket re-joins its groups every WEBSOCKET_REJOIN_SECONDS and compares the hub epoch;
+when the epoch changed, or a re-join failed and then worked again (events may have gone by), it sends a new
+`hello` and the page refetches its snapshot.
 """
 
 import asyncio
@@ -58,6 +63,8 @@ def json_nesting_exceeds(text: str, limit: int) -> bool:
 class WorkflowConsumer(AsyncJsonWebsocketConsumer):
     group_names: tuple[str, ...] = ()
     _recheck_task: asyncio.Task | None = None
+    _rejoin_task: asyncio.Task | None = None
+    _epoch: str = ""
 
     async def connect(self):
         user = self.scope.get("user")
@@ -88,12 +95,38 @@ class WorkflowConsumer(AsyncJsonWebsocketConsumer):
         self.group_names = groups
         await self.accept()
         self._recheck_task = asyncio.create_task(self._recheck_periodically())
-        epoch = await database_sync_to_async(hub_epoch)()
-        await self.send_json({"type": "hello", "workflow_id": workflow_id, "hub_epoch": epoch})
+        self._rejoin_task = asyncio.create_task(self._rejoin_periodically())
+        await self._hello()
+
+    async def _hello(self) -> None:
+        self._epoch = await database_sync_to_async(hub_epoch)()
+        await self.send_json({"type": "hello", "workflow_id": self.workflow_id, "hub_epoch": self._epoch})
+
+    async def _rejoin_periodically(self) -> None:
+        interval = settings.WEBSOCKET_REJOIN_SECONDS
+        failing = False
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                for group in self.group_names:
+                    await self.channel_layer.group_add(group, self.channel_name)
+                epoch = await database_sync_to_async(hub_epoch)()
+            except Exception:
+                if not failing:
+                    logger.warning("socket re-join failed; retrying", extra={"groups": list(self.group_names)})
+                failing = True
+                continue
+            if not self.group_names:  # closing
+                return
+            if failing or (epoch != "unavailable" and epoch != self._epoch):
+                # Redis was away or came back empty: whatever was sent meanwhile is gone, the page refetches.
+                failing = False
+                await self._hello()
 
     async def disconnect(self, code):
-        if self._recheck_task is not None:
-            self._recheck_task.cancel()
+        for task in (self._recheck_task, self._rejoin_task):
+            if task is not None:
+                task.cancel()
         for group in self.group_names:
             with contextlib.suppress(Exception):
                 await self.channel_layer.group_discard(group, self.channel_name)

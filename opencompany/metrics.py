@@ -6,7 +6,8 @@ prefork children need no multiprocess registry and any one web process gives the
 - queue depth per Celery queue (the broker's Redis lists),
 - firings by state and end reason (the kept firing rows),
 - tokens and cost by provider (the usage ledger, never pruned, so these are true counters),
-- chat turn latency, send to saved, over the last METRICS_TURN_WINDOW_SECONDS (finished chat runs).
+- chat turn latency, send to saved, over the last METRICS_TURN_WINDOW_SECONDS (finished chat runs), and send to
+  the first streamed text (the time each run's first delta went out, kept an hour in Redis by chat.events).
 
 Who may read it: a staff user's session, or `Authorization: Bearer <METRICS_TOKEN>` when that setting is set (for
 the Prometheus scraper). Anyone else gets a 404, so the endpoint does not advertise itself.
@@ -128,6 +129,7 @@ class SharedStateCollector:
                 [str(quantile)], seconds[min(len(seconds) - 1, int(quantile * len(seconds)))] if seconds else 0
             )
         yield turn
+        yield self._first_delta()
         count = GaugeMetricFamily(
             "opencompany_chat_turns_in_window", "Chat turns finished in the window, by outcome.", labels=["outcome"]
         )
@@ -137,6 +139,25 @@ class SharedStateCollector:
         for outcome, n in sorted(outcomes.items()):
             count.add_metric([outcome], n)
         yield count
+
+    @staticmethod
+    def _first_delta():
+        from chat.events import first_delta_times
+        from chat.models import ChatRun
+
+        sent = first_delta_times(time.time() - settings.METRICS_TURN_WINDOW_SECONDS)
+        created = dict(ChatRun.objects.filter(pk__in=list(sent)).values_list("pk", "created_at")) if sent else {}
+        seconds = sorted(max(0.0, sent[pk] - at.timestamp()) for pk, at in created.items())
+        first = GaugeMetricFamily(
+            "opencompany_chat_turn_to_first_delta_seconds",
+            "Chat turns whose first text went out in the window: seconds from send to that first text, by quantile.",
+            labels=["quantile"],
+        )
+        for quantile in (0.5, 0.9, 0.99):
+            first.add_metric(
+                [str(quantile)], seconds[min(len(seconds) - 1, int(quantile * len(seconds)))] if seconds else 0
+            )
+        return first
 
 
 def _allowed(request) -> bool:

@@ -97,6 +97,11 @@ class EventSender:
         loop = self._ensure()
         loop.call_soon_threadsafe(lambda: self._queue.put_nowait(build))
 
+    def submit_later(self, delay: float, build: Callable[[], tuple[int, dict] | None]) -> None:
+        """Queue `build` after `delay` seconds (a retry with backoff), without holding up the events behind it."""
+        loop = self._ensure()
+        loop.call_soon_threadsafe(lambda: loop.call_later(delay, lambda: self._queue.put_nowait(build)))
+
 
 sender = EventSender()
 

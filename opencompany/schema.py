@@ -23,6 +23,17 @@ class AutoSchema(SpectacularAutoSchema):
             return outer + parts[-1]
         return super().get_serializer_name(serializer, direction)
 
+    def _get_request_for_media_type(self, serializer, direction="request"):
+        """No PATCH here validates partially (each checks its input whole: `expected_version` is required), so the
+        schema keeps the serializer's required fields instead of spectacular's all-optional "Patched" copy."""
+        if self.method != "PATCH":
+            return super()._get_request_for_media_type(serializer, direction)
+        self.method = "PUT"
+        try:
+            return super()._get_request_for_media_type(serializer, direction)
+        finally:
+            self.method = "PATCH"
+
     def get_operation_id(self):
         """`<view>_<method>` (e.g. `conversation_list_get`): unique as long as view class names are, which
         path-derived ids are not (`/conversations/` and `/conversations/{id}/` both read as "retrieve")."""
@@ -68,3 +79,22 @@ def docs_view(url_name: str):
     from drf_spectacular.views import SpectacularSwaggerSplitView
 
     return type("DocsView", (_JsonErrors, SpectacularSwaggerSplitView), {}).as_view(url_name=url_name)
+
+
+def int_query_parameter(name: str, *, minimum: int, maximum: int, description: str = "", required: bool = False):
+    """An integer query parameter whose published bounds are the ones its handler checks, so a client (or a schema
+    fuzzer) reading the schema never sends a value the API then refuses (`limit=0`, `expected_version=0`)."""
+    from drf_spectacular.utils import OpenApiParameter
+
+    return OpenApiParameter(
+        name,
+        {"type": "integer", "minimum": minimum, "maximum": maximum},
+        required=required,
+        description=description,
+    )
+
+
+# The largest version number memory accepts (memory.validation.clean_version): a PostgreSQL integer.
+VERSION_MAX = 2**31 - 1
+# The largest row id (a PostgreSQL bigint).
+ID_MAX = 2**63 - 1

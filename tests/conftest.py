@@ -145,3 +145,18 @@ def provider_requests(monkeypatch):
 def inline(settings):
     """Firings run their steps in this process, one after another (AGENT_EXECUTION_MODE=inline)."""
     settings.AGENT_EXECUTION_MODE = "inline"
+
+
+@pytest.fixture(autouse=True)
+def _watchdog_forgets_earlier_sweeps():
+    """The agent watchdog keeps when it last reached the database in the cache (agents/services/watchdog.py); a sweep
+    from an earlier test would look like an outage to this one's first sweep."""
+    yield
+    try:
+        from django.core.cache import cache
+
+        from agents.services.watchdog import SWEEP_BACK_KEY, SWEEP_SEEN_KEY
+
+        cache.delete_many([SWEEP_SEEN_KEY, SWEEP_BACK_KEY])
+    except Exception:
+        pass

@@ -6,6 +6,7 @@ watchdogs (two beats by mistake, or a slow one overlapping the next) never doubl
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from datetime import timedelta
 
@@ -31,9 +32,50 @@ def _fail(firing_id, code: str, message: str) -> bool:
         return True
 
 
+# When a sweep last reached the database, and when sweeps came back after a gap (both in the cache, shared by every
+# housekeeping worker). A gap means the database (or beat) was away; the heartbeats were silenced with it.
+SWEEP_SEEN_KEY = "agents:watchdog:seen"
+SWEEP_BACK_KEY = "agents:watchdog:back"
+
+
+def _healthy_since(now):
+    """Since when the watchdog has been reaching the database without a gap (None: as far as it knows, always).
+
+    A step's heartbeat cannot be written while the database is down, so after an outage every live step looks silent
+    for as long as the outage lasted (and a pooled connection takes a moment more to come back). Silence is judged
+    only over time the database was reachable: after a gap longer than three sweeps (6 s at least), no step is taken for
+    lost until AGENT_STEP_LOST_AFTER_SECONDS have passed since the sweeps came back. A dead worker is then found that
+    much later; a live step is never ended `interrupted` by a database restart."""
+    from django.core.cache import cache
+
+    interval = settings.CELERY_BEAT_SCHEDULE["agent-watchdog"]["schedule"].total_seconds()
+    try:
+        known = cache.get_many([SWEEP_SEEN_KEY, SWEEP_BACK_KEY])
+        seen, back = known.get(SWEEP_SEEN_KEY), known.get(SWEEP_BACK_KEY)
+        if seen is not None and (now - seen).total_seconds() > max(3 * interval, 6.0):
+            back = now
+            cache.set(SWEEP_BACK_KEY, back, timeout=24 * 3600)
+            logger.warning("watchdog: no sweep reached the database for %.0f s", (now - seen).total_seconds())
+    except Exception:  # the cache is Redis: without it, judge as before
+        return None
+    return back
+
+
+def _mark_seen(now) -> None:
+    """Called once a sweep went through: it reached the database at `now`."""
+    from django.core.cache import cache
+
+    with contextlib.suppress(Exception):  # the cache is Redis: without it, the next sweep judges as before
+        cache.set(SWEEP_SEEN_KEY, now, timeout=24 * 3600)
+
+
 def _ambiguous_steps(now) -> int:
     """A step whose worker stopped beating was lost mid-call: record `ambiguous`, never call again."""
-    cutoff = now - timedelta(seconds=settings.AGENT_STEP_LOST_AFTER_SECONDS)
+    lost_after = timedelta(seconds=settings.AGENT_STEP_LOST_AFTER_SECONDS)
+    back = _healthy_since(now)
+    if back is not None and now - back < lost_after:
+        return 0  # too soon after an outage to tell a dead worker from one whose beats could not be written
+    cutoff = now - lost_after
     count = 0
     lost = LlmStep.objects.filter(state=LlmStep.State.STARTED, heartbeat_at__lt=cutoff)
     for step in lost.select_related("firing", "firing__workflow"):
@@ -151,6 +193,7 @@ def watchdog_sweep() -> dict:
         "not_delivered": _undelivered(now),
         "timed_out": _timed_out(now),
     }
+    _mark_seen(now)
     if any(report.values()):
         logger.info("watchdog sweep", extra=report)
     return report

@@ -489,6 +489,9 @@ CHAT_MESSAGE_MAX_CHARS = env_int("CHAT_MESSAGE_MAX_CHARS", 20_000, minimum=1)
 CHAT_MAX_SNAPSHOTS_PER_SESSION = env_int("CHAT_MAX_SNAPSHOTS_PER_SESSION", 200, minimum=1)
 CHAT_MAX_SNAPSHOT_BYTES = env_int("CHAT_MAX_SNAPSHOT_BYTES", 2_000_000, minimum=1024)
 CHAT_RUN_STREAM_TTL_SECONDS = env_int("CHAT_RUN_STREAM_TTL_SECONDS", 86_400, minimum=60)
+# How long a run event that cannot take its seq (Redis unreachable) is retried before it is given up on (the next
+# event then shows the gap and pages refetch). A delta batch keeps its text past this and sends it with the next one.
+CHAT_EVENT_RETRY_SECONDS = env_float("CHAT_EVENT_RETRY_SECONDS", 30.0)
 # The chat watchdog: a run whose firing no worker started, or that outlived every limit, is ended.
 CHAT_RUN_DELIVERY_TIMEOUT_SECONDS = env_int("CHAT_RUN_DELIVERY_TIMEOUT_SECONDS", 330, minimum=5)
 CHAT_RUN_MAX_SECONDS = env_int("CHAT_RUN_MAX_SECONDS", 1800, minimum=10)
@@ -515,6 +518,9 @@ WEBSOCKET_MAX_FRAME_DEPTH = env_int("WEBSOCKET_MAX_FRAME_DEPTH", 4, minimum=1, m
 # How often an open socket re-checks that its session and its workflow still exist (the logout, password change
 # and delete paths also close sockets at once; this is the net under them).
 WEBSOCKET_RECHECK_SECONDS = env_float("WEBSOCKET_RECHECK_SECONDS", 30.0)
+# How often an open socket re-joins its groups and compares the hub epoch: group membership lives in Redis, so a
+# Redis that restarted empty forgot it; within this time the socket hears again and tells its page to refetch.
+WEBSOCKET_REJOIN_SECONDS = env_float("WEBSOCKET_REJOIN_SECONDS", 5.0)
 # Owners' own provider keys (provider_keys, docs/security.md "Owners' provider keys"). The first Fernet key
 # encrypts, all decrypt (rotation: add a new key first, run `manage.py rotate_provider_keys`, drop the old one).
 # Unset: a key derived from SECRET_KEY.

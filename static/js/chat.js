@@ -337,10 +337,13 @@
   function adopt(snapshot) {
     thread = snapshot;
     const run = snapshot.active_run;
+    // The snapshot's epoch is the one its seq counts in; a seq of another epoch (Redis restarted empty since the
+    // page counted) says nothing about this one, so the page starts again from the snapshot.
+    if (snapshot.hub_epoch) hubEpoch = snapshot.hub_epoch;
     if (run) {
-      const same = live && live.id === run.id && live.seq >= run.seq;
+      const same = live && live.id === run.id && live.epoch === snapshot.hub_epoch && live.seq >= run.seq;
       live = same ? { ...live, state: run.state, steps: run.steps }
-        : { id: run.id, seq: run.seq, text: run.partial_text || "", html: run.partial_html || "", htmlText: run.partial_text || "", state: run.state, steps: run.steps };
+        : { id: run.id, seq: run.seq, epoch: snapshot.hub_epoch, text: run.partial_text || "", html: run.partial_html || "", htmlText: run.partial_text || "", state: run.state, steps: run.steps };
     } else {
       live = null;
       clearNotice("run_in_progress");
@@ -359,7 +362,7 @@
   }
 
   function newLive(run) {
-    return { id: run.id, seq: Math.max(run.seq || 0, 0), text: "", html: "", htmlText: "", state: run.state, steps: [] };
+    return { id: run.id, seq: Math.max(run.seq || 0, 0), epoch: hubEpoch, text: "", html: "", htmlText: "", state: run.state, steps: [] };
   }
 
   // While an answer streams, ask the server for the text so far rendered like the final answer (at most one
@@ -552,8 +555,10 @@
       else if (event.type === "run.finished" || event.type === "run.failed") refetchSoon(50);
       return;
     }
+    // Counted in another epoch than the page's seq: the snapshot asked for on the epoch change sets it again.
+    if (event.hub_epoch && live.epoch !== event.hub_epoch) { refetchSoon(400); return; }
     if (event.seq <= live.seq) return; // a duplicate, or already in the snapshot
-    if (event.seq > live.seq + 1) { refetchSoon(400); return; } // a gap: the snapshot says where we stand
+    if (event.seq > live.seq + 1) { refetchSoon(400); return; } // a gap (missed text): the snapshot has it
     live.seq = event.seq;
     if (event.type === "run.delta") {
       live.text += event.text;
@@ -595,7 +600,9 @@
       let event;
       try { event = JSON.parse(message.data); } catch (e) { return; }
       if (event.hub_epoch && event.hub_epoch !== hubEpoch) {
-        hubEpoch = event.hub_epoch; // the hub restarted: its counters did too, so nothing before counts
+        // The hub restarted: its counters did too, so nothing before counts. `adopt` takes the new epoch and
+        // resets the run's seq from the snapshot.
+        hubEpoch = event.hub_epoch;
         refetch();
         if (event.type === "hello") return;
       }

@@ -62,3 +62,38 @@ def test_a_beating_step_is_left_alone(owner, settings):
     assert watchdog_sweep()["ambiguous"] == 0
     firing.refresh_from_db()
     assert firing.state == Firing.State.RUNNING
+
+
+def test_after_a_database_outage_a_silent_step_gets_a_grace_before_it_is_lost(owner, settings):
+    from django.core.cache import cache
+
+    from agents.services.watchdog import SWEEP_BACK_KEY, SWEEP_SEEN_KEY
+
+    firing = _queued_firing(owner, settings)
+    Firing.objects.filter(pk=firing.pk).update(
+        state=Firing.State.RUNNING, agent_config={"provider": "offline", "model": "offline-echo"}
+    )
+    step = LlmStep.objects.create(firing=firing, iteration=1)
+    # The database was away for a minute: no sweep got through, and no heartbeat could be written either.
+    cache.set(SWEEP_SEEN_KEY, timezone.now() - timedelta(minutes=1))
+    LlmStep.objects.filter(pk=step.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=1))
+    assert watchdog_sweep()["ambiguous"] == 0  # the live worker's next beat is due any moment
+    assert watchdog_sweep()["ambiguous"] == 0
+    step.refresh_from_db()
+    assert step.state == LlmStep.State.STARTED
+    # Still silent AGENT_STEP_LOST_AFTER_SECONDS after the sweeps came back: that worker is gone.
+    cache.set(SWEEP_BACK_KEY, timezone.now() - timedelta(seconds=settings.AGENT_STEP_LOST_AFTER_SECONDS + 1))
+    assert watchdog_sweep()["ambiguous"] == 1
+    step.refresh_from_db()
+    assert step.state == LlmStep.State.AMBIGUOUS
+
+
+def test_sweeps_without_a_gap_judge_silence_at_once(owner, settings):
+    firing = _queued_firing(owner, settings)
+    Firing.objects.filter(pk=firing.pk).update(
+        state=Firing.State.RUNNING, agent_config={"provider": "offline", "model": "offline-echo"}
+    )
+    assert watchdog_sweep()["ambiguous"] == 0  # a sweep that reached the database just now
+    step = LlmStep.objects.create(firing=firing, iteration=1)
+    LlmStep.objects.filter(pk=step.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
+    assert watchdog_sweep()["ambiguous"] == 1

@@ -121,8 +121,145 @@ def test_a_delta_that_arrives_after_the_run_ended_leaves_no_text_in_redis(settin
     assert events._next_seq(run_id, "world") == 2
     assert events.run_stream_state(run_id) == (2, "Hello world")
     client = redis.Redis.from_url(settings.REDIS_URL)
-    client.delete(events._text_key(run_id))  # what forget_run_stream does, from the sender
+    events.forget_run_stream(run_id)  # the run ended
     assert events._next_seq(run_id, "late text") == 3  # still counted, so the socket sees no gap
     assert not client.exists(events._text_key(run_id))
     assert events.run_stream_state(run_id) == (3, "")
-    client.delete(events._seq_key(run_id))
+    # Even a late delta that brings the text streamed before it does not re-seed an ended run's stream.
+    assert events._next_seq(run_id, "later", seed="Hello world") == 4
+    assert not client.exists(events._text_key(run_id))
+    client.delete(events._seq_key(run_id), events._ended_key(run_id))
+
+
+class _Sender:
+    """Stands in for the process's sender loop: builds are run by the test, in order, when it says so."""
+
+    def __init__(self):
+        self.queued = []
+
+    def submit(self, build):
+        self.queued.append(build)
+
+    def submit_later(self, delay, build):
+        assert 0 < delay <= 2.0
+        self.queued.append(build)
+
+    def run(self):
+        built = []
+        while self.queued:
+            result = self.queued.pop(0)()
+            if result is not None:
+                built.append(result[1])
+        return built
+
+
+@pytest.fixture
+def fake_sender(monkeypatch):
+    from chat import events
+
+    fake = _Sender()
+    monkeypatch.setattr(events, "sender", fake)
+    return fake
+
+
+def test_a_delta_batch_redis_refuses_keeps_its_text_and_goes_out_later(settings, monkeypatch, fake_sender):
+    import redis
+
+    from chat import events
+
+    run_id = 9_000_002
+    events.reset_run_stream(run_id)
+    real = events._next_seq
+    failures = {"left": 2}
+
+    def flaky(*args, **kwargs):
+        if failures["left"]:
+            failures["left"] -= 1
+            raise redis.ConnectionError("Redis is restarting")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(events, "_next_seq", flaky)
+    batcher = events.DeltaBatcher(workflow_id=1, run_id=run_id)
+    batcher.add("The launch ")
+    first = fake_sender.queued.pop(0)
+    assert first() is None  # Redis refused: nothing sent, a retry queued
+    batcher.add("is on ")  # arrives meanwhile: joins the kept text
+    batcher.add("Friday.")
+    sent = fake_sender.run()
+    assert [e["text"] for e in sent] == ["The launch is on Friday."]
+    assert [e["seq"] for e in sent] == [1]  # nothing was given up on, so no gap
+    assert events.run_stream_state(run_id) == (1, "The launch is on Friday.")
+    redis.Redis.from_url(settings.REDIS_URL).delete(events._seq_key(run_id), events._text_key(run_id))
+
+
+def test_a_stream_redis_lost_is_reseeded_by_the_process_streaming_it(settings, fake_sender):
+    import redis
+
+    from chat import events
+
+    run_id = 9_000_003
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    events.reset_run_stream(run_id)
+    batcher = events.DeltaBatcher(workflow_id=1, run_id=run_id)
+    batcher.add("Hello ")
+    batcher.add("there, ")
+    assert [e["seq"] for e in fake_sender.run()] == [1]
+    client.delete(events._seq_key(run_id), events._text_key(run_id))  # Redis restarted empty
+    events.send_run_event_now(workflow_id=1, run_id=run_id, event={"type": "run.step"})  # counts, cannot seed
+    batcher.add("owner.")
+    sent = fake_sender.run()
+    assert [(e["type"], e["seq"]) for e in sent] == [("run.step", 1), ("run.delta", 2)]
+    # The snapshot a page refetches has all the text again, in line with the new counter.
+    assert events.run_stream_state(run_id) == (2, "Hello there, owner.")
+    client.delete(events._seq_key(run_id), events._text_key(run_id))
+
+
+def test_an_event_given_up_on_shows_as_a_gap_in_the_next_seq(settings, monkeypatch, fake_sender):
+    import redis
+
+    from chat import events
+
+    run_id = 9_000_004
+    settings.CHAT_EVENT_RETRY_SECONDS = 0
+    events.reset_run_stream(run_id)
+    real = events._next_seq
+    failing = {"on": True}
+
+    def flaky(*args, **kwargs):
+        if failing["on"]:
+            raise redis.ConnectionError("Redis is away")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(events, "_next_seq", flaky)
+    events.send_run_event_now(workflow_id=1, run_id=run_id, event={"type": "run.step"})
+    assert fake_sender.run() == []  # retried until CHAT_EVENT_RETRY_SECONDS, then given up on
+    failing["on"] = False
+    events.send_run_event_now(workflow_id=1, run_id=run_id, event={"type": "run.step"})
+    events.send_run_event_now(workflow_id=1, run_id=run_id, event={"type": "run.step"})
+    assert [e["seq"] for e in fake_sender.run()] == [2, 3]  # seq 1 is the one the page never got: it refetches
+    redis.Redis.from_url(settings.REDIS_URL).delete(events._seq_key(run_id), events._text_key(run_id))
+
+
+def test_the_time_to_the_first_delta_is_in_the_metrics(owner, inline, client, make_user, settings):
+    import time
+
+    import redis
+
+    from chat import events
+
+    redis.Redis.from_url(settings.REDIS_URL).delete(events.FIRST_DELTA_KEY)
+    workflow, _, _ = chat_workflow(owner)
+    _, run, _ = chat_message_send(workflow=workflow, text="how fast is the first word?")
+    deadline = time.monotonic() + 10
+    while run.pk not in events.first_delta_times(0) and time.monotonic() < deadline:
+        time.sleep(0.05)  # recorded by the sender thread as the first delta goes out
+    run.refresh_from_db()
+    first = events.first_delta_times(0)[run.pk]
+    assert run.created_at.timestamp() <= first <= run.finished_at.timestamp() + 1
+    client.force_login(make_user("ops", is_staff=True))
+    lines = client.get("/metrics").content.decode().splitlines()
+    median = next(
+        line for line in lines if line.startswith('opencompany_chat_turn_to_first_delta_seconds{quantile="0.5"}')
+    )
+    assert float(median.rsplit(" ", 1)[1]) == pytest.approx(first - run.created_at.timestamp(), abs=1e-3)
+    redis.Redis.from_url(settings.REDIS_URL).delete(events.FIRST_DELTA_KEY)

@@ -11,6 +11,7 @@ import http.cookiejar
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -79,8 +80,15 @@ class Cluster:
         out = self._services_python("print(e.ensure_postgres()); print(e.ensure_redis())", timeout=180).split()
         return out[-2], out[-1]
 
-    def restart_redis(self, *, down_seconds: float = 1.0) -> None:
+    def restart_redis(self, *, down_seconds: float = 1.0, empty: bool = False) -> None:
+        """Stop Redis and start it again; `empty` deletes its append-only files between (a server that lost its
+        data: queued tasks, group membership, counters, the hub epoch)."""
         self._services_python("e.stop_redis()", timeout=60)
+        if empty:
+            redis_dir = self.services_dir / "redis"
+            shutil.rmtree(redis_dir / "appendonlydir", ignore_errors=True)  # Redis 7's layout
+            for name in ("appendonly.aof", "dump.rdb"):
+                (redis_dir / name).unlink(missing_ok=True)
         time.sleep(down_seconds)
         url = self._services_python("print(e.ensure_redis())", timeout=60).split()[-1]
         assert url == self.redis_url, "Redis came back on another port"
