@@ -137,3 +137,46 @@ def test_a_namespace_filtered_vector_recall_returns_the_exact_scans_top_results(
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "Index Scan using memory_emb_hnsw_" in plan, plan
     assert "Presorted Key: nearest.distance" not in plan, plan
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_walks_settings_last_only_as_long_as_the_recalls_transaction(owner, workflow, settings):
+    """A pooled connection goes back to the pool after each request: a recall's HNSW settings must not ride along
+    to the next user of the connection. They are set with set_config(..., is_local => true) inside the statement, so
+    they end with its transaction: at once in autocommit, at COMMIT under an open transaction."""
+    from django.db import transaction
+
+    from memory.tasks import embed_item
+    from memory.tool import memory_tool_call
+
+    settings.MEMORY_EMBEDDER = "tests.memory.embedders:ConceptEmbedder"
+    settings.MEMORY_RECALL_HNSW_EF_SEARCH = 123
+    for n, text in enumerate(("The owner drinks espresso at breakfast", "Printer toner is in the cupboard")):
+        stored = memory_tool_call(
+            owner=owner,
+            workflow=workflow,
+            node_id=NODE,
+            arguments={"operation": "remember", "content": text},
+            idempotency_key=f"k{n}",
+            actor="agent:1:agent:1",
+        )
+        embed_item(stored["item"]["id"])
+    namespace = memory_namespace_get_or_create(owner=owner, workflow=workflow, node_id=NODE)
+
+    def walk_settings():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT current_setting('hnsw.ef_search', true), current_setting('hnsw.iterative_scan', true)"
+            )
+            return cursor.fetchone()
+
+    before = walk_settings()
+    assert before[0] != "123"
+    assert connection.get_autocommit()
+    assert memory_items_recall(namespace=namespace, query="morning coffee")["search"] == "hybrid"
+    assert walk_settings() == before  # autocommit: the statement was its own transaction
+
+    with transaction.atomic():
+        assert memory_items_recall(namespace=namespace, query="morning coffee")["search"] == "hybrid"
+        assert walk_settings() == ("123", "relaxed_order")  # in effect for the rest of this transaction only
+    assert walk_settings() == before
