@@ -156,16 +156,20 @@ LIMIT %(limit)s
 """
 
 # Reciprocal rank fusion of the full-text ranking and the nearest vectors (the top candidates within a distance).
-# Filters apply inside both lists, in SQL. The HNSW walk's settings are set by the statement itself: the one-time
-# filter on `nearest` runs before the index scan fetches its first row, which is when pgvector reads them, so a
-# hybrid recall is one statement (no SET round trips, no transaction of its own).
+# Filters apply inside both lists, in SQL. The walk's iterative scan (needed so the namespace and filters do not
+# starve it) returns rows in *relaxed* order: each further batch of the walk can hold rows nearer than the last of
+# the previous one. The planner still believes `nearest` comes out sorted by distance (it has ORDER BY ... LIMIT)
+# and would rank `vec` with an incremental sort that keeps that stream order, so a near item found by the second
+# batch ranked ~37th instead of 1st. `distance + 0` is not the presorted key, so `vec` is ranked by a real sort.
+# The HNSW walk's settings are set by the statement itself: the one-time filter on `nearest` runs before the index
+# scan fetches its first row, which is when pgvector reads them, so a hybrid recall is one statement.
 _HYBRID_SQL = """
 WITH {matches},
 fts AS (
     SELECT m.id, row_number() OVER (ORDER BY ts_rank(m.search_vector, q.tsq) DESC, m.id DESC) AS rnk
     FROM matches m, q
 ),
-nearest AS (
+nearest AS MATERIALIZED (
     SELECT i.id, (e.embedding::{cast} <=> %(vector)s::{cast}) AS distance
     FROM memory_memoryembedding e JOIN memory_memoryitem i ON i.id = e.item_id
     WHERE (SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)
@@ -176,7 +180,7 @@ nearest AS (
     LIMIT %(candidates)s
 ),
 vec AS (
-    SELECT id, row_number() OVER (ORDER BY distance, id DESC) AS rnk FROM nearest WHERE distance <= %(max_distance)s
+    SELECT id, row_number() OVER (ORDER BY distance + 0, id DESC) AS rnk FROM nearest WHERE distance <= %(max_distance)s
 ),
 fused AS (
     SELECT coalesce(fts.id, vec.id) AS id,

@@ -78,3 +78,29 @@ class InterruptedConceptEmbedder(ConceptEmbedder):
             raise KeyboardInterrupt
         cls.texts = [*cls.texts, *texts]
         return [concept_vector(text) for text in texts]
+
+
+RANDOM_DIMS = 64
+
+
+def random_vector(text: str) -> list[float]:
+    """A fixed pseudo-random unit vector per text: no semantics, so only the vector index decides what is near."""
+    import hashlib
+    import random
+
+    rng = random.Random(hashlib.sha256(text.encode()).digest())
+    vector = [rng.gauss(0.0, 1.0) for _ in range(RANDOM_DIMS)]
+    norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+    return [x / norm for x in vector]
+
+
+class RandomEmbedder(Embedder):
+    """`random_vector` of each text, except the texts a test pins to a vector of its own (`fixed`)."""
+
+    name = "test-random"
+    model = "test:random-64"
+    dims = RANDOM_DIMS
+    fixed: dict[str, list[float]] = {}
+
+    def embed(self, texts):
+        return [self.fixed.get(text) or random_vector(text) for text in texts]
