@@ -82,10 +82,10 @@ class AgentParams(BaseModel):
     )
 
     # Vertex managed agent (provider vertex_agent) only: where the agent lives and which sandbox it works in.
-    project: Annotated[str, Field(max_length=100, pattern=r"^[a-z0-9][a-z0-9-:.]*$")] | None = Field(
+    project: Annotated[str, Field(max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9-:.]*$")] | None = Field(
         None, description="vertex_agent: the Google Cloud project the agent runs in."
     )
-    location: Annotated[str, Field(max_length=50, pattern=r"^[a-z0-9-]+$")] | None = Field(
+    location: Annotated[str, Field(max_length=50, pattern=r"^[A-Za-z0-9-]+$")] | None = Field(
         None, description="vertex_agent: the Vertex location of the Interactions API (default: global)."
     )
     agent: Annotated[str, Field(max_length=300, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")] | None = Field(

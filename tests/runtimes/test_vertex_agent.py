@@ -1,0 +1,208 @@
+"""A Vertex managed agent as an agent provider: the real google-genai SDK (Vertex mode, Interactions API) against
+the local fake of Google's interactions endpoint. No network: the SDK is pointed at the fake, the credentials are a
+fake access token or a service account whose token endpoint is the fake's."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agents.models import Firing
+from agents.services.firings import fire_agent
+from conversations.models import RuntimeInteractionPoint, UsageRecord
+from conversations.store import clear_conversation, conversation_key, load_conversation
+from tests.agents.factories import assistant_with
+from tests.fakes import Exec
+from tests.fakes.base import Call, ErrorReply, Text, Think, Turn
+
+pytestmark = [pytest.mark.django_db(transaction=True)]
+
+AGENT = "antigravity-preview-05-2026"
+
+
+def _vertex_agent(owner, **kwargs):
+    params = {"project": "P", "location": "L", "agent": AGENT, "environment": "remote", **kwargs.pop("params", {})}
+    return assistant_with(owner, provider="vertex_agent", model="gemini-3-flash", **params, **kwargs)
+
+
+def _fire(workflow, generation, agent, prompt) -> Firing:
+    firing = Firing.objects.get(pk=fire_agent(workflow, generation, agent, prompt))
+    assert firing.state in (Firing.State.FINISHED, Firing.State.STOPPED), (firing.error_code, firing.error_message)
+    return firing
+
+
+def _stored(workflow, generation, agent) -> list[dict]:
+    return load_conversation(conversation_key(workflow.pk, generation, agent))
+
+
+def _points(workflow) -> list[RuntimeInteractionPoint]:
+    return list(RuntimeInteractionPoint.objects.filter(workflow=workflow).order_by("cursor_length"))
+
+
+def test_two_firings_continue_the_stored_interaction_in_the_same_environment(owner, vertex_fake):
+    workflow, generation, ids = _vertex_agent(owner)
+    vertex_fake.push(Turn([Think("The owner greets me."), Text("Hello, I am Lead.")]))
+    first = _fire(workflow, generation, ids["lead"], "hi there")
+    assert first.final_text == "Hello, I am Lead."
+    create = vertex_fake.creates()[0]
+    assert create.headers["authorization"] == "Bearer ya29.test-vertex-token"
+    assert create.headers["accept"] == "text/event-stream"
+    body = create.body
+    assert body["agent"] == AGENT and body["stream"] is True and body["environment"] == "remote"
+    assert body["input"] == "hi there" and "previous_interaction_id" not in body
+    assert "You are Lead." in body["system_instruction"]
+    stored = _stored(workflow, generation, ids["lead"])
+    assert [m["role"] for m in stored] == ["system", "user", "assistant"]
+    thinking, text = stored[-1]["blocks"]
+    assert thinking["type"] == "thinking" and thinking["text"] == "The owner greets me."
+    assert thinking["provider"] == "vertex_agent" and thinking["signature"]
+    assert text == {"type": "text", "text": "Hello, I am Lead."}
+    first_interaction = next(iter(vertex_fake.interactions))
+    environment = vertex_fake.interactions[first_interaction]["environment_id"]
+    runtime = stored[-1]["meta"]["runtime"]
+    assert runtime["interaction_id"] == first_interaction and runtime["environment_id"] == environment
+    assert runtime["continued_from"] is None
+    # The stream snapshots carry no environment id: it was read from the interaction resource.
+    assert any(r.method == "GET" and r.path.endswith(first_interaction) for r in vertex_fake.requests)
+    [point] = _points(workflow)
+    assert (point.cursor_length, point.interaction_id, point.environment_id) == (3, first_interaction, environment)
+
+    vertex_fake.push(Turn([Text("You said hi there.")]))
+    second = _fire(workflow, generation, ids["lead"], "what did I say?")
+    assert second.final_text == "You said hi there."
+    body = vertex_fake.creates()[-1].body
+    assert body["previous_interaction_id"] == first_interaction  # the binding kept on the conversation
+    assert body["environment"] == environment
+    assert body["input"] == "what did I say?"  # only the new message: Google holds the rest
+    stored = _stored(workflow, generation, ids["lead"])
+    assert [m["role"] for m in stored] == ["system", "user", "assistant", "user", "assistant"]
+    assert stored[-1]["meta"]["runtime"]["continued_from"] == first_interaction
+    second_interaction = stored[-1]["meta"]["runtime"]["interaction_id"]
+    assert vertex_fake.interactions[second_interaction]["previous_interaction_id"] == first_interaction
+    assert [(p.cursor_length, p.interaction_id) for p in _points(workflow)] == [
+        (3, first_interaction),
+        (5, second_interaction),
+    ]
+    assert not vertex_fake.rejections
+
+
+def test_usage_of_each_firing_lands_in_the_ledger(owner, vertex_fake):
+    workflow, generation, ids = _vertex_agent(owner)
+    vertex_fake.push(Turn([Text("One.")], input_tokens=120, cached_tokens=20, output_tokens=30, reasoning_tokens=7))
+    _fire(workflow, generation, ids["lead"], "one")
+    [record] = UsageRecord.objects.filter(workflow_id=workflow.pk)
+    assert record.provider == "vertex_agent" and record.agent_node_id == ids["lead"] and record.outcome == "ok"
+    assert (record.input_tokens, record.cached_input_tokens) == (120, 20)
+    assert (record.output_tokens, record.reasoning_tokens) == (37, 7)  # thought tokens are output
+    stored = _stored(workflow, generation, ids["lead"])
+    assert stored[-1]["usage"]["input_tokens"] == 120 and "estimated" not in stored[-1]["usage"]
+
+
+def test_clear_context_drops_the_binding_and_the_next_firing_starts_a_new_interaction(owner, vertex_fake):
+    workflow, generation, ids = _vertex_agent(owner)
+    vertex_fake.push(Turn([Text("Noted.")]))
+    _fire(workflow, generation, ids["lead"], "note the code word heron")
+    assert _points(workflow)
+    clear_conversation(workflow, generation, ids["lead"])
+    assert not _points(workflow)
+    vertex_fake.push(Turn([Text("Fresh start.")]))
+    _fire(workflow, generation, ids["lead"], "hello again")
+    body = vertex_fake.creates()[-1].body
+    assert "previous_interaction_id" not in body and body["environment"] == "remote"  # nothing cleared is reused
+    assert body["input"] == "hello again"
+    assert len(vertex_fake.environments) == 2
+
+
+def test_a_pinned_environment_is_used_every_firing(owner, vertex_fake):
+    vertex_fake.environments.add("env-pinned")
+    workflow, generation, ids = _vertex_agent(owner, params={"environment": "env-pinned"})
+    vertex_fake.push(Turn([Text("First.")]), Turn([Text("Second.")]))
+    _fire(workflow, generation, ids["lead"], "one")
+    _fire(workflow, generation, ids["lead"], "two")
+    first, second = (r.body for r in vertex_fake.creates())
+    assert first["environment"] == second["environment"] == "env-pinned"
+    assert second["previous_interaction_id"] == _points(workflow)[0].interaction_id
+    assert _points(workflow)[-1].environment_id == "env-pinned"
+
+
+def test_memory_is_offered_as_a_function_and_answered_within_the_firing(owner, vertex_fake):
+    workflow, generation, ids = _vertex_agent(owner, memory=True)
+    vertex_fake.push(
+        Turn([Call("memory", json.dumps({"operation": "remember", "content": "The cat is Miso."}), id="call-1")]),
+        Turn([Text("Saved.")]),
+    )
+    firing = _fire(workflow, generation, ids["lead"], "remember that the cat is Miso")
+    assert firing.final_text == "Saved."
+    first, second = vertex_fake.creates()
+    [tool] = first.body["tools"]
+    assert tool["type"] == "function" and tool["name"] == "memory" and tool["parameters"]["type"] == "object"
+    [result] = second.body["input"]
+    assert result["type"] == "function_result" and result["call_id"] == "call-1" and result["name"] == "memory"
+    assert "Miso" in result["result"] and not result.get("is_error")
+    first_id = vertex_fake.creates()[0]  # the continuation names the interaction that asked
+    assert second.body["previous_interaction_id"] == next(iter(vertex_fake.interactions))
+    assert first_id.body.get("previous_interaction_id") is None
+    stored = _stored(workflow, generation, ids["lead"])
+    assert [m["role"] for m in stored] == ["system", "user", "assistant", "tool", "assistant"]
+    assert stored[2]["blocks"][0]["name"] == "memory" and stored[2]["blocks"][0]["arguments"]["content"]
+    assert stored[3]["blocks"][0]["tool_call_id"] == "call-1"
+    runtime = stored[-1]["meta"]["runtime"]
+    assert len(runtime["interaction_ids"]) == 2 and runtime["interaction_id"] == runtime["interaction_ids"][-1]
+    from memory.models import MemoryItem
+
+    assert MemoryItem.objects.filter(content__contains="Miso").exists()
+    # The next firing continues the last interaction (the one that answered), not the one waiting on the call.
+    vertex_fake.push(Turn([Text("Miso.")]))
+    _fire(workflow, generation, ids["lead"], "what is the cat called?")
+    assert vertex_fake.creates()[-1].body["previous_interaction_id"] == runtime["interaction_id"]
+    assert not vertex_fake.rejections
+
+
+def test_server_side_tool_steps_are_stored_as_a_call_and_its_result(owner, vertex_fake):
+    workflow, generation, ids = _vertex_agent(owner)
+    vertex_fake.push(Turn([Exec("print(6 * 7)", "42\n"), Text("It is 42.")]))
+    _fire(workflow, generation, ids["lead"], "compute 6 * 7")
+    stored = _stored(workflow, generation, ids["lead"])
+    assert [m["role"] for m in stored] == ["system", "user", "assistant", "tool", "assistant"]
+    call = stored[2]["blocks"][0]
+    assert call["type"] == "tool_call" and call["name"] == "code_execution"
+    assert call["arguments"] == {"code": "print(6 * 7)", "language": "python"}
+    assert call["vertex_step"] == "code_execution_call"
+    result = stored[3]["blocks"][0]
+    assert result["tool_call_id"] == call["id"] and result["content"] == "42\n" and result["is_error"] is False
+    assert stored[-1]["blocks"] == [{"type": "text", "text": "It is 42."}]
+
+
+def test_an_interaction_google_no_longer_has_starts_over_from_the_record_and_says_so(owner, vertex_fake):
+    workflow, generation, ids = _vertex_agent(owner)
+    vertex_fake.push(Turn([Text("The code word is heron.")]))
+    _fire(workflow, generation, ids["lead"], "remember the code word heron")
+    gone = _points(workflow)[0].interaction_id
+    vertex_fake.interactions.pop(gone)  # expired on Google's side
+    vertex_fake.push(Turn([Text("It was heron.")]))
+    _fire(workflow, generation, ids["lead"], "what was the code word?")
+    refused, fresh = vertex_fake.creates()[-2:]
+    assert refused.body["previous_interaction_id"] == gone
+    assert "previous_interaction_id" not in fresh.body
+    assert "<transcript>" in fresh.body["input"] and "[assistant] The code word is heron." in fresh.body["input"]
+    assert "could not be continued" in fresh.body["input"]
+    runtime = _stored(workflow, generation, ids["lead"])[-1]["meta"]["runtime"]
+    assert gone in runtime["note"] and runtime["continued_from"] is None
+
+
+def test_refused_credentials_fail_the_firing_with_an_auth_error(owner, vertex_fake, monkeypatch):
+    monkeypatch.setenv("VERTEX_AGENT_CREDENTIALS", "ya29.not-a-token-google-issued")
+    workflow, generation, ids = _vertex_agent(owner)
+    vertex_fake.push(Turn([Text("never sent")]))
+    firing = Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "hello"))
+    assert firing.state == Firing.State.FAILED and firing.error_code == "provider_auth", firing.error_code
+    assert len(vertex_fake.creates()) == 1  # one attempt, no retry
+
+
+def test_a_server_error_is_one_attempt(owner, vertex_fake):
+    workflow, generation, ids = _vertex_agent(owner)
+    vertex_fake.push(ErrorReply(503, "The service is currently unavailable."))
+    firing = Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "hello"))
+    assert firing.state == Firing.State.FAILED
+    assert len(vertex_fake.creates()) == 1
