@@ -206,3 +206,96 @@ def test_a_server_error_is_one_attempt(owner, vertex_fake):
     firing = Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "hello"))
     assert firing.state == Firing.State.FAILED
     assert len(vertex_fake.creates()) == 1
+
+
+def test_a_chat_streams_step_deltas_and_a_stopped_answer_is_not_continued(owner, vertex_fake, settings):
+    import threading
+
+    from django.db import connection
+
+    from chat.events import run_stream_state
+    from chat.models import ChatRun
+    from chat.services import chat_message_send, chat_run_stop
+    from tests.chat.helpers import wait_until
+
+    settings.AGENT_STOP_POLL_SECONDS = 0.02
+    workflow, generation, ids = _vertex_agent(owner)
+    vertex_fake.push(Turn([Text("First answer.")]))
+    chat_message_send(workflow=workflow, text="hello")
+    bound = _points(workflow)[-1].interaction_id
+    words = "".join(f"part{i} " for i in range(80))
+    vertex_fake.push(Turn([Text(words)], pause_after_first_text_s=60))
+    box = {}
+
+    def sender():
+        try:
+            box["run"] = chat_message_send(workflow=workflow, text="a long answer please")[1]
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=sender)
+    thread.start()
+    run_id = wait_until(
+        lambda: ChatRun.objects.filter(state="running").values_list("pk", flat=True).first(), what="the run"
+    )
+    wait_until(lambda: len(run_stream_state(run_id)[1]) > 0, what="streamed text", timeout=60)
+    streamed = run_stream_state(run_id)[1]
+    assert streamed and words.startswith(streamed)  # step.delta text reached the chat as it came
+    chat_run_stop(workflow=workflow, run_id=run_id)
+    thread.join(timeout=60)
+    run = ChatRun.objects.get(pk=run_id)
+    assert run.state == "stopped" and run.reply_message.text and words.startswith(run.reply_message.text)
+    assert vertex_fake.creates()[-1].body["previous_interaction_id"] == bound
+    # The stopped interaction's server state ends somewhere else than the saved partial answer: no point for it.
+    assert len(_points(workflow)) == 1
+
+    vertex_fake.push(Turn([Text("Continuing.")]))
+    _, second, _ = chat_message_send(workflow=workflow, text="go on")
+    second.refresh_from_db()
+    assert second.state == "finished", (second.error_code, second.error_message)
+    body = vertex_fake.creates()[-1].body
+    assert "previous_interaction_id" not in body  # a new interaction, handed the record
+    assert f"[assistant] {run.reply_message.text}" in body["input"] and "[assistant] First answer." in body["input"]
+    assert not vertex_fake.rejections
+
+
+def test_a_rewind_continues_from_the_interaction_recorded_at_that_point(owner, vertex_fake):
+    from chat.models import ChatMessage
+    from chat.services import chat_message_edit, chat_message_send, chat_message_switch
+
+    workflow, generation, ids = _vertex_agent(owner)
+    vertex_fake.push(Turn([Text("Hi, I am Lead.")]), Turn([Text("Blue it is.")]))
+    chat_message_send(workflow=workflow, text="hello")
+    chat_message_send(workflow=workflow, text="my colour is blue")
+    first, second = (p.interaction_id for p in _points(workflow))
+    environment = _points(workflow)[0].environment_id
+    blue = ChatMessage.objects.get(text="my colour is blue")
+
+    # Editing the second message takes the stored conversation back to after the first answer: the edited message
+    # continues the interaction recorded there, not the one the owner moved away from.
+    vertex_fake.push(Turn([Text("Green it is.")]))
+    _, run = chat_message_edit(workflow=workflow, message_id=blue.pk, text="my colour is green")
+    run.refresh_from_db()
+    assert run.state == "finished", (run.error_code, run.error_message)
+    body = vertex_fake.creates()[-1].body
+    assert body["previous_interaction_id"] == first and body["environment"] == environment
+    assert body["input"] == "my colour is green"
+    stored = _stored(workflow, generation, ids["lead"])
+    assert [m["role"] for m in stored] == ["system", "user", "assistant", "user", "assistant"]
+    green = stored[-1]["meta"]["runtime"]["interaction_id"]
+    assert green not in (first, second)
+
+    # Switching back restores the blue branch's conversation, and with it the interaction recorded for it.
+    chat_message_switch(workflow=workflow, message_id=blue.pk)
+    vertex_fake.push(Turn([Text("Still blue.")]))
+    chat_message_send(workflow=workflow, text="what is my colour?")
+    assert vertex_fake.creates()[-1].body["previous_interaction_id"] == second
+
+    # Editing the very first message rewinds to before any interaction: a new one starts, with nothing to hand.
+    hello = ChatMessage.objects.get(text="hello")
+    vertex_fake.push(Turn([Text("Hello again.")]))
+    chat_message_edit(workflow=workflow, message_id=hello.pk, text="good morning")
+    body = vertex_fake.creates()[-1].body
+    assert "previous_interaction_id" not in body and body["input"] == "good morning"
+    assert body["environment"] == "remote"
+    assert not vertex_fake.rejections
