@@ -40,6 +40,7 @@ from . import RuntimeRun, handoff_prompt, split_request
 
 PROVIDER = "vertex_agent"
 SCOPES = ("https://www.googleapis.com/auth/cloud-platform",)
+GOOGLE_TOKEN_URI = "https://oauth2.googleapis.com/token"
 MAX_FUNCTION_ROUNDS = 16  # function_call -> function_result continuations inside one firing
 logger = logging.getLogger("providers.vertex_agent")
 
@@ -107,6 +108,13 @@ def credentials_from(secret: str | None):
             raise AuthError("the stored Vertex credentials are not valid JSON", provider=PROVIDER) from None
         if info.get("type") != "service_account":
             raise AuthError("Vertex credentials JSON must be a service account key", provider=PROVIDER)
+        allowed = [u.strip() for u in str(config.setting("VERTEX_AGENT_TOKEN_URIS") or GOOGLE_TOKEN_URI).split(",")]
+        if info.get("token_uri") not in allowed:
+            # The key file names where it signs in; an owner's key must not make the server post to any URL.
+            raise AuthError(
+                f"the service account key's token_uri is not an allowed sign-in endpoint ({', '.join(allowed)})",
+                provider=PROVIDER,
+            )
         try:
             return service_account.Credentials.from_service_account_info(info, scopes=list(SCOPES))
         except (ValueError, KeyError) as exc:

@@ -41,6 +41,7 @@ from .base import (
 
 STATUS_NAMES = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND"}
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
+GOOGLE_TOKEN_AUDIENCE = "https://oauth2.googleapis.com/token"
 
 
 @dataclass
@@ -115,7 +116,8 @@ class FakeVertexInteractions(FakeProviderServer):
         payload_part = assertion.split(".")[1]
         claims = json.loads(base64.urlsafe_b64decode(payload_part + "=" * (-len(payload_part) % 4)))
         self.token_requests.append(claims)
-        if claims.get("aud") != self.token_uri or CLOUD_PLATFORM not in str(claims.get("scope", "")).split():
+        # Google's JWT bearer grant: the assertion's audience is Google's token endpoint, whatever URL it is posted to.
+        if claims.get("aud") != GOOGLE_TOKEN_AUDIENCE or CLOUD_PLATFORM not in str(claims.get("scope", "")).split():
             return json_reply(400, {"error": "invalid_scope", "error_description": "Invalid audience or scope."})
         token = f"ya29.fake-{self.next_id('tok')}"
         self.issued_tokens.add(token)

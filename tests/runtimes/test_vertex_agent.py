@@ -299,3 +299,59 @@ def test_a_rewind_continues_from_the_interaction_recorded_at_that_point(owner, v
     assert "previous_interaction_id" not in body and body["input"] == "good morning"
     assert body["environment"] == "remote"
     assert not vertex_fake.rejections
+
+
+def _service_account(token_uri: str) -> str:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    info = {
+        "type": "service_account",
+        "project_id": "P",
+        "private_key_id": "0123456789abcdef",
+        "private_key": pem,
+        "client_email": "agent-runner@p.iam.gserviceaccount.com",
+        "client_id": "1",
+        "token_uri": token_uri,
+    }
+    return json.dumps(info, indent=2)
+
+
+def test_the_owners_stored_service_account_signs_in_at_its_token_endpoint(owner, vertex_fake, monkeypatch):
+    from provider_keys.services import owner_provider_key_set, owner_provider_key_test
+
+    monkeypatch.delenv("VERTEX_AGENT_CREDENTIALS")  # only the owner's key may be used
+    monkeypatch.setenv("VERTEX_AGENT_TOKEN_URIS", vertex_fake.token_uri)
+    row = owner_provider_key_set(owner=owner, provider="vertex_agent", api_key=_service_account(vertex_fake.token_uri))
+    assert row.key_suffix == "cdef"
+    tested = owner_provider_key_test(owner=owner, provider="vertex_agent")
+    assert tested.last_test_ok is True, tested.last_test_message
+    workflow, generation, ids = _vertex_agent(owner)
+    vertex_fake.push(Turn([Text("Signed in.")]))
+    _fire(workflow, generation, ids["lead"], "hello")
+    claims = vertex_fake.token_requests[-1]
+    assert (
+        claims["iss"] == "agent-runner@p.iam.gserviceaccount.com"
+        and claims["aud"] == "https://oauth2.googleapis.com/token"
+    )
+    token = vertex_fake.creates()[-1].headers["authorization"].removeprefix("Bearer ")
+    assert token in vertex_fake.issued_tokens  # the API call carried the token the endpoint issued
+
+
+def test_a_service_account_pointing_elsewhere_is_refused_before_any_request(owner, vertex_fake, monkeypatch):
+    from opencompany.errors import ServiceError
+    from provider_keys.services import owner_provider_key_set
+
+    monkeypatch.delenv("VERTEX_AGENT_CREDENTIALS")
+    with pytest.raises(ServiceError):
+        owner_provider_key_set(owner=owner, provider="vertex_agent", api_key='{"type": "authorized_user"}')
+    owner_provider_key_set(owner=owner, provider="vertex_agent", api_key=_service_account("http://10.0.0.1/token"))
+    workflow, generation, ids = _vertex_agent(owner)
+    firing = Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "hello"))
+    assert firing.state == Firing.State.FAILED and firing.error_code == "provider_auth"
+    assert "token_uri" in firing.error_message
+    assert not vertex_fake.requests and not vertex_fake.token_requests
