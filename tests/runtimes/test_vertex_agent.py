@@ -355,3 +355,44 @@ def test_a_service_account_pointing_elsewhere_is_refused_before_any_request(owne
     assert firing.state == Firing.State.FAILED and firing.error_code == "provider_auth"
     assert "token_uri" in firing.error_message
     assert not vertex_fake.requests and not vertex_fake.token_requests
+
+
+def test_the_api_and_the_context_panel_say_what_google_keeps_and_what_we_keep(owner, owner_client, vertex_fake):
+    from django.urls import reverse
+
+    from workflows.nodes.builtin import AgentParams
+
+    workflow, generation, ids = _vertex_agent(owner)
+    url = reverse("conversations-api-detail", args=[workflow.pk, ids["lead"]])
+    before = owner_client.get(url).json()["runtime"]
+    assert before["provider"] == "vertex_agent" and before["session"] is None
+    assert before["fidelity"]["label"] == "exact observable events plus interaction/environment binding"
+    assert "Google keeps the interaction state server-side" in before["fidelity"]["detail"]
+    vertex_fake.push(Turn([Text("Hello.")]))
+    _fire(workflow, generation, ids["lead"], "hi")
+    point = _points(workflow)[-1]
+    session = owner_client.get(url).json()["runtime"]["session"]
+    assert session["interaction_id"] == point.interaction_id and session["environment_id"] == point.environment_id
+    assert "Google" in session["kept_by_google"] and session["matches_messages"] == 3
+
+    from django.test import Client
+
+    browser = Client()
+    browser.force_login(owner)
+    response = browser.get(reverse("conversations:context-panel", args=[workflow.pk]))
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "exact observable events plus interaction/environment binding" in page
+    assert point.interaction_id in page and point.environment_id in page and "Google keeps" in page
+    clear_conversation(workflow, generation, ids["lead"])
+    assert owner_client.get(url).json()["runtime"]["session"] is None
+
+    schema = AgentParams.model_json_schema()
+    assert "vertex_agent" in schema["properties"]["provider"]["enum"]
+    assert (
+        "vertex_agent: exact observable events plus interaction/environment binding"
+        in schema["properties"]["provider"]["description"]
+    )
+    assert "Google keeps the interaction state" in schema["properties"]["environment"]["description"]
+    with pytest.raises(ValueError):
+        AgentParams(name="A", provider="vertex_agent", model="m")  # project and agent are required
