@@ -105,3 +105,14 @@ def test_a_vertex_agent_chat_streams_continues_and_the_context_panel_says_what_i
     expect(page.locator("#ctx-binding")).to_contain_text(second_id)
     expect(page.locator("#ctx-binding")).to_contain_text(fake.interactions[second_id]["environment_id"])
     shot(page, "vertex-03-context-panel")
+
+    # The agent's form names the provider's fidelity and the Vertex params.
+    page.goto(f"{stack}/workflows/{workflow.pk}/")
+    expect(page.locator("#editor")).to_have_attribute("data-state", "ready")
+    page.locator(".drawflow-node[data-type='agent']").click()
+    form = page.locator("#node-form")
+    expect(form).to_contain_text("vertex_agent: exact observable events plus interaction/environment binding")
+    expect(form.locator("[name='agent']")).to_have_value("antigravity-preview-05-2026")
+    expect(form.locator("[name='environment']")).to_have_value("remote")
+    expect(form).to_contain_text("Google keeps the interaction state and the sandbox's files server-side")
+    shot(page, "vertex-04-agent-form")
