@@ -396,3 +396,18 @@ def test_the_api_and_the_context_panel_say_what_google_keeps_and_what_we_keep(ow
     assert "Google keeps the interaction state" in schema["properties"]["environment"]["description"]
     with pytest.raises(ValueError):
         AgentParams(name="A", provider="vertex_agent", model="m")  # project and agent are required
+
+
+def test_a_compaction_summary_is_one_fresh_interaction_that_binds_nothing(vertex_fake):
+    from conversations.wire import text_message
+    from providers import summarize
+
+    vertex_fake.push(Turn([Text("The owner's cat is Miso.")]))
+    messages = [text_message("user", "my cat is Miso"), text_message("assistant", "Noted.")]
+    params = {"project": "P", "location": "L", "agent": AGENT}
+    summary = summarize(provider="vertex_agent", model="gemini-3-flash", messages=messages, runtime_params=params)
+    assert summary == "The owner's cat is Miso." and summary.usage.input_tokens == 21
+    [create] = vertex_fake.creates()
+    assert "previous_interaction_id" not in create.body and create.body["environment"] == "remote"
+    assert "my cat is Miso" in create.body["input"]
+    assert not RuntimeInteractionPoint.objects.exists()
