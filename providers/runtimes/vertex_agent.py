@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from conversations.wire import text_block, tool_call_block, tool_result_message
 
 from .. import config
+from ..adapters.common import Stream
 from ..errors import (
     AuthError,
     InvalidRequestError,
@@ -220,6 +221,7 @@ def chat(request: ChatRequest, stream) -> ChatResult:
     by_name = {tool.definition.name: tool for tool in run.tools}
     next_input = first_input
     rounds = 0
+    timed_out = False
     while True:
         kwargs: dict = {"agent": params.agent, "input": next_input, "stream": True, "environment": environment}
         if previous:
@@ -245,13 +247,17 @@ def chat(request: ChatRequest, stream) -> ChatResult:
                 next_input = handoff_prompt(history, user_text, note=note)
                 continue
             raise error from exc
-        collector.begin(previous)
+        collector.begin()
+        # Stop, or the firing's deadline, ends the read at once (the pump polls both while Google is silent).
+        pumping = Stream(None, lambda: stream.stopped() or time.monotonic() >= deadline)
         try:
-            for event in stream.pump(events, close=getattr(events, "close", None)):
+            for event in pumping.pump(events, close=getattr(events, "close", None)):
                 collector.add(_as_dict(event))
         except Exception as exc:
             raise map_error(exc) from exc
-        if stream.stop_requested:
+        if pumping.stop_requested:
+            stream.stop_requested = True
+            timed_out = not stream.stopped()
             break
         if collector.error is not None:
             raise ServerError(f"{PROVIDER}: {collector.error}", provider=PROVIDER)
@@ -265,24 +271,39 @@ def chat(request: ChatRequest, stream) -> ChatResult:
         rounds += 1
         if not calls or rounds > MAX_FUNCTION_ROUNDS or time.monotonic() >= deadline:
             break
+        if environment == "remote" and not collector.environment_id:
+            # Continue in the sandbox this interaction ran in, not a new one: read its id when the stream lacked it.
+            collector.environment_id = _environment_of(client, collector.interaction_id)
+        environment = collector.environment_id or environment
         next_input = [collector.answer(call, by_name) for call in calls]
         previous = collector.interaction_id
-        environment = collector.environment_id or environment
         if stream.stopped():
             stream.stop_requested = True
             break
     stopped = stream.stop_requested
+    if not collector.environment_id and environment != "remote":
+        collector.environment_id = environment  # the interaction ran where it was told to
     if not stopped and not collector.environment_id and collector.interaction_id:
         # Stream snapshots need not carry environment_id (it is not a declared field of them): read the resource.
-        try:
-            collector.environment_id = client.interactions.get(collector.interaction_id).environment_id
-        except Exception:
-            logger.warning("vertex environment id unreadable", extra={"interaction_id": collector.interaction_id})
-    if not collector.environment_id and environment != "remote":
-        collector.environment_id = environment
+        collector.environment_id = _environment_of(client, collector.interaction_id)
     return collector.finish(
-        request, continued_from=(resume or {}).get("interaction_id"), note=note, stopped=stopped, params=params
+        request,
+        continued_from=(resume or {}).get("interaction_id"),
+        note=note,
+        stopped=stopped,
+        timed_out=timed_out,
+        params=params,
     )
+
+
+def _environment_of(client, interaction_id: str | None) -> str | None:
+    if not interaction_id:
+        return None
+    try:
+        return client.interactions.get(interaction_id).environment_id
+    except Exception:  # the answer is still good; only the next firing's sandbox is unknown (it gets a new one)
+        logger.warning("vertex environment id unreadable", extra={"interaction_id": interaction_id})
+        return None
 
 
 def _as_dict(event) -> dict:
@@ -317,7 +338,7 @@ class _Collector:
         self._steps: dict[int, dict] = {}
         self._calls: list[dict] = []  # function calls of the current interaction, in order
 
-    def begin(self, previous: str | None) -> None:
+    def begin(self) -> None:
         self.status = None
         self.error = None
         self._steps = {}
@@ -500,7 +521,14 @@ class _Collector:
     # --- the result ---
 
     def finish(
-        self, request: ChatRequest, *, continued_from: str | None, note: str | None, stopped: bool, params
+        self,
+        request: ChatRequest,
+        *,
+        continued_from: str | None,
+        note: str | None,
+        stopped: bool,
+        timed_out: bool,
+        params: VertexParams,
     ) -> ChatResult:
         if stopped:
             for index in sorted(self._steps):
@@ -551,6 +579,8 @@ class _Collector:
             runtime["interaction_ids"] = list(self.interaction_ids)
         if note:
             runtime["note"] = note
+        if timed_out:
+            runtime["end_reason"] = "max_wall_time"
         final["meta"] = {**final.get("meta", {}), "runtime": runtime}
         final["usage"] = usage.to_dict()
         stop_reason = "stopped" if stopped else _DONE.get(self.status or "", "other")

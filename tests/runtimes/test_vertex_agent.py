@@ -140,9 +140,11 @@ def test_memory_is_offered_as_a_function_and_answered_within_the_firing(owner, v
     [result] = second.body["input"]
     assert result["type"] == "function_result" and result["call_id"] == "call-1" and result["name"] == "memory"
     assert "Miso" in result["result"] and not result.get("is_error")
-    first_id = vertex_fake.creates()[0]  # the continuation names the interaction that asked
-    assert second.body["previous_interaction_id"] == next(iter(vertex_fake.interactions))
-    assert first_id.body.get("previous_interaction_id") is None
+    asked = next(iter(vertex_fake.interactions))  # the continuation names the interaction that asked
+    assert second.body["previous_interaction_id"] == asked and "previous_interaction_id" not in first.body
+    # ...and runs in the same sandbox (read from the interaction: the stream did not say)
+    assert second.body["environment"] == vertex_fake.interactions[asked]["environment_id"]
+    assert len(vertex_fake.environments) == 1
     stored = _stored(workflow, generation, ids["lead"])
     assert [m["role"] for m in stored] == ["system", "user", "assistant", "tool", "assistant"]
     assert stored[2]["blocks"][0]["name"] == "memory" and stored[2]["blocks"][0]["arguments"]["content"]
@@ -411,3 +413,16 @@ def test_a_compaction_summary_is_one_fresh_interaction_that_binds_nothing(vertex
     assert "previous_interaction_id" not in create.body and create.body["environment"] == "remote"
     assert "my cat is Miso" in create.body["input"]
     assert not RuntimeInteractionPoint.objects.exists()
+
+
+def test_the_wall_clock_limit_ends_the_read_and_keeps_what_arrived(owner, vertex_fake, settings):
+    settings.AGENT_MAX_WALL_SECONDS = 6
+    workflow, generation, ids = _vertex_agent(owner)
+    vertex_fake.push(Turn([Text("Slow start and then nothing")], pause_after_first_text_s=120))
+    firing = Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "take your time"))
+    assert firing.state in (Firing.State.STOPPED, Firing.State.FINISHED), (firing.error_code, firing.error_message)
+    stored = _stored(workflow, generation, ids["lead"])
+    assert stored[-1]["meta"]["runtime"]["end_reason"] == "max_wall_time"
+    assert stored[-1]["blocks"][0]["stopped"] is True and stored[-1]["blocks"][0]["text"]
+    assert stored[-1]["usage"]["estimated"] is True  # Google never reported usage for the cut interaction
+    assert not _points(workflow)
