@@ -426,3 +426,14 @@ def test_the_wall_clock_limit_ends_the_read_and_keeps_what_arrived(owner, vertex
     assert stored[-1]["blocks"][0]["stopped"] is True and stored[-1]["blocks"][0]["text"]
     assert stored[-1]["usage"]["estimated"] is True  # Google never reported usage for the cut interaction
     assert not _points(workflow)
+
+
+def test_the_key_api_takes_a_service_account_and_never_shows_it(owner, owner_client, vertex_fake):
+    key = _service_account(vertex_fake.token_uri)
+    response = owner_client.put("/api/provider-keys/vertex_agent/", {"api_key": key}, format="json")
+    assert response.status_code == 200, response.content
+    assert response.json()["key_suffix"] == "cdef" and "PRIVATE KEY" not in response.content.decode()
+    listing = owner_client.get("/api/provider-keys/").content.decode()
+    assert "PRIVATE KEY" not in listing and "agent-runner@" not in listing
+    too_long = owner_client.put("/api/provider-keys/anthropic/", {"api_key": "x" * 1500}, format="json")
+    assert too_long.status_code == 400  # other providers keep their short-key rule
