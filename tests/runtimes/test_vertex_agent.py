@@ -437,3 +437,19 @@ def test_the_key_api_takes_a_service_account_and_never_shows_it(owner, owner_cli
     assert "PRIVATE KEY" not in listing and "agent-runner@" not in listing
     too_long = owner_client.put("/api/provider-keys/anthropic/", {"api_key": "x" * 1500}, format="json")
     assert too_long.status_code == 400  # other providers keep their short-key rule
+
+
+def test_a_reset_starts_the_new_generation_with_a_new_interaction_in_a_new_sandbox(owner, vertex_fake):
+    from workflows.services import workflow_reset
+
+    workflow, generation, ids = _vertex_agent(owner)
+    vertex_fake.push(Turn([Text("Noted.")]))
+    _fire(workflow, generation, ids["lead"], "note the code word heron")
+    outcome = workflow_reset(workflow=workflow, actor=owner)
+    new_generation = outcome.generation.number
+    assert new_generation != generation
+    vertex_fake.push(Turn([Text("Fresh.")]))
+    _fire(outcome.workflow, new_generation, ids["lead"], "hello")
+    body = vertex_fake.creates()[-1].body
+    assert "previous_interaction_id" not in body and body["environment"] == "remote" and body["input"] == "hello"
+    assert [p.generation for p in _points(workflow)] == [new_generation]  # the old one went with its conversation
