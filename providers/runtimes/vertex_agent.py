@@ -60,8 +60,8 @@ class VertexParams:
     @classmethod
     def of(cls, params: dict | None) -> VertexParams:
         params = params or {}
-        project = (params.get("project") or config.setting("VERTEX_AGENT_PROJECT") or "").strip()
-        location = (params.get("location") or config.setting("VERTEX_AGENT_LOCATION") or "global").strip()
+        project = (params.get("project") or "").strip()
+        location = (params.get("location") or "global").strip()
         agent = (params.get("agent") or "").strip()
         environment = (params.get("environment") or "remote").strip()
         if not project or not agent:
