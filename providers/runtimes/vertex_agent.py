@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from conversations.wire import text_block, tool_call_block, tool_result_message
@@ -506,7 +507,9 @@ class _Collector:
             content, is_error = f"The arguments were not a JSON object: {call.get('parse_error')}", True
         else:
             try:
-                content, is_error = tool.call(call["arguments"], call["id"])
+                # On a thread of its own, as the seam expects: the tool opens (and closes) its own connection.
+                with ThreadPoolExecutor(max_workers=1, thread_name_prefix="vertex-tool") as pool:
+                    content, is_error = pool.submit(tool.call, call["arguments"], call["id"]).result()
             except Exception as exc:  # a tool's own failure is the model's to see, not the firing's to die of
                 logger.exception("vertex project tool failed", extra={"tool": call["name"]})
                 content, is_error = f"The tool failed: {type(exc).__name__}", True

@@ -453,3 +453,17 @@ def test_a_reset_starts_the_new_generation_with_a_new_interaction_in_a_new_sandb
     body = vertex_fake.creates()[-1].body
     assert "previous_interaction_id" not in body and body["environment"] == "remote" and body["input"] == "hello"
     assert [p.generation for p in _points(workflow)] == [new_generation]  # the old one went with its conversation
+
+
+def test_todos_are_offered_beside_memory_and_answered_through_their_contract(owner, vertex_fake):
+    workflow, generation, ids = _vertex_agent(owner, memory=True, todos=True)
+    vertex_fake.push(
+        Turn([Call("todos", json.dumps({"operation": "add", "text": "Buy cat food"}), id="call-t")]),
+        Turn([Text("Added.")]),
+    )
+    _fire(workflow, generation, ids["lead"], "add a todo: buy cat food")
+    first, second = vertex_fake.creates()
+    assert sorted(t["name"] for t in first.body["tools"]) == ["memory", "todos"]
+    [result] = second.body["input"]
+    assert result["call_id"] == "call-t" and result["name"] == "todos" and not result.get("is_error")
+    assert "Buy cat food" in result["result"]
