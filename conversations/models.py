@@ -236,6 +236,9 @@ class RuntimeInteractionPoint(models.Model):
     generation = models.PositiveIntegerField()
     agent_node_id = models.CharField(max_length=200)
     runtime = models.CharField(max_length=32)
+    # project/location/agent the interaction belongs to: another agent (the owner changed the params) never
+    # continues it.
+    agent_ref = models.CharField(max_length=500, default="")
     cursor_length = models.PositiveIntegerField()
     cursor_digest = models.CharField(max_length=64)
     interaction_id = models.CharField(max_length=200)

@@ -245,16 +245,17 @@ def _vertex_binding(workflow: Workflow, node: dict) -> dict | None:
     from .store import conversation_key, stored_cursor
 
     cursor = stored_cursor(conversation_key(workflow.pk, workflow.live_generation, node["id"]))
+    params = node.get("params") or {}
     point = RuntimeInteractionPoint.objects.filter(
         workflow=workflow,
         generation=workflow.live_generation,
         agent_node_id=node["id"],
+        agent_ref="/".join(str(params.get(k) or "") for k in ("project", "location", "agent")),
         cursor_length=cursor["length"],
         cursor_digest=cursor["digest"],
     ).first()
     if point is None:
         return None
-    params = node.get("params") or {}
     return {
         "runtime": point.runtime,
         "interaction_id": point.interaction_id,

@@ -89,12 +89,19 @@ def _point_for(firing: Firing, key, prefix: dict) -> dict | None:
         generation=key.generation,
         agent_node_id=key.agent_node_id,
         runtime=firing.agent_config["provider"],
+        agent_ref=agent_ref(firing),
         cursor_length=prefix["length"],
         cursor_digest=prefix["digest"],
     ).first()
     if point is None:
         return None
     return {"interaction_id": point.interaction_id, "environment_id": point.environment_id}
+
+
+def agent_ref(firing: Firing) -> str:
+    """Which remote agent a binding belongs to (Vertex: project/location/agent), as the firing's params name it."""
+    params = firing.agent_config.get("runtime_params") or {}
+    return "/".join(str(params.get(k) or "") for k in ("project", "location", "agent"))
 
 
 def _project_tool(firing: Firing, binding: dict):
@@ -196,6 +203,7 @@ def _point_record(firing: Firing, key, prefix: dict, ids: dict) -> None:
                 cursor_digest=prefix["digest"],
                 defaults={
                     "runtime": firing.agent_config["provider"],
+                    "agent_ref": agent_ref(firing),
                     "interaction_id": ids["interaction_id"],
                     "environment_id": ids.get("environment_id") or "",
                 },

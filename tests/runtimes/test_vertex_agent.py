@@ -467,3 +467,16 @@ def test_todos_are_offered_beside_memory_and_answered_through_their_contract(own
     [result] = second.body["input"]
     assert result["call_id"] == "call-t" and result["name"] == "todos" and not result.get("is_error")
     assert "Buy cat food" in result["result"]
+
+
+def test_a_binding_of_another_agent_is_never_continued(owner, vertex_fake):
+    workflow, generation, ids = _vertex_agent(owner)
+    vertex_fake.push(Turn([Text("Hello.")]))
+    _fire(workflow, generation, ids["lead"], "hi")
+    [point] = _points(workflow)
+    assert point.agent_ref == f"P/L/{AGENT}"
+    RuntimeInteractionPoint.objects.filter(pk=point.pk).update(agent_ref="P/L/another-agent")
+    vertex_fake.push(Turn([Text("Fresh.")]))
+    _fire(workflow, generation, ids["lead"], "again")
+    body = vertex_fake.creates()[-1].body
+    assert "previous_interaction_id" not in body and "<transcript>" in body["input"]
