@@ -99,7 +99,7 @@ def test_a_vertex_agent_chat_streams_continues_and_the_context_panel_says_what_i
 
     page.goto(f"{stack}/workflows/{workflow.pk}/context/")
     fidelity = page.locator("#ctx-fidelity")
-    expect(fidelity).to_contain_text("exact observable events plus interaction/environment binding")
+    expect(fidelity).to_contain_text("exact observable events plus interaction/environment binding", ignore_case=True)
     expect(fidelity).to_contain_text("Google keeps")
     second_id = list(fake.interactions)[-1]
     expect(page.locator("#ctx-binding")).to_contain_text(second_id)

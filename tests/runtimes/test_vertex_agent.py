@@ -384,7 +384,7 @@ def test_the_api_and_the_context_panel_say_what_google_keeps_and_what_we_keep(ow
     response = browser.get(reverse("conversations:context-panel", args=[workflow.pk]))
     assert response.status_code == 200
     page = response.content.decode()
-    assert "exact observable events plus interaction/environment binding" in page
+    assert "Exact observable events plus interaction/environment binding" in page  # the label, capitalised
     assert point.interaction_id in page and point.environment_id in page and "Google keeps" in page
     clear_conversation(workflow, generation, ids["lead"])
     assert owner_client.get(url).json()["runtime"]["session"] is None
