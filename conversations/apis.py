@@ -88,8 +88,10 @@ class ConversationDetailApi(APIView):
         runtime = serializers.DictField(
             allow_null=True,
             help_text=(
-                "The agent's provider, its fidelity ({label, detail}: what is kept, RFC-0002 §5) and, for Claude "
-                "Code, the session binding (session_id, transcript_path) or null."
+                "The agent's provider, its fidelity ({label, detail}: what is kept, RFC-0002 §5) and its binding or "
+                "null: for Claude Code the session (session_id, transcript_path); for a Vertex agent the interaction "
+                "the next firing continues (interaction_id, environment_id; Google keeps the interaction state "
+                "server-side)."
             ),
         )
 

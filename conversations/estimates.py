@@ -23,8 +23,9 @@ def next_turn_estimate(*, size_bytes: int, provider: str | None, model: str | No
         return {"input_tokens_estimate": tokens, "cost": None, "cost_if_cached": None, "estimated": True}
     return {
         "input_tokens_estimate": tokens,
-        "cost": round(cost, 6),
-        "cost_if_cached": round(cached, 6),
+        # None: the model has no price (cost() says so by returning None rather than raising).
+        "cost": round(cost, 6) if cost is not None else None,
+        "cost_if_cached": round(cached, 6) if cached is not None else None,
         "estimated": True,
     }
 

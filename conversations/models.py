@@ -218,3 +218,40 @@ class RuntimeSessionBinding(models.Model):
 
     def __str__(self) -> str:
         return f"{self.runtime} session {self.session_id} for {self.workflow_id}/{self.generation}/{self.agent_node_id}"
+
+
+class RuntimeInteractionPoint(models.Model):
+    """A point of an agent's stored conversation a Vertex interaction continues from (provider "vertex_agent").
+
+    One row per stored cursor (length and chained digest of the stored list right after the turn that produced the
+    interaction): the last interaction id (what `previous_interaction_id` continues) and the environment id (the
+    sandbox it ran in). The next firing looks up the row for the cursor it extends: after a normal turn that is the
+    latest one; after a branch move that rewound the list to an earlier point, that point's row when there is one.
+    No row (Clear Context deletes them all, a Reset starts a new generation, a compaction or a save that failed
+    moves the digest): a new interaction starts from a portable transcript. Google keeps the interaction state;
+    this keeps only which interaction matches which stored point (providers/README.md, "Agent runtimes").
+    """
+
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="+")
+    generation = models.PositiveIntegerField()
+    agent_node_id = models.CharField(max_length=200)
+    runtime = models.CharField(max_length=32)
+    # project/location/agent the interaction belongs to: another agent (the owner changed the params) never
+    # continues it.
+    agent_ref = models.CharField(max_length=500, default="")
+    cursor_length = models.PositiveIntegerField()
+    cursor_digest = models.CharField(max_length=64)
+    interaction_id = models.CharField(max_length=200)
+    environment_id = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workflow", "generation", "agent_node_id", "cursor_length", "cursor_digest"],
+                name="runtime_interaction_point_unique_cursor",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.runtime} interaction {self.interaction_id} at {self.cursor_length} for {self.agent_node_id}"

@@ -221,6 +221,8 @@ def agent_runtime(workflow: Workflow, agent_node_id: str) -> dict | None:
     if node is None or node.get("type") != "agent":
         return None
     provider = (node.get("params") or {}).get("provider") or "offline"
+    if provider == "vertex_agent":
+        return {"provider": provider, "fidelity": fidelity_of(provider), "session": _vertex_binding(workflow, node)}
     binding = RuntimeSessionBinding.objects.filter(
         workflow=workflow, generation=workflow.live_generation, agent_node_id=agent_node_id
     ).first()
@@ -234,3 +236,36 @@ def agent_runtime(workflow: Workflow, agent_node_id: str) -> dict | None:
             "resumable_while": "its transcript file exists on the worker and the stored conversation is unchanged",
         }
     return {"provider": provider, "fidelity": fidelity_of(provider), "session": session}
+
+
+def _vertex_binding(workflow: Workflow, node: dict) -> dict | None:
+    """The Vertex interaction (and environment) the next firing continues: the one recorded at the stored
+    conversation's current cursor, or None when the next firing starts a new interaction from the record."""
+    from .models import RuntimeInteractionPoint
+    from .store import conversation_key, stored_cursor
+
+    cursor = stored_cursor(conversation_key(workflow.pk, workflow.live_generation, node["id"]))
+    params = node.get("params") or {}
+    point = RuntimeInteractionPoint.objects.filter(
+        workflow=workflow,
+        generation=workflow.live_generation,
+        agent_node_id=node["id"],
+        agent_ref="/".join(str(params.get(k) or "") for k in ("project", "location", "agent")),
+        cursor_length=cursor["length"],
+        cursor_digest=cursor["digest"],
+    ).first()
+    if point is None:
+        return None
+    return {
+        "runtime": point.runtime,
+        "interaction_id": point.interaction_id,
+        "environment_id": point.environment_id,
+        "environment_pinned": bool(params.get("environment")) and params.get("environment") != "remote",
+        "matches_messages": point.cursor_length,
+        "kept_by_google": (
+            "the interaction state (store is on by default on Google's side) and the environment's files; "
+            "OpenCompany keeps the streamed events, the interaction id and the environment id"
+        ),
+        "continued_while": "the stored conversation is unchanged since this interaction (a rewind to an earlier "
+        "point continues the interaction recorded there)",
+    }

@@ -38,7 +38,14 @@ class ProviderKeysApi(APIView):
 
 class ProviderKeyApi(APIView):
     class InputSerializer(serializers.Serializer):
-        api_key = serializers.CharField(allow_blank=True, trim_whitespace=True, max_length=1000, write_only=True)
+        # Up to 20 000 characters: a Vertex service account key (JSON) is ~2.5 kB; the service checks each kind.
+        api_key = serializers.CharField(
+            allow_blank=True,
+            trim_whitespace=True,
+            max_length=20_000,
+            write_only=True,
+            help_text="The key; for vertex_agent a service account key (JSON text) or an OAuth access token.",
+        )
         base_url = serializers.CharField(allow_blank=True, required=False, max_length=500)
 
     @extend_schema(

@@ -10,6 +10,7 @@ OWNER_KEY_PROVIDERS = (
     ("anthropic", "Anthropic"),
     ("gemini", "Gemini"),
     ("openai_compatible", "OpenAI-compatible server"),
+    ("vertex_agent", "Vertex managed agent"),
 )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from django.db import transaction
 from django.utils import timezone
 
@@ -15,6 +17,7 @@ from .selectors import owner_request_overrides, url_policy
 
 PROVIDER_NAMES = dict(OWNER_KEY_PROVIDERS)
 MAX_KEY_LENGTH = 1000
+MAX_SERVICE_ACCOUNT_LENGTH = 20_000  # a service account key (JSON with a PEM private key) is ~2.5 kB
 
 
 def _checked_base_url(provider: str, base_url: str) -> str:
@@ -34,13 +37,32 @@ def _checked_base_url(provider: str, base_url: str) -> str:
         raise ServiceError("unsafe_base_url", exc.message) from None
 
 
+def _service_account_suffix(text: str) -> str:
+    """Check a Vertex service account key (JSON) and return the last characters of its key id, shown as the hint."""
+    if len(text) > MAX_SERVICE_ACCOUNT_LENGTH:
+        raise ServiceError("invalid_api_key", "That service account key is too long.")
+    try:
+        info = json.loads(text)
+    except ValueError:
+        raise ServiceError("invalid_api_key", "That is not valid JSON.") from None
+    needed = ("client_email", "private_key", "token_uri")
+    if not isinstance(info, dict) or info.get("type") != "service_account" or not all(info.get(k) for k in needed):
+        raise ServiceError(
+            "invalid_api_key", "A Vertex key is a service account key (JSON with client_email, private_key, token_uri)."
+        )
+    return str(info.get("private_key_id") or "")[-4:]
+
+
 def owner_provider_key_set(*, owner, provider: str, api_key: str, base_url: str = "") -> OwnerProviderKey:
     if provider not in PROVIDER_NAMES:
         raise ServiceError("unknown_provider", f"Unknown provider {provider!r}.")
     api_key = (api_key or "").strip()
     if not api_key and provider != "openai_compatible":
         raise ServiceError("invalid_api_key", "The key is empty.")
-    if len(api_key) > MAX_KEY_LENGTH or any(ord(c) < 32 for c in api_key):
+    suffix = api_key[-4:] if len(api_key) >= 12 else ""
+    if provider == "vertex_agent" and api_key.startswith("{"):
+        suffix = _service_account_suffix(api_key)
+    elif len(api_key) > MAX_KEY_LENGTH or any(ord(c) < 32 for c in api_key):
         raise ServiceError("invalid_api_key", "That is not an API key (too long, or it holds control characters).")
     checked_url = _checked_base_url(provider, base_url)
     with transaction.atomic():
@@ -49,7 +71,7 @@ def owner_provider_key_set(*, owner, provider: str, api_key: str, base_url: str 
             provider=provider,
             defaults={
                 "encrypted_key": encrypt(api_key),
-                "key_suffix": api_key[-4:] if len(api_key) >= 12 else "",
+                "key_suffix": suffix,
                 "base_url": checked_url,
                 "last_tested_at": None,
                 "last_test_ok": None,

@@ -25,6 +25,7 @@ KEY_SETTINGS = {
     # The runtimes use the key (and base URL) of the API their CLI calls.
     "claude_code": "ANTHROPIC_API_KEY",
     "codex_cli": "OPENAI_API_KEY",
+    "vertex_agent": "VERTEX_AGENT_CREDENTIALS",  # a service account JSON or an access token
 }
 
 BASE_URL_SETTINGS = {
@@ -34,6 +35,7 @@ BASE_URL_SETTINGS = {
     "openai_compatible": "OPENAI_COMPATIBLE_BASE_URL",
     "claude_code": "ANTHROPIC_BASE_URL",
     "codex_cli": "OPENAI_BASE_URL",
+    "vertex_agent": "VERTEX_AGENT_BASE_URL",
 }
 
 

@@ -59,6 +59,7 @@ def summarize_call(
     api_key: str | None = None,
     base_url: str | None = None,
     url_policy: UrlPolicy | None = None,
+    runtime_params: dict | None = None,
 ) -> Summary:
     """Summary of `messages` (MessageWire dicts) with the call's usage. Raises ProviderError; the caller
     (compaction) treats that as terminal. The offline provider answers deterministically."""
@@ -74,6 +75,15 @@ def summarize_call(
         base_url=base_url,
         url_policy=url_policy,
     )
+    if runtime_params:
+        # An agent runtime that needs its own params to run at all (a Vertex agent's project and agent): a
+        # throwaway run that resumes and keeps nothing.
+        import tempfile
+        from pathlib import Path
+
+        from .runtimes import RuntimeRun
+
+        request.runtime = RuntimeRun(home=Path(tempfile.gettempdir()), params=dict(runtime_params))
     result = ChatUnifier().chat(request)
     return Summary(text=text_of(result.message).strip(), usage=result.usage)
 
@@ -93,10 +103,17 @@ def summarize(
     api_key: str | None = None,
     base_url: str | None = None,
     url_policy: UrlPolicy | None = None,
+    runtime_params: dict | None = None,
 ) -> str:
     """The summary text (a SummaryText carrying `.usage`); see summarize_call."""
     summary = summarize_call(
-        provider=provider, model=model, messages=messages, api_key=api_key, base_url=base_url, url_policy=url_policy
+        provider=provider,
+        model=model,
+        messages=messages,
+        api_key=api_key,
+        base_url=base_url,
+        url_policy=url_policy,
+        runtime_params=runtime_params,
     )
     text = SummaryText(summary.text)
     text.usage = summary.usage

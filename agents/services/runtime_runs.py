@@ -23,7 +23,9 @@ from agents.services.firings import firing_key
 
 logger = logging.getLogger("agents.runtime")
 
-RESUMABLE = ("claude_code",)
+RESUMABLE = ("claude_code", "vertex_agent")
+# Runtimes whose binding is kept per stored cursor (a rewind continues from the point it returns to).
+POINTED = ("vertex_agent",)
 
 
 def is_runtime(firing: Firing) -> bool:
@@ -59,6 +61,8 @@ def _binding_for(firing: Firing) -> dict | None:
     if not firing.uses_conversation or "length" not in prefix:
         return None
     key = firing_key(firing)
+    if firing.agent_config["provider"] in POINTED:
+        return _point_for(firing, key, prefix)
     binding = RuntimeSessionBinding.objects.filter(
         workflow_id=key.workflow_id, generation=key.generation, agent_node_id=key.agent_node_id
     ).first()
@@ -73,6 +77,31 @@ def _binding_for(firing: Firing) -> dict | None:
         "transcript_path": binding.transcript_path,
         "session_cost_usd": float(binding.session_cost_usd),
     }
+
+
+def _point_for(firing: Firing, key, prefix: dict) -> dict | None:
+    """The interaction recorded at exactly the stored cursor the firing extends (the latest turn's, or an earlier
+    one a branch move rewound to), or None: then a new interaction starts from the record."""
+    from conversations.models import RuntimeInteractionPoint
+
+    point = RuntimeInteractionPoint.objects.filter(
+        workflow_id=key.workflow_id,
+        generation=key.generation,
+        agent_node_id=key.agent_node_id,
+        runtime=firing.agent_config["provider"],
+        agent_ref=agent_ref(firing),
+        cursor_length=prefix["length"],
+        cursor_digest=prefix["digest"],
+    ).first()
+    if point is None:
+        return None
+    return {"interaction_id": point.interaction_id, "environment_id": point.environment_id}
+
+
+def agent_ref(firing: Firing) -> str:
+    """Which remote agent a binding belongs to (Vertex: project/location/agent), as the firing's params name it."""
+    params = firing.agent_config.get("runtime_params") or {}
+    return "/".join(str(params.get(k) or "") for k in ("project", "location", "agent"))
 
 
 def _project_tool(firing: Firing, binding: dict):
@@ -112,6 +141,7 @@ def runtime_run_attach(firing: Firing, request) -> None:
         tools=[_project_tool(firing, b) for b in firing.tool_bindings if not b["is_teammate"]],
         allowed_builtin_tools=list(firing.agent_config.get("runtime_tools") or []),
         wall_seconds=max(left, 1.0),
+        params=dict(firing.agent_config.get("runtime_params") or {}),
     )
 
 
@@ -127,9 +157,17 @@ def runtime_binding_record(firing: Firing, step: LlmStep) -> None:
         return
     ids = (step.result or {}).get("provider_ids") or {}
     prefix = firing.stored_prefix or {}
-    if not ids.get("session_id") or "length" not in prefix or prefix.get("detached") or firing.pending_messages:
+    if (
+        not (ids.get("session_id") or ids.get("interaction_id"))
+        or "length" not in prefix
+        or prefix.get("detached")
+        or firing.pending_messages
+    ):
         return  # not saved (or saved over by someone else): the next firing starts from the record instead
     key = firing_key(firing)
+    if firing.agent_config["provider"] in POINTED:
+        _point_record(firing, key, prefix, ids)
+        return
     RuntimeSessionBinding.objects.update_or_create(
         workflow_id=key.workflow_id,
         generation=key.generation,
@@ -143,3 +181,32 @@ def runtime_binding_record(firing: Firing, step: LlmStep) -> None:
             "session_cost_usd": Decimal(str(ids.get("session_cost_usd") or 0)),
         },
     )
+
+
+def _point_record(firing: Firing, key, prefix: dict, ids: dict) -> None:
+    """Keep which interaction (and environment) the stored list's new cursor continues from."""
+    from django.db import IntegrityError, transaction
+
+    from conversations.models import RuntimeInteractionPoint
+
+    if ids.get("status") not in ("completed", "incomplete", "budget_exceeded"):
+        # Ended waiting for a function result nobody sent (a round limit, the deadline): that interaction cannot
+        # take a new message, so the next firing starts from the record.
+        return
+    try:
+        with transaction.atomic():
+            RuntimeInteractionPoint.objects.update_or_create(
+                workflow_id=key.workflow_id,
+                generation=key.generation,
+                agent_node_id=key.agent_node_id,
+                cursor_length=prefix["length"],
+                cursor_digest=prefix["digest"],
+                defaults={
+                    "runtime": firing.agent_config["provider"],
+                    "agent_ref": agent_ref(firing),
+                    "interaction_id": ids["interaction_id"],
+                    "environment_id": ids.get("environment_id") or "",
+                },
+            )
+    except IntegrityError:  # a concurrent save of the same point: the other one is just as right
+        logger.info("interaction point recorded twice", extra={"firing_id": str(firing.pk)})

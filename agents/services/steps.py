@@ -90,6 +90,7 @@ def _agent_config(node: dict) -> dict:
         "max_tokens_per_firing": params.get("max_tokens_per_firing") or settings.AGENT_MAX_TOKENS_PER_FIRING,
         "compaction_threshold": params.get("compaction_threshold") or settings.AGENT_COMPACTION_THRESHOLD,
         "runtime_tools": params.get("runtime_tools") or [],  # agent runtimes: the built-in tools allowed
+        "runtime_params": {k: params[k] for k in ("project", "location", "agent", "environment") if params.get(k)},
     }
 
 
@@ -772,7 +773,13 @@ def compact_context(
     def summarize_messages(messages: list[dict]) -> str:
         calls.append(len(messages))
         overrides = owner_request_overrides(owner_id=generation_row.workflow.owner_id, provider=config["provider"])
-        summary = summarize(provider=config["provider"], model=config["model"], messages=messages, **overrides)
+        summary = summarize(
+            provider=config["provider"],
+            model=config["model"],
+            messages=messages,
+            runtime_params=config.get("runtime_params") or None,  # a Vertex agent needs its project and agent
+            **overrides,
+        )
         used = getattr(summary, "usage", None)  # the real usage of the call, billed below
         for name in ("input_tokens", "cached_tokens", "output_tokens", "reasoning_tokens", "cache_creation_tokens"):
             setattr(spent, name, getattr(spent, name) + getattr(used, name, 0))

@@ -814,6 +814,7 @@ def clear_conversation(workflow, generation: int | None = None, agent_node_id: s
         cursor.execute(f"DELETE FROM {_HEADER} WHERE id = ANY(%s)", [ids])
         # A runtime session continuing a cleared conversation would remember what the owner cleared.
         cursor.execute(f"DELETE FROM conversations_runtimesessionbinding WHERE {' AND '.join(where)}", params)
+        cursor.execute(f"DELETE FROM conversations_runtimeinteractionpoint WHERE {' AND '.join(where)}", params)
         for _, gen, node in rows:
             key = ConversationKey(workflow_id, gen, node)
             _copies.drop(key)

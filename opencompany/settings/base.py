@@ -363,6 +363,12 @@ OPENAI_COMPATIBLE_BASE_URL = env_str("OPENAI_COMPATIBLE_BASE_URL")
 OPENAI_BASE_URL = env_str("OPENAI_BASE_URL")
 ANTHROPIC_BASE_URL = env_str("ANTHROPIC_BASE_URL")
 GEMINI_BASE_URL = env_str("GEMINI_BASE_URL")
+# Vertex managed agents (provider "vertex_agent"): a service account key (JSON text) or an OAuth access token, else
+# the file GOOGLE_APPLICATION_CREDENTIALS names; never the metadata server. A service account signs in only at
+# VERTEX_AGENT_TOKEN_URIS (comma separated; Google's token endpoint by default).
+VERTEX_AGENT_CREDENTIALS = env_str("VERTEX_AGENT_CREDENTIALS")
+VERTEX_AGENT_BASE_URL = env_str("VERTEX_AGENT_BASE_URL")
+VERTEX_AGENT_TOKEN_URIS = env_str("VERTEX_AGENT_TOKEN_URIS") or "https://oauth2.googleapis.com/token"
 PROVIDER_CONNECT_TIMEOUT_S = env_float("PROVIDER_CONNECT_TIMEOUT_S", 10.0)
 PROVIDER_READ_TIMEOUT_S = env_float("PROVIDER_READ_TIMEOUT_S", 300.0)
 PROVIDER_DEFAULT_MAX_OUTPUT_TOKENS = env_int("PROVIDER_DEFAULT_MAX_OUTPUT_TOKENS", 8192, minimum=1)

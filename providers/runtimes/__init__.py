@@ -21,6 +21,7 @@ from ..types import ToolDefinition
 FIDELITY = {
     "claude_code": "exact observable stream plus explicit session binding",
     "codex_cli": "observable-only, non-resumable",
+    "vertex_agent": "exact observable events plus interaction/environment binding",
 }
 # The native providers' rows, so every agent can say what its conversation keeps.
 NATIVE_FIDELITY = {
@@ -39,6 +40,14 @@ FIDELITY_DETAIL = {
     "codex_cli": (
         "Every event is stored as observed. Nothing of Codex's own state is kept: each firing is a new ephemeral run "
         "that receives the stored conversation as a portable transcript; its thread id is a label only."
+    ),
+    "vertex_agent": (
+        "Every streamed event is stored as observed. Google keeps the interaction state server-side (store is on by "
+        "default on their side) and the environment's files in its sandbox; we keep the events, and per stored "
+        "point of the conversation the interaction id and the environment id. The next firing continues that "
+        "interaction (previous_interaction_id) while the stored conversation is unchanged since it; a rewind "
+        "continues from the interaction recorded at that point when there is one, else a new interaction starts "
+        "from a portable transcript. The environment's files are not rewound."
     ),
 }
 
@@ -62,10 +71,13 @@ class RuntimeTool:
 @dataclass
 class RuntimeRun:
     home: Path  # this conversation's runtime directory (its config and transcripts live below it)
-    resume: dict | None = None  # {"session_id", "transcript_path", "session_cost_usd"} when the binding holds
+    # When the binding holds: {"session_id", "transcript_path", "session_cost_usd"} (Claude Code) or
+    # {"interaction_id", "environment_id"} (Vertex).
+    resume: dict | None = None
     tools: list[RuntimeTool] = field(default_factory=list)
     allowed_builtin_tools: list[str] = field(default_factory=list)  # the owner's allowlist; empty: none
     wall_seconds: float = 600.0
+    params: dict = field(default_factory=dict)  # the runtime's own agent params (Vertex: project, location...)
 
 
 def split_request(messages: list[dict]) -> tuple[str, list[dict], str]:

@@ -5,14 +5,17 @@ from .base import Call, ErrorReply, RawReply, Text, Think, Turn
 from .chat_completions import FakeChatCompletions
 from .gemini import FakeGemini
 from .openai_responses import FakeOpenAIResponses
+from .vertex_interactions import Exec, FakeVertexInteractions
 
 __all__ = [
     "Call",
     "ErrorReply",
+    "Exec",
     "FakeAnthropic",
     "FakeChatCompletions",
     "FakeGemini",
     "FakeOpenAIResponses",
+    "FakeVertexInteractions",
     "RawReply",
     "Text",
     "Think",

@@ -26,3 +26,18 @@ def openai_fake(monkeypatch):
         monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "sk-test-codex-runtime")
         yield fake
+
+
+VERTEX_TOKEN = "ya29.test-vertex-token"
+
+
+@pytest.fixture
+def vertex_fake(monkeypatch):
+    from tests.fakes import FakeVertexInteractions
+
+    with FakeVertexInteractions(project="P", location="L") as fake:
+        fake.accepted_tokens = {VERTEX_TOKEN}
+        monkeypatch.setenv("VERTEX_AGENT_BASE_URL", fake.base_url)
+        monkeypatch.setenv("VERTEX_AGENT_CREDENTIALS", VERTEX_TOKEN)
+        monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+        yield fake

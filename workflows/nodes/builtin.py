@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from django.conf import settings
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from opencompany.errors import ServiceError
 
@@ -45,15 +45,17 @@ class AgentParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: Annotated[str, Field(min_length=1), _bounded("WORKFLOW_AGENT_NAME_MAX_CHARS")] = "Agent"
-    provider: Literal["openai", "anthropic", "gemini", "openai_compatible", "offline", "claude_code", "codex_cli"] = (
-        Field(
-            "offline",
-            description=(
-                "Where the agent runs. Fidelity per provider: the native APIs (openai, anthropic, gemini) are "
-                "provider-replayable; claude_code: exact observable stream plus explicit session binding; codex_cli: "
-                "observable-only, non-resumable (providers/README.md)."
-            ),
-        )
+    provider: Literal[
+        "openai", "anthropic", "gemini", "openai_compatible", "offline", "claude_code", "codex_cli", "vertex_agent"
+    ] = Field(
+        "offline",
+        description=(
+            "Where the agent runs. Fidelity per provider: the native APIs (openai, anthropic, gemini) are "
+            "provider-replayable; claude_code: exact observable stream plus explicit session binding; codex_cli: "
+            "observable-only, non-resumable; vertex_agent: exact observable events plus interaction/environment "
+            "binding (Google keeps the interaction state server-side; we keep the events, the interaction id and "
+            "the environment id) (providers/README.md)."
+        ),
     )
     # `x-widget` tells the editor to offer the provider's models from the catalogue (/api/node-types/).
     model: Annotated[
@@ -78,6 +80,35 @@ class AgentParams(BaseModel):
             description="Agent runtimes (claude_code, codex_cli): the built-in tools allowed, e.g. Read. Empty: none.",
         )
     )
+
+    # Vertex managed agent (provider vertex_agent) only: where the agent lives and which sandbox it works in.
+    project: Annotated[str, Field(max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9-:.]*$")] | None = Field(
+        None, description="vertex_agent: the Google Cloud project the agent runs in."
+    )
+    location: Annotated[str, Field(max_length=50, pattern=r"^[A-Za-z0-9-]+$")] | None = Field(
+        None, description="vertex_agent: the Vertex location of the Interactions API (default: global)."
+    )
+    agent: Annotated[str, Field(max_length=300, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")] | None = Field(
+        None,
+        description=(
+            "vertex_agent: the agent each firing interacts with (a managed agent id such as the Antigravity agent, "
+            "or your custom agent's name)."
+        ),
+    )
+    environment: Annotated[str, Field(max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")] | None = Field(
+        None,
+        description=(
+            'vertex_agent: "remote" (the default: a new sandbox, then the one the conversation is bound to) or a '
+            "pinned environment id. Google keeps the interaction state and the sandbox's files server-side; "
+            "OpenCompany keeps the streamed events, the interaction id and the environment id."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _vertex_needs_its_agent(self):
+        if self.provider == "vertex_agent" and not (self.project and self.agent):
+            raise ValueError("a vertex_agent needs project and agent")
+        return self
 
     @field_validator("max_output_tokens")
     @classmethod

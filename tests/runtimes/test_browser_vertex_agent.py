@@ -1,0 +1,118 @@
+"""A chat with a Vertex managed agent in Debian's Chromium, through the real web server and worker, the real
+google-genai SDK against the fake Vertex interactions server: the answer streams, the second message continues the
+first interaction, and the Context panel says what Google keeps and what we keep. Screenshots land in
+test-artifacts/runtimes/."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.agents.factories import agent_node, edge, started_workflow
+from tests.chat.test_browser import answers, browser_page  # noqa: F401 - the Chromium page fixture
+from tests.fakes import FakeVertexInteractions
+from tests.fakes.base import Text, Think, Turn
+from tests.processes import REPO_ROOT, start_celery_worker, start_web_server
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+ARTIFACTS = REPO_ROOT / "test-artifacts" / "runtimes"
+PASSWORD = "pw-for-browser-1"
+TOKEN = "ya29.browser-vertex-token"
+
+
+def shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+@pytest.fixture
+def fake():
+    with FakeVertexInteractions(project="P", location="L") as server:
+        server.accepted_tokens = {TOKEN}
+        yield server
+
+
+@pytest.fixture
+def stack(tmp_path, fake):
+    env = {
+        "VERTEX_AGENT_BASE_URL": fake.base_url,
+        "VERTEX_AGENT_CREDENTIALS": TOKEN,
+        "AGENT_RUNTIME_DIR": str(tmp_path / "runtimes"),
+        "AGENT_STOP_POLL_SECONDS": "0.05",
+    }
+    worker = start_celery_worker(tmp_path, **env)
+    web, base_url = start_web_server(tmp_path)
+    yield base_url
+    web.stop()
+    worker.stop()
+
+
+@pytest.fixture
+def setup(make_user):
+    from tests.realtime import session_cookie_for
+
+    owner = make_user("browser-owner", password=PASSWORD)
+    lead = agent_node(
+        "lead", "Lead", provider="vertex_agent", model="gemini-3-flash", project="P", location="L",
+        agent="antigravity-preview-05-2026", environment="remote",
+    )  # fmt: skip
+    workflow, _, ids = started_workflow(
+        owner,
+        [{"id": "trigger", "type": "chatTrigger", "params": {}}, lead, {"id": "ctx", "type": "context", "params": {}}],
+        [edge("trigger", "output-main", "lead", "input-main"), edge("ctx", "output-context", "lead", "input-context")],
+        name="vertex agent chat",
+    )
+    name, value = session_cookie_for(owner).split("=", 1)
+    return workflow, {"name": name, "value": value}
+
+
+def test_a_vertex_agent_chat_streams_continues_and_the_context_panel_says_what_is_kept(
+    setup,
+    stack,
+    fake,
+    browser_page,  # noqa: F811
+):
+    from playwright.sync_api import expect
+
+    page = browser_page
+    workflow, cookie = setup
+    page.context.add_cookies([{**cookie, "url": stack}])
+    words = " ".join(f"word{i}" for i in range(60))
+    fake.push(Turn([Think("A greeting."), Text(f"Hello from the Vertex agent. {words}")], chunk_delay_s=0.05))
+    page.goto(f"{stack}/workflows/{workflow.pk}/chat/")
+    page.wait_for_function("window.chatSocket && window.chatSocket.readyState === 1")
+    page.get_by_label("Message", exact=True).fill("hello there")
+    page.keyboard.press("Enter")
+    expect(page.locator("li.streaming")).to_contain_text("Hello from the Vertex agent.", timeout=60_000)
+    shot(page, "vertex-01-streaming")
+    expect(answers(page)).to_have_count(1, timeout=60_000)
+    expect(answers(page).first).to_contain_text("word59")
+
+    fake.push(Turn([Text("You said hello there.")]))
+    page.get_by_label("Message", exact=True).fill("what did I say?")
+    page.keyboard.press("Enter")
+    expect(answers(page)).to_have_count(2, timeout=60_000)
+    expect(answers(page).nth(1)).to_contain_text("You said hello there.")
+    shot(page, "vertex-02-continued")
+    first_id = next(iter(fake.interactions))
+    assert fake.creates()[-1].body["previous_interaction_id"] == first_id
+
+    page.goto(f"{stack}/workflows/{workflow.pk}/context/")
+    fidelity = page.locator("#ctx-fidelity")
+    expect(fidelity).to_contain_text("exact observable events plus interaction/environment binding", ignore_case=True)
+    expect(fidelity).to_contain_text("Google keeps")
+    second_id = list(fake.interactions)[-1]
+    expect(page.locator("#ctx-binding")).to_contain_text(second_id)
+    expect(page.locator("#ctx-binding")).to_contain_text(fake.interactions[second_id]["environment_id"])
+    shot(page, "vertex-03-context-panel")
+
+    # The agent's form names the provider's fidelity and the Vertex params.
+    page.goto(f"{stack}/workflows/{workflow.pk}/")
+    expect(page.locator("#editor")).to_have_attribute("data-state", "ready")
+    page.locator(".drawflow-node[data-type='agent']").click()
+    form = page.locator("#node-form")
+    expect(form).to_contain_text("vertex_agent: exact observable events plus interaction/environment binding")
+    expect(form.locator("[name='agent']")).to_have_value("antigravity-preview-05-2026")
+    expect(form.locator("[name='environment']")).to_have_value("remote")
+    expect(form).to_contain_text("Google keeps the interaction state and the sandbox's files server-side")
+    shot(page, "vertex-04-agent-form")
