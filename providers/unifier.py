@@ -19,6 +19,7 @@ ADAPTERS = {
     "offline": "providers.adapters.offline",
     "claude_code": "providers.runtimes.claude_code",
     "codex_cli": "providers.runtimes.codex_cli",
+    "rlm": "providers.runtimes.rlm",
 }
 
 

@@ -104,6 +104,9 @@ def runtime_run_attach(firing: Firing, request) -> None:
     from providers.runtimes import RuntimeRun
 
     left = (firing.deadline_at - timezone.now()).total_seconds() if firing.deadline_at else 600.0
+    options = dict(firing.agent_config.get(firing.agent_config["provider"]) or {})
+    if firing.agent_config["provider"] == "rlm":
+        _use_backend_key(firing, request, options.get("backend") or "openai")
     request.runtime = RuntimeRun(
         home=runtime_home(firing),
         resume=_binding_for(firing) if firing.agent_config["provider"] in RESUMABLE else None,
@@ -112,7 +115,19 @@ def runtime_run_attach(firing: Firing, request) -> None:
         tools=[_project_tool(firing, b) for b in firing.tool_bindings if not b["is_teammate"]],
         allowed_builtin_tools=list(firing.agent_config.get("runtime_tools") or []),
         wall_seconds=max(left, 1.0),
+        options=options,
     )
+
+
+def _use_backend_key(firing: Firing, request, backend: str) -> None:
+    """RLM calls its backend (OpenAI or an OpenAI-compatible server) from the worker: the owner's key for that
+    backend when they stored one, else the environment's (providers.config)."""
+    from provider_keys.selectors import owner_request_overrides
+
+    overrides = owner_request_overrides(owner_id=firing.workflow.owner_id, provider=backend)
+    request.api_key = overrides.get("api_key")
+    request.base_url = overrides.get("base_url")
+    request.url_policy = overrides.get("url_policy")
 
 
 def runtime_binding_record(firing: Firing, step: LlmStep) -> None:

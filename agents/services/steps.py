@@ -90,6 +90,7 @@ def _agent_config(node: dict) -> dict:
         "max_tokens_per_firing": params.get("max_tokens_per_firing") or settings.AGENT_MAX_TOKENS_PER_FIRING,
         "compaction_threshold": params.get("compaction_threshold") or settings.AGENT_COMPACTION_THRESHOLD,
         "runtime_tools": params.get("runtime_tools") or [],  # agent runtimes: the built-in tools allowed
+        "rlm": {k.removeprefix("rlm_"): v for k, v in params.items() if k.startswith("rlm_")},  # RLM's options
     }
 
 

@@ -21,6 +21,7 @@ from ..types import ToolDefinition
 FIDELITY = {
     "claude_code": "exact observable stream plus explicit session binding",
     "codex_cli": "observable-only, non-resumable",
+    "rlm": "observable-only, non-resumable",
 }
 # The native providers' rows, so every agent can say what its conversation keeps.
 NATIVE_FIDELITY = {
@@ -39,6 +40,11 @@ FIDELITY_DETAIL = {
     "codex_cli": (
         "Every event is stored as observed. Nothing of Codex's own state is kept: each firing is a new ephemeral run "
         "that receives the stored conversation as a portable transcript; its thread id is a label only."
+    ),
+    "rlm": (
+        "Every iteration (the model's text, each REPL cell as a call with its output, sub-calls, tool calls) is "
+        "stored as observed. The REPL's state dies with the sandboxed run: each firing is a new run that receives "
+        "the stored conversation as a portable transcript."
     ),
 }
 
@@ -66,6 +72,7 @@ class RuntimeRun:
     tools: list[RuntimeTool] = field(default_factory=list)
     allowed_builtin_tools: list[str] = field(default_factory=list)  # the owner's allowlist; empty: none
     wall_seconds: float = 600.0
+    options: dict = field(default_factory=dict)  # the runtime's own agent params (RLM: backend and limits)
 
 
 def split_request(messages: list[dict]) -> tuple[str, list[dict], str]:

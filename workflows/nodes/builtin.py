@@ -45,15 +45,15 @@ class AgentParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name: Annotated[str, Field(min_length=1), _bounded("WORKFLOW_AGENT_NAME_MAX_CHARS")] = "Agent"
-    provider: Literal["openai", "anthropic", "gemini", "openai_compatible", "offline", "claude_code", "codex_cli"] = (
-        Field(
-            "offline",
-            description=(
-                "Where the agent runs. Fidelity per provider: the native APIs (openai, anthropic, gemini) are "
-                "provider-replayable; claude_code: exact observable stream plus explicit session binding; codex_cli: "
-                "observable-only, non-resumable (providers/README.md)."
-            ),
-        )
+    provider: Literal[
+        "openai", "anthropic", "gemini", "openai_compatible", "offline", "claude_code", "codex_cli", "rlm"
+    ] = Field(
+        "offline",
+        description=(
+            "Where the agent runs. Fidelity per provider: the native APIs (openai, anthropic, gemini) are "
+            "provider-replayable; claude_code: exact observable stream plus explicit session binding; codex_cli: "
+            "observable-only, non-resumable; rlm: observable-only, non-resumable (providers/README.md)."
+        ),
     )
     # `x-widget` tells the editor to offer the provider's models from the catalogue (/api/node-types/).
     model: Annotated[
@@ -77,6 +77,23 @@ class AgentParams(BaseModel):
             max_length=50,
             description="Agent runtimes (claude_code, codex_cli): the built-in tools allowed, e.g. Read. Empty: none.",
         )
+    )
+
+    # RLM only (provider "rlm", providers/runtimes/rlm.py): where its model runs and the limits of one run.
+    rlm_backend: Literal["openai", "openai_compatible"] | None = Field(
+        None, description="RLM: the backend serving `model`: openai (default) or openai_compatible (its base URL)."
+    )
+    rlm_max_iterations: Annotated[int, Field(ge=1, le=50)] | None = Field(
+        None, description="RLM: iterations per run (default 10)."
+    )
+    rlm_timeout_seconds: Annotated[int, Field(ge=5, le=3600)] | None = Field(
+        None, description="RLM: wall-clock limit of one run in seconds (default 300; the firing's limit still applies)."
+    )
+    rlm_max_depth: Annotated[int, Field(ge=1, le=3)] | None = Field(
+        None, description="RLM: sub-call depth (default 1: llm_query answers plainly; 2 or 3: rlm_query runs a child)."
+    )
+    rlm_max_llm_calls: Annotated[int, Field(ge=1, le=500)] | None = Field(
+        None, description="RLM: backend calls per run, sub-calls included (default 50); the next one is refused."
     )
 
     @field_validator("max_output_tokens")
