@@ -161,9 +161,10 @@ def chat(request: ChatRequest, stream) -> ChatResult:
 
 def _tool_doc(tool) -> str:
     schema = json.dumps(tool.definition.parameters, ensure_ascii=False)
+    name = tool.definition.name
     return (
-        f"{tool.definition.description} Call it with keyword arguments matching this JSON schema: {schema}. "
-        "It returns the tool's answer as a string."
+        f"{tool.definition.description} Call it as `{name}(**arguments)`, the arguments matching this JSON schema: "
+        f"{schema}. It returns the tool's answer as a string."
     )
 
 
@@ -285,6 +286,11 @@ class _Session:
             and not self.collector.cells
         ):
             raise self.backend_error  # nothing ran: the step fails with the backend's own error
+        if not self.sandbox and not stopped and not self.timed_out:
+            tail = "".join(self.output_tail).strip()[-1000:]
+            raise ServerError(
+                f"the RLM sandbox failed to start (exit {self.process.returncode}): {tail}", provider=PROVIDER
+            )
         if self.final is None and end_reason is None and self.failure is None:
             tail = "".join(self.output_tail).strip()[-500:]
             raise ServerError(

@@ -368,7 +368,7 @@ def _sub_calls(result) -> list[dict]:
 
 def main() -> None:
     global _channel
-    _channel = os.fdopen(CHANNEL_FD, "w", buffering=1, encoding="utf-8")
+    _channel = os.fdopen(int(sys.argv[1]) if len(sys.argv) > 1 else CHANNEL_FD, "w", buffering=1, encoding="utf-8")
     job = json.loads(sys.stdin.readline())
     workdir = job["workdir"]
     os.chdir(workdir)
@@ -472,7 +472,10 @@ def main() -> None:
     sandbox["environment"] = sorted(os.environ)
     send({"type": "ready", "sandbox": sandbox})
 
-    tools = {name: (_tool_function(name), description) for name, description in (job.get("tools") or {}).items()}
+    tools = {
+        name: {"tool": _tool_function(name), "description": description}
+        for name, description in (job.get("tools") or {}).items()
+    }
     system = job.get("system") or ""
     prompt = RLM_SYSTEM_PROMPT
     if system:
