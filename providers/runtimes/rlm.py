@@ -314,16 +314,13 @@ class _Session:
         code = self.process.returncode
         if self.final is not None or self.failure is not None:
             return None
-        if code == -signal.SIGXCPU or code == -signal.SIGKILL and self._cpu_exhausted():
+        if code == -signal.SIGXCPU:
             return "cpu_limit"
         if code is not None and code < 0:
             return f"killed by signal {signal.Signals(-code).name}"
         if code not in (None, 0):
             return f"exit {code}"
         return None
-
-    def _cpu_exhausted(self) -> bool:
-        return False  # SIGKILL at the hard CPU limit looks like any other SIGKILL; the wall clock usually speaks first
 
     def _usage(self) -> Usage:
         from ..billing import ledger_fields

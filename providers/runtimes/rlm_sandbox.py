@@ -87,8 +87,9 @@ def apply_rlimits(limits: dict) -> dict:
         if value is None:
             continue
         value = int(value)
-        # Soft and hard the same: the program cannot raise its own limit back.
-        resource.setrlimit(which, (value, value))
+        # Soft and hard (almost) the same: the program cannot raise its own limit back. CPU: one second between
+        # them, so the soft limit's SIGXCPU ends the run and tells the parent why (the hard one is a bare SIGKILL).
+        resource.setrlimit(which, (value, value + 1 if which == resource.RLIMIT_CPU else value))
         applied[name] = value
     return applied
 
