@@ -605,7 +605,7 @@ def _cell_output(cell: dict) -> str:
     if stdout:
         parts.append(stdout[:OUTPUT_CHARS])
     if stderr.strip():
-        parts.append(f"[stderr]\n{stderr[:OUTPUT_CHARS]}")
+        parts.append(f"[stderr]\n{stderr.strip(chr(10))[:OUTPUT_CHARS]}")  # rlm starts an exception's line with one
     for tool in cell.get("tools", []):
         marker = " (error)" if tool.get("is_error") else ""
         arguments = json.dumps(tool["arguments"], ensure_ascii=False)
