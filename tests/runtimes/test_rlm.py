@@ -260,6 +260,20 @@ def test_a_memory_call_from_the_repl_lands_in_the_agents_memory_namespace(owner,
     assert not call["is_error"] and "[memory " in result["content"]
 
 
+def test_the_openai_backend_is_called_through_the_responses_api_and_priced_as_its_model(owner, openai_fake):
+    workflow, generation, ids = assistant_with(owner, provider="rlm", model="gpt-4.1")  # rlm_backend: openai
+    openai_fake.push(_cell("print(2 + 2)"), _answer("4"))
+    firing = _fire(workflow, generation, ids["lead"], "two plus two?")
+    assert firing.final_text == "4"
+    assert len(openai_fake.requests) == 2
+    assert all(r.body["model"] == "gpt-4.1" and r.body["store"] is False for r in openai_fake.requests)
+    assert all(r.headers.get("authorization") == "Bearer sk-test-codex-runtime" for r in openai_fake.requests)
+    assert _results(_stored(workflow, generation, ids["lead"]))[0]["content"] == "4\n"
+    (row,) = UsageRecord.objects.filter(provider="rlm")
+    assert row.input_tokens == 2 * 21 and row.output_tokens == 2 * 13
+    assert row.cost is not None and row.cost > 0  # the backend model's price (gpt-4.1), not the "rlm" fallback's
+
+
 def test_the_api_and_the_form_show_the_rlm_fidelity(owner, owner_client):
     from django.urls import reverse
 
