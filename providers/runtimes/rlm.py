@@ -59,6 +59,8 @@ SANDBOX_DEFAULTS = {
 }
 OUTPUT_CHARS = 20_000  # what a cell's output keeps (the child already cut longer ones)
 LINE_MAX = 16 * 1024 * 1024  # a channel line longer than this ends the run: the child is not behaving
+CHANNEL_MAX = 256 * 1024 * 1024  # all lines of one run together (a program can write to the channel itself)
+TEXT_CHARS = 200_000  # what the model's text or a cell's code keeps in the stored conversation
 logger = logging.getLogger("providers.rlm")
 _END = object()
 STOPPED_CELL = "No result observed: the run was stopped before this cell finished."
@@ -206,13 +208,15 @@ class _Session:
                 pass  # the child is gone; its end is reported from the channel
 
     def _read_channel(self, fd: int) -> None:
+        total = 0
         with os.fdopen(fd, "rb") as channel:
             while True:
                 line = channel.readline(LINE_MAX + 1)
                 if not line:
                     break
-                if len(line) > LINE_MAX:
-                    self.inbox.put({"type": "_bad", "error": "a channel line over the size limit"})
+                total += len(line)
+                if len(line) > LINE_MAX or total > CHANNEL_MAX:
+                    self.inbox.put({"type": "_bad", "error": "the sandbox reported more than its channel allows"})
                     break
                 try:
                     event = json.loads(line)
@@ -455,30 +459,31 @@ class _Collector:
         self.cells: list[dict] = []  # cells of the current iteration, as they start and end
         self.tool_calls: dict[str, dict] = {}
         self.tool_count = 0
-
-    def _cell_id(self, n) -> str:
-        return f"rlm-cell-{n}"
+        self.cell_count = 0  # ids are ours: the child's numbers only pair a cell's start with its end
 
     def model(self, response: str) -> None:
-        self.response = response
+        self.response = response[:TEXT_CHARS]
 
     def code_start(self, event: dict) -> None:
-        cell = {"n": event.get("n"), "code": str(event.get("code") or ""), "tools": [], "ended": False}
+        self.cell_count += 1
+        code = str(event.get("code") or "")[:TEXT_CHARS]
+        cell = {"id": f"rlm-cell-{self.cell_count}", "n": event.get("n"), "code": code, "tools": [], "ended": False}
         self.cells.append(cell)
         _step(
             self.stream,
             "started",
-            {"id": self._cell_id(cell["n"]), "name": "repl", "arguments": {"code": cell["code"]}},
+            {"id": cell["id"], "name": "repl", "arguments": {"code": cell["code"]}},
         )
 
     def code_end(self, event: dict) -> None:
         for cell in self.cells:
-            if cell["n"] == event.get("n"):
-                cell.update(ended=True, stdout=event.get("stdout") or "", stderr=event.get("stderr") or "")
+            if cell["n"] == event.get("n") and not cell["ended"]:
+                cell.update(ended=True, stdout=str(event.get("stdout") or ""), stderr=str(event.get("stderr") or ""))
                 content = _cell_output(cell)
                 result = {"content": content, "is_error": bool(cell["stderr"].strip())}
-                call = {"id": self._cell_id(cell["n"]), "name": "repl", "arguments": {"code": cell["code"]}}
+                call = {"id": cell["id"], "name": "repl", "arguments": {"code": cell["code"]}}
                 _step(self.stream, "finished", call, result)
+                return
 
     def tool_start(self, name: str, arguments: dict) -> str:
         self.tool_count += 1
@@ -513,7 +518,8 @@ class _Collector:
                 stderr=str(block.get("stderr") or ""),
                 sub_calls=block.get("sub_calls") or [],
             )
-        self._append(str(event.get("response") or ""), cells, iteration=int(event.get("index") or self.iterations))
+        response = str(event.get("response") or "")[:TEXT_CHARS]
+        self._append(response, cells, iteration=self.iterations)
         self.cells = []
         self.response = None
 
@@ -521,16 +527,14 @@ class _Collector:
         blocks = [text_block(response, stopped=stopped)] if response or stopped else []
         for cell in cells:
             arguments = json.dumps({"code": cell["code"]}, ensure_ascii=False)
-            blocks.append(tool_call_block(id=self._cell_id(cell["n"]), name="repl", arguments_raw=arguments))
+            blocks.append(tool_call_block(id=cell["id"], name="repl", arguments_raw=arguments))
         self.observed.append({"role": "assistant", "blocks": blocks, "meta": {"rlm": {"iteration": iteration}}})
         for cell in cells:
             if cell.get("ended"):
                 content, is_error = _cell_output(cell), bool(str(cell.get("stderr") or "").strip())
             else:
                 content, is_error = STOPPED_CELL, True
-            message = tool_result_message(
-                tool_call_id=self._cell_id(cell["n"]), name="repl", content=content, is_error=is_error
-            )
+            message = tool_result_message(tool_call_id=cell["id"], name="repl", content=content, is_error=is_error)
             observed = {
                 "tool_calls": [
                     {k: t[k] for k in ("name", "arguments", "content", "is_error")} for t in cell.get("tools", [])
