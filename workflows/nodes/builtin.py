@@ -81,19 +81,27 @@ class AgentParams(BaseModel):
 
     # RLM only (provider "rlm", providers/runtimes/rlm.py): where its model runs and the limits of one run.
     rlm_backend: Literal["openai", "openai_compatible"] | None = Field(
-        None, description="RLM: the backend serving `model`: openai (default) or openai_compatible (its base URL)."
+        None,
+        title="RLM backend",
+        description="RLM: the backend serving `model`: openai (default) or openai_compatible (its base URL).",
     )
     rlm_max_iterations: Annotated[int, Field(ge=1, le=50)] | None = Field(
-        None, description="RLM: iterations per run (default 10)."
+        None, title="RLM max iterations", description="RLM: iterations per run (default 10)."
     )
     rlm_timeout_seconds: Annotated[int, Field(ge=5, le=3600)] | None = Field(
-        None, description="RLM: wall-clock limit of one run in seconds (default 300; the firing's limit still applies)."
+        None,
+        title="RLM timeout (seconds)",
+        description="RLM: wall-clock limit of one run in seconds (default 300; the firing's limit still applies).",
     )
     rlm_max_depth: Annotated[int, Field(ge=1, le=3)] | None = Field(
-        None, description="RLM: sub-call depth (default 1: llm_query answers plainly; 2 or 3: rlm_query runs a child)."
+        None,
+        title="RLM sub-call depth",
+        description="RLM: sub-call depth (default 1: llm_query answers plainly; 2 or 3: rlm_query runs a child).",
     )
     rlm_max_llm_calls: Annotated[int, Field(ge=1, le=500)] | None = Field(
-        None, description="RLM: backend calls per run, sub-calls included (default 50); the next one is refused."
+        None,
+        title="RLM max backend calls",
+        description="RLM: backend calls per run, sub-calls included (default 50); the next one is refused.",
     )
 
     @field_validator("max_output_tokens")
