@@ -119,6 +119,14 @@ def runtime_run_attach(firing: Firing, request) -> None:
     )
 
 
+def summary_provider(config: dict) -> str:
+    """The provider a compaction summary of this agent's conversation is asked of: RLM's backend (a summary is one
+    plain completion; nothing about it needs the sandbox), else the agent's own provider."""
+    if config.get("provider") == "rlm":
+        return (config.get("rlm") or {}).get("backend") or "openai"
+    return config.get("provider") or "offline"
+
+
 def _use_backend_key(firing: Firing, request, backend: str) -> None:
     """RLM calls its backend (OpenAI or an OpenAI-compatible server) from the worker: the owner's key for that
     backend when they stored one, else the environment's (providers.config)."""

@@ -34,7 +34,7 @@ from agents.services.firings import (
 )
 from agents.services.heartbeat import StepHeartbeat, retry_on_database_error, stop_checker
 from agents.services.messages import firing_append, firing_messages, rewrite_firing_messages, seed_firing_messages
-from agents.services.runtime_runs import runtime_binding_record, runtime_run_attach
+from agents.services.runtime_runs import runtime_binding_record, runtime_run_attach, summary_provider
 from agents.tools import (
     ToolOutcome,
     ToolUnavailable,
@@ -772,8 +772,9 @@ def compact_context(
 
     def summarize_messages(messages: list[dict]) -> str:
         calls.append(len(messages))
-        overrides = owner_request_overrides(owner_id=generation_row.workflow.owner_id, provider=config["provider"])
-        summary = summarize(provider=config["provider"], model=config["model"], messages=messages, **overrides)
+        provider = summary_provider(config)  # RLM: its backend (a summary runs no code, so no sandbox)
+        overrides = owner_request_overrides(owner_id=generation_row.workflow.owner_id, provider=provider)
+        summary = summarize(provider=provider, model=config["model"], messages=messages, **overrides)
         used = getattr(summary, "usage", None)  # the real usage of the call, billed below
         for name in ("input_tokens", "cached_tokens", "output_tokens", "reasoning_tokens", "cache_creation_tokens"):
             setattr(spent, name, getattr(spent, name) + getattr(used, name, 0))
@@ -804,7 +805,7 @@ def compact_context(
                 workflow_id=workflow_id,
                 generation=generation,
                 agent_node_id=agent_node_id,
-                **ledger_fields(provider=config["provider"], model=config["model"], usage=spent.to_dict()),
+                **ledger_fields(provider=summary_provider(config), model=config["model"], usage=spent.to_dict()),
             )
     logger.info("compaction", extra={**key.as_log(), "status": outcome.status, "reason": outcome.reason})
     if firing_id:

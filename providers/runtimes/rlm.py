@@ -60,7 +60,8 @@ SANDBOX_DEFAULTS = {
 OUTPUT_CHARS = 20_000  # what a cell's output keeps (the child already cut longer ones)
 LINE_MAX = 16 * 1024 * 1024  # a channel line longer than this ends the run: the child is not behaving
 CHANNEL_MAX = 256 * 1024 * 1024  # all lines of one run together (a program can write to the channel itself)
-TEXT_CHARS = 200_000  # what the model's text or a cell's code keeps in the stored conversation
+TEXT_CHARS = 200_000
+ROOT_PROMPT_CHARS = 4000  # what the model's text or a cell's code keeps in the stored conversation
 logger = logging.getLogger("providers.rlm")
 _END = object()
 STOPPED_CELL = "No result observed: the run was stopped before this cell finished."
@@ -111,7 +112,11 @@ def chat(request: ChatRequest, stream) -> ChatResult:
         "system": system,
         # The RLM's `context`: the stored conversation as a portable transcript, then the new message.
         "context": handoff_prompt(history, user_text),
-        "root_prompt": user_text,
+        # What the model reads before it looks at `context`: the new message, unless it is long (then it is only
+        # in `context`, which is the point of an RLM).
+        "root_prompt": user_text
+        if len(user_text) <= ROOT_PROMPT_CHARS
+        else (f"The owner's new message ({len(user_text)} characters) is at the end of `context`; read it there."),
         "max_iterations": int(options["max_iterations"]),
         "max_depth": int(options["max_depth"]),
         "timeout": wall,

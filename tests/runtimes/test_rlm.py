@@ -274,6 +274,28 @@ def test_the_openai_backend_is_called_through_the_responses_api_and_priced_as_it
     assert row.cost is not None and row.cost > 0  # the backend model's price (gpt-4.1), not the "rlm" fallback's
 
 
+def test_a_compaction_summary_is_one_plain_call_to_the_backend_without_a_sandbox(owner, backend):
+    from conversations.store import COMPACTION_SUMMARY_HEADER
+
+    workflow, generation, ids = _rlm_agent(owner, compaction_threshold=0.1)
+    # The backend says each request held 20,000 tokens: past 10% of the 128k window the catalogue gives "rlm".
+    backend.push(Turn(_answer("Noted.").parts, input_tokens=20_000))
+    _fire(workflow, generation, ids["lead"], "first note")  # nothing older than this turn: nothing to compact
+    backend.push(Turn(_answer("Noted again.").parts, input_tokens=20_000))
+    backend.push(Turn([Text("The owner sent two notes; I noted both.")]))  # the summary, after the firing
+    second = _fire(workflow, generation, ids["lead"], "second note")
+    assert second.final_text == "Noted again."
+    assert len(backend.requests) == 3
+    assert "Recursive Language Model" in json.dumps(backend.requests[1].body)
+    summary_request = json.dumps(backend.requests[2].body)
+    assert "Recursive Language Model" not in summary_request and "first note" in summary_request
+    stored = _stored(workflow, generation, ids["lead"])
+    assert stored[1]["blocks"][0]["text"].startswith(COMPACTION_SUMMARY_HEADER)
+    assert "I noted both." in stored[1]["blocks"][0]["text"]
+    (row,) = UsageRecord.objects.filter(workflow_id=workflow.pk, kind="compaction")
+    assert row.provider == "rlm" and row.input_tokens == 21
+
+
 def test_the_api_and_the_form_show_the_rlm_fidelity(owner, owner_client):
     from django.urls import reverse
 
