@@ -73,9 +73,11 @@ def _setting(name: str) -> int:
 
 @functools.cache
 def network_namespace_prefix() -> tuple[str, ...]:
-    """argv prefix that starts the child in a new, empty network namespace (and user namespace, so no root is
-    needed), or () where the OS refuses (no unprivileged user namespaces): then only the audit hook guards it."""
-    argv = ("/usr/bin/unshare", "--user", "--map-root-user", "--net", "--")
+    """argv prefix that starts the child in new user, network and PID namespaces (no root needed): an empty network
+    with only a loopback, and a PID namespace whose init is the child, so whatever it forks (even into a session of
+    its own) dies with it. () where the OS refuses (no unprivileged user namespaces): then the audit hook is the
+    network guard and the process group kill the only reaper."""
+    argv = ("/usr/bin/unshare", "--user", "--map-root-user", "--net", "--pid", "--fork", "--kill-child", "--")
     if not os.path.exists(argv[0]):
         return ()
     try:

@@ -162,7 +162,10 @@ def landlock(read_only: list[str], read_write: list[str]) -> int:
     if ruleset < 0:
         return 0
     try:
-        for paths, access in ((read_only, _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR), (read_write, handled)):
+        # No execute right anywhere: this process is already running and its libraries load by reading them, so no
+        # program can be started from the sandbox at all (the audit hook misses some ways to try).
+        read_write_no_exec = handled & ~_FS_EXECUTE
+        for paths, access in ((read_only, _FS_READ_FILE | _FS_READ_DIR), (read_write, read_write_no_exec)):
             for path in paths:
                 try:
                     fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
@@ -171,7 +174,7 @@ def landlock(read_only: list[str], read_write: list[str]) -> int:
                 try:
                     allowed = access
                     if not os.path.isdir(path):
-                        allowed &= _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | (1 << 14)  # file rights only
+                        allowed &= _FS_WRITE_FILE | _FS_READ_FILE | (1 << 14)  # the rights a file can have
                     rule = ctypes.create_string_buffer(struct.pack("=Qi", allowed & handled, fd), 12)
                     if libc.syscall(_SYS_ADD_RULE, ruleset, 1, rule, ctypes.c_uint32(0)) < 0:
                         raise OSError(ctypes.get_errno(), f"landlock_add_rule {path}")
@@ -454,7 +457,7 @@ def main() -> None:
     rlm_core.RLM._completion_turn = completion_turn
 
     limits = job.get("limits") or {}
-    sandbox = {"network_namespace": only_loopback()}
+    sandbox = {"network_namespace": only_loopback(), "pid_namespace": os.getpid() == 1}
     if sandbox["network_namespace"]:
         sandbox["loopback"] = loopback_up()
     read_roots = sorted({sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))})

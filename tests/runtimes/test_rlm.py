@@ -157,12 +157,13 @@ def test_a_hostile_program_is_stopped_by_the_sandbox_and_the_worker_is_unaffecte
         _cell("block = bytearray(8 * 1024 ** 3)\nprint(len(block))"),
         _cell("import os\nprint(sorted(os.environ))\nos.chdir('/')\nprint(os.getcwd())"),
         _cell("import socket\nsocket.create_connection(('10.1.2.3', 80), timeout=2)"),
+        _cell("import os, signal\nos.kill(os.getppid() or 1, signal.SIGTERM)"),
         _answer("done"),
     )
     firing = _fire(workflow, generation, ids["lead"], "misbehave")
     assert firing.final_text == "done"
     results = _results(_stored(workflow, generation, ids["lead"]))
-    read, listing, spawn, allocation, environment, network = results[:6]
+    read, listing, spawn, allocation, environment, network, kill = results[:7]
     assert read["is_error"] and f"no access to {str(secret)!r} outside the working directory" in read["content"]
     assert "the-secret-outside-the-sandbox" not in json.dumps(_stored(workflow, generation, ids["lead"]))
     assert all("the-secret-outside-the-sandbox" not in json.dumps(r.body) for r in backend.requests)
@@ -173,6 +174,7 @@ def test_a_hostile_program_is_stopped_by_the_sandbox_and_the_worker_is_unaffecte
     assert "OPENAI_COMPATIBLE_API_KEY" not in environment["content"] and "DJANGO" not in environment["content"]
     assert environment["is_error"] and "os.chdir outside the working directory" in environment["content"]
     assert network["is_error"] and "no network but the loopback" in network["content"]
+    assert kill["is_error"] and "os.kill is not allowed" in kill["content"]
     # The worker: same directory, same stdout, same environment; no child left.
     assert os.getcwd() == cwd and sys.stdout is stdout and dict(os.environ) == environ
     assert not _sandbox_children()
@@ -351,11 +353,20 @@ try:
     print("listed /")
 except PermissionError:
     print("refused /")
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execv(sys.executable, [sys.executable, "-c", "pass"])
+    except PermissionError:
+        os._exit(13)
+    os._exit(0)
+print("exec status", os.waitpid(pid, 0)[1] >> 8)
 """
     result = _python_in_sandbox(code)
     assert result.returncode == 0, result.stderr
     assert f"refused {outside}" in result.stdout and "refused /etc/hostname" in result.stdout
     assert "refused /" in result.stdout and (work / "inside.txt").read_text() == "ok"
+    assert "exec status 13" in result.stdout  # not even the Python binary can be started again
 
 
 def test_the_network_namespace_has_no_route_out():
@@ -374,3 +385,32 @@ print(sorted(name for _, name in socket.if_nameindex()))
     result = _python_in_sandbox(code, *prefix)
     assert result.returncode == 0, result.stderr
     assert "refused" in result.stdout and "['lo']" in result.stdout
+
+
+def test_the_pid_namespace_takes_a_forked_orphan_down_with_the_child(tmp_path):
+    prefix = network_namespace_prefix()
+    if not prefix:
+        pytest.skip("unprivileged user namespaces are off here: the process group kill is the only reaper")
+    marker = tmp_path / "orphan.pid"
+    code = f"""
+import os, time
+if os.fork() == 0:
+    os.setsid()  # out of the process group the worker kills
+    open({str(marker)!r}, "w").write(str(os.getpid()))
+    time.sleep(300)
+print(os.getpid(), flush=True)
+time.sleep(300)
+"""
+    process = subprocess.Popen(
+        [*prefix, sys.executable, "-I", "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    assert process.stdout.readline().strip() == "1"  # the child is its namespace's init
+    deadline = time.monotonic() + 10
+    while not marker.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    tree = psutil.Process(process.pid).children(recursive=True)
+    assert len(tree) == 2  # the child and its setsid'd orphan
+    os.killpg(process.pid, 9)
+    process.wait(timeout=10)
+    gone, alive = psutil.wait_procs(tree, timeout=5)
+    assert not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
