@@ -244,10 +244,14 @@ def test_stop_kills_the_sandbox_and_keeps_what_arrived(owner, backend):
 
 def test_a_memory_call_from_the_repl_lands_in_the_agents_memory_namespace(owner, backend):
     from memory.models import MemoryItem
+    from workflows.models import TodoItem
 
-    workflow, generation, ids = _rlm_agent(owner, memory=True)
+    workflow, generation, ids = _rlm_agent(owner, memory=True, todos=True)
     backend.push(
-        _cell("print(memory(operation='remember', content='The cat is Miso.'))"),
+        _cell(
+            "print(memory(operation='remember', content='The cat is Miso.'))\n"
+            "print(todos(operation='add', text='Feed Miso'))"
+        ),
         _answer("Remembered."),
     )
     firing = _fire(workflow, generation, ids["lead"], "remember my cat is Miso")
@@ -256,10 +260,13 @@ def test_a_memory_call_from_the_repl_lands_in_the_agents_memory_namespace(owner,
     items = list(MemoryItem.objects.all())
     assert [i.content for i in items] == ["The cat is Miso."]
     assert items[0].namespace.workflow_id == workflow.pk and items[0].namespace.node_id == ids["mem"]
+    (todo,) = TodoItem.objects.all()
+    assert todo.text == "Feed Miso" and todo.workflow_id == workflow.pk and todo.node_id == ids["todo"]
     (result, _) = _results(_stored(workflow, generation, ids["lead"]))
-    (call,) = result["observed"]["tool_calls"]
+    call, todo_call = result["observed"]["tool_calls"]
     assert call["name"] == "memory" and call["arguments"] == {"operation": "remember", "content": "The cat is Miso."}
     assert not call["is_error"] and "[memory " in result["content"]
+    assert todo_call["name"] == "todos" and not todo_call["is_error"]
 
 
 def test_the_openai_backend_is_called_through_the_responses_api_and_priced_as_its_model(owner, openai_fake):
