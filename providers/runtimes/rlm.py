@@ -53,6 +53,7 @@ DEFAULTS = {
     "max_llm_calls": 50,
 }
 SANDBOX_DEFAULTS = {
+    "RLM_SANDBOX_CPU_SECONDS": 0,  # 0: the run's wall clock plus 5 s
     "RLM_SANDBOX_MEMORY_MB": 1024,
     "RLM_SANDBOX_OPEN_FILES": 128,
     "RLM_SANDBOX_FILE_MB": 64,
@@ -60,8 +61,8 @@ SANDBOX_DEFAULTS = {
 OUTPUT_CHARS = 20_000  # what a cell's output keeps (the child already cut longer ones)
 LINE_MAX = 16 * 1024 * 1024  # a channel line longer than this ends the run: the child is not behaving
 CHANNEL_MAX = 256 * 1024 * 1024  # all lines of one run together (a program can write to the channel itself)
-TEXT_CHARS = 200_000
-ROOT_PROMPT_CHARS = 4000  # what the model's text or a cell's code keeps in the stored conversation
+TEXT_CHARS = 200_000  # what the model's text or a cell's code keeps in the stored conversation
+ROOT_PROMPT_CHARS = 4000  # a longer new message is left to `context` only
 logger = logging.getLogger("providers.rlm")
 _END = object()
 STOPPED_CELL = "No result observed: the run was stopped before this cell finished."
@@ -126,7 +127,7 @@ def chat(request: ChatRequest, stream) -> ChatResult:
         "limits": {
             # CPU seconds a little above the wall clock: the wall clock is the limit that speaks first, the CPU
             # limit catches a child the parent could no longer kill.
-            "cpu_seconds": int(wall) + 5,
+            "cpu_seconds": min(int(wall) + 5, _setting("RLM_SANDBOX_CPU_SECONDS") or int(wall) + 5),
             "memory_bytes": _setting("RLM_SANDBOX_MEMORY_MB") * 1024 * 1024,
             "open_files": _setting("RLM_SANDBOX_OPEN_FILES"),
             "file_bytes": _setting("RLM_SANDBOX_FILE_MB") * 1024 * 1024,
@@ -199,6 +200,7 @@ class _Session:
         self.sandbox: dict = {}
         self.final: str | None = None
         self.failure: str | None = None
+        self.limit: str | None = None  # a sandbox limit the child reported as it ended (cpu_limit)
         self.timed_out = False
         threading.Thread(target=self._read_channel, args=(read_fd,), name="rlm-channel", daemon=True).start()
         threading.Thread(target=self._read_output, name="rlm-output", daemon=True).start()
@@ -325,8 +327,8 @@ class _Session:
         code = self.process.returncode
         if self.final is not None or self.failure is not None:
             return None
-        if code == -signal.SIGXCPU:
-            return "cpu_limit"
+        if self.limit or code == -signal.SIGXCPU:
+            return self.limit or "cpu_limit"
         if code is not None and code < 0:
             return f"killed by signal {signal.Signals(-code).name}"
         if code not in (None, 0):
@@ -372,6 +374,8 @@ class _Session:
             self.final = str(event.get("response") or "")
         elif kind == "failed":
             self.failure = str(event.get("error") or "the RLM run failed")
+        elif kind == "limit":
+            self.limit = str(event.get("reason") or "limit")
         elif kind == "_bad":
             self.failure = str(event.get("error"))
 

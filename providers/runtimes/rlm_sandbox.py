@@ -469,6 +469,14 @@ def main() -> None:
         sandbox["landlock_abi"] = 0
         sandbox["landlock_error"] = str(exc)
     sandbox["rlimits"] = apply_rlimits(limits)
+
+    def out_of_cpu(signum, frame):  # the soft CPU limit: say so before the hard one kills without a word
+        send({"type": "limit", "reason": "cpu_limit"})
+        os._exit(152)
+
+    import signal
+
+    signal.signal(signal.SIGXCPU, out_of_cpu)
     armed = threading.Event()
     install_audit_hook(workdir, read_roots, armed)
     sandbox["audit_hook"] = True

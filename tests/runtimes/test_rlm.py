@@ -201,6 +201,20 @@ def test_a_program_that_loops_forever_is_killed_at_the_wall_clock_limit(owner, b
     assert os.getcwd() == cwd and dict(os.environ) == environ
 
 
+def test_the_cpu_limit_ends_a_busy_program_and_says_so(owner, backend, settings):
+    settings.RLM_SANDBOX_CPU_SECONDS = 2
+    workflow, generation, ids = _rlm_agent(owner, rlm_timeout_seconds=60)
+    backend.push(_cell("while True:\n    pass", text="Spin."))
+    started = time.monotonic()
+    firing = _fire(workflow, generation, ids["lead"], "burn")
+    assert time.monotonic() - started < 30  # well before the wall clock
+    stored = _stored(workflow, generation, ids["lead"])
+    assert stored[-1]["meta"]["runtime"]["end_reason"] == "cpu_limit"
+    assert "CPU time limit" in stored[-1]["blocks"][0]["text"] and firing.final_text == stored[-1]["blocks"][0]["text"]
+    assert "stopped before this cell finished" in _results(stored)[0]["content"]
+    assert not _sandbox_children()
+
+
 def test_stop_kills_the_sandbox_and_keeps_what_arrived(owner, backend):
     workflow, generation, ids = _rlm_agent(owner)
     backend.push(
