@@ -144,6 +144,26 @@ def test_iterations_land_as_messagewire_and_chat_steps_and_the_next_firing_gets_
     assert "[assistant called repl]" in sent
 
 
+def test_a_sub_rlm_runs_in_the_same_sandbox_and_the_backend_call_cap_holds(owner, backend):
+    workflow, generation, ids = _rlm_agent(owner, rlm_max_depth=2, rlm_max_llm_calls=4)
+    backend.push(
+        _cell("print(rlm_query('What is 6 * 7?'))"),  # call 1: root, iteration 1
+        _cell("answer['content'] = str(6 * 7)\nanswer['ready'] = True"),  # call 2: the child RLM, in its own REPL
+        _cell("print([llm_query('again') for _ in range(2)])"),  # call 3: root, iteration 2
+        Turn([Text("once")]),  # call 4: the first llm_query; the second is refused
+    )
+    firing = _fire(workflow, generation, ids["lead"], "six times seven")
+    assert len(backend.requests) == 4  # nothing past the cap reached the backend
+    stored = _stored(workflow, generation, ids["lead"])
+    results = _results(stored)
+    (sub,) = results[0]["observed"]["sub_calls"]
+    assert sub["recursive"] is True and sub["response"] == "42" and "[rlm_query" in results[0]["content"]
+    assert "'once'" in results[1]["content"] and "backend call limit was reached" in results[1]["content"]
+    # The root's next call is refused too: the run ends saying why.
+    assert "backend call limit was reached" in firing.final_text
+    assert stored[-1]["meta"]["runtime"]["backend_calls"] == 4
+
+
 def test_a_hostile_program_is_stopped_by_the_sandbox_and_the_worker_is_unaffected(owner, backend, tmp_path):
     secret = tmp_path / "outside" / "secret.txt"
     secret.parent.mkdir()
