@@ -317,6 +317,24 @@ def test_the_openai_backend_is_called_through_the_responses_api_and_priced_as_it
     assert row.cost is not None and row.cost > 0  # the backend model's price (gpt-4.1), not the "rlm" fallback's
 
 
+def test_the_owners_stored_key_and_base_url_for_the_backend_are_used(owner, monkeypatch):
+    from provider_keys.models import AllowedProviderHost
+    from provider_keys.services import owner_provider_key_set
+
+    monkeypatch.setenv("OPENAI_COMPATIBLE_API_KEY", "sk-environment-key")
+    monkeypatch.setenv("OPENAI_COMPATIBLE_BASE_URL", "http://127.0.0.1:9/v1")  # nothing listens: must not be used
+    with FakeChatCompletions() as fake:
+        AllowedProviderHost.objects.create(host=f"127.0.0.1:{fake.port}", note="test fake")
+        owner_provider_key_set(
+            owner=owner, provider="openai_compatible", api_key="sk-owner-key", base_url=fake.base_url
+        )
+        workflow, generation, ids = _rlm_agent(owner)
+        fake.push(_answer("with the owner's key"))
+        firing = _fire(workflow, generation, ids["lead"], "hello")
+        assert firing.final_text == "with the owner's key"
+        assert [r.headers.get("authorization") for r in fake.requests] == ["Bearer sk-owner-key"]
+
+
 def test_a_compaction_summary_is_one_plain_call_to_the_backend_without_a_sandbox(owner, backend):
     from conversations.store import COMPACTION_SUMMARY_HEADER
 
