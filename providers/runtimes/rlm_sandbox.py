@@ -254,11 +254,13 @@ def install_audit_hook(workdir: str, read_roots: list[str], armed: threading.Eve
     def inside(path, trees) -> bool:
         if isinstance(path, int):
             return True  # an fd this process already holds
+        if isinstance(path, os.PathLike):
+            path = os.fspath(path)
         if isinstance(path, bytes):
             path = os.fsdecode(path)
         if not isinstance(path, str):
             return False
-        full = os.path.realpath(os.path.join(work, path))
+        full = os.path.realpath(path)  # a relative path from the current directory, as the call will take it
         return any(full == tree or full.startswith(tree + os.sep) for tree in trees)
 
     def hook(event: str, args: tuple) -> None:
