@@ -256,24 +256,24 @@ class _Session:
 
     def collect(self) -> ChatResult:
         deadline = time.monotonic() + self.wall
-
-        def events():
-            while True:
-                try:
-                    event = self.inbox.get(timeout=0.05)
-                except queue.Empty:
-                    if time.monotonic() >= deadline:
-                        self.timed_out = True
-                        return
-                    continue
-                if event is _END:
-                    return
-                yield event
-
-        for event in self.stream.pump(events(), close=self.kill):
-            self._handle(event)
-            if self.final is not None or self.failure is not None:
+        # The channel is already read on a thread of its own, so this loop polls Stop itself (every 50 ms, as
+        # Stream.pump would) and leaves whatever it did not take in the inbox for the fold below.
+        channel_ended = False
+        while self.final is None and self.failure is None:
+            if self.stream.stopped():
+                self.stream.stop_requested = True
                 break
+            try:
+                event = self.inbox.get(timeout=0.05)
+            except queue.Empty:
+                if time.monotonic() >= deadline:
+                    self.timed_out = True
+                    break
+                continue
+            if event is _END:
+                channel_ended = True
+                break
+            self._handle(event)
         stopped = self.stream.stop_requested
         if stopped or self.timed_out:
             self.kill()
@@ -282,13 +282,17 @@ class _Session:
                 self.process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.kill()
-        # Tool and backend answers still queued (a stop in the middle): fold in what finished.
+        # What arrived before the end and was not handled yet (a stop in the middle), up to the channel's end (the
+        # child is gone, so it comes at once; 2 s at most): fold it in, starting nothing.
+        fold_until = time.monotonic() + (0.0 if channel_ended else 2.0)
         while True:
             try:
-                event = self.inbox.get_nowait()
+                event = self.inbox.get(timeout=max(fold_until - time.monotonic(), 0.0))
             except queue.Empty:
                 break
-            if event is not _END and str(event.get("type", "")).startswith("_"):
+            if event is _END:
+                break
+            if event.get("type") not in ("llm", "tool"):
                 self._handle(event)
         end_reason = self._end_reason(stopped)
         if (
