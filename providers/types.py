@@ -8,7 +8,7 @@ from typing import Any
 
 # The native provider APIs, then the agent runtimes (coding-agent CLIs that run their own tool loop, see
 # providers/runtimes/).
-RUNTIMES = ("claude_code", "codex_cli", "vertex_agent")
+RUNTIMES = ("claude_code", "codex_cli", "vertex_agent", "rlm")
 PROVIDERS = ("openai", "anthropic", "gemini", "openai_compatible", "offline", *RUNTIMES)
 
 EventCallback = Callable[[dict], None]

@@ -20,6 +20,7 @@ ADAPTERS = {
     "claude_code": "providers.runtimes.claude_code",
     "codex_cli": "providers.runtimes.codex_cli",
     "vertex_agent": "providers.runtimes.vertex_agent",
+    "rlm": "providers.runtimes.rlm",
 }
 
 

@@ -133,6 +133,9 @@ def runtime_run_attach(firing: Firing, request) -> None:
     from providers.runtimes import RuntimeRun
 
     left = (firing.deadline_at - timezone.now()).total_seconds() if firing.deadline_at else 600.0
+    options = dict(firing.agent_config.get(firing.agent_config["provider"]) or {})
+    if firing.agent_config["provider"] == "rlm":
+        _use_backend_key(firing, request, options.get("backend") or "openai")
     request.runtime = RuntimeRun(
         home=runtime_home(firing),
         resume=_binding_for(firing) if firing.agent_config["provider"] in RESUMABLE else None,
@@ -142,7 +145,27 @@ def runtime_run_attach(firing: Firing, request) -> None:
         allowed_builtin_tools=list(firing.agent_config.get("runtime_tools") or []),
         wall_seconds=max(left, 1.0),
         params=dict(firing.agent_config.get("runtime_params") or {}),
+        options=options,
     )
+
+
+def summary_provider(config: dict) -> str:
+    """The provider a compaction summary of this agent's conversation is asked of: RLM's backend (a summary is one
+    plain completion; nothing about it needs the sandbox), else the agent's own provider."""
+    if config.get("provider") == "rlm":
+        return (config.get("rlm") or {}).get("backend") or "openai"
+    return config.get("provider") or "offline"
+
+
+def _use_backend_key(firing: Firing, request, backend: str) -> None:
+    """RLM calls its backend (OpenAI or an OpenAI-compatible server) from the worker: the owner's key for that
+    backend when they stored one, else the environment's (providers.config)."""
+    from provider_keys.selectors import owner_request_overrides
+
+    overrides = owner_request_overrides(owner_id=firing.workflow.owner_id, provider=backend)
+    request.api_key = overrides.get("api_key")
+    request.base_url = overrides.get("base_url")
+    request.url_policy = overrides.get("url_policy")
 
 
 def runtime_binding_record(firing: Firing, step: LlmStep) -> None:

@@ -34,7 +34,7 @@ from agents.services.firings import (
 )
 from agents.services.heartbeat import StepHeartbeat, retry_on_database_error, stop_checker
 from agents.services.messages import firing_append, firing_messages, rewrite_firing_messages, seed_firing_messages
-from agents.services.runtime_runs import runtime_binding_record, runtime_run_attach
+from agents.services.runtime_runs import runtime_binding_record, runtime_run_attach, summary_provider
 from agents.tools import (
     ToolOutcome,
     ToolUnavailable,
@@ -91,6 +91,7 @@ def _agent_config(node: dict) -> dict:
         "compaction_threshold": params.get("compaction_threshold") or settings.AGENT_COMPACTION_THRESHOLD,
         "runtime_tools": params.get("runtime_tools") or [],  # agent runtimes: the built-in tools allowed
         "runtime_params": {k: params[k] for k in ("project", "location", "agent", "environment") if params.get(k)},
+        "rlm": {k.removeprefix("rlm_"): v for k, v in params.items() if k.startswith("rlm_")},  # RLM's options
     }
 
 
@@ -780,6 +781,9 @@ def compact_context(
             runtime_params=config.get("runtime_params") or None,  # a Vertex agent needs its project and agent
             **overrides,
         )
+        provider = summary_provider(config)  # RLM: its backend (a summary runs no code, so no sandbox)
+        overrides = owner_request_overrides(owner_id=generation_row.workflow.owner_id, provider=provider)
+        summary = summarize(provider=provider, model=config["model"], messages=messages, **overrides)
         used = getattr(summary, "usage", None)  # the real usage of the call, billed below
         for name in ("input_tokens", "cached_tokens", "output_tokens", "reasoning_tokens", "cache_creation_tokens"):
             setattr(spent, name, getattr(spent, name) + getattr(used, name, 0))
@@ -810,7 +814,7 @@ def compact_context(
                 workflow_id=workflow_id,
                 generation=generation,
                 agent_node_id=agent_node_id,
-                **ledger_fields(provider=config["provider"], model=config["model"], usage=spent.to_dict()),
+                **ledger_fields(provider=summary_provider(config), model=config["model"], usage=spent.to_dict()),
             )
     logger.info("compaction", extra={**key.as_log(), "status": outcome.status, "reason": outcome.reason})
     if firing_id:

@@ -22,6 +22,7 @@ FIDELITY = {
     "claude_code": "exact observable stream plus explicit session binding",
     "codex_cli": "observable-only, non-resumable",
     "vertex_agent": "exact observable events plus interaction/environment binding",
+    "rlm": "observable-only, non-resumable",
 }
 # The native providers' rows, so every agent can say what its conversation keeps.
 NATIVE_FIDELITY = {
@@ -48,6 +49,11 @@ FIDELITY_DETAIL = {
         "interaction (previous_interaction_id) while the stored conversation is unchanged since it; a rewind "
         "continues from the interaction recorded at that point when there is one, else a new interaction starts "
         "from a portable transcript. The environment's files are not rewound."
+    ),
+    "rlm": (
+        "Every iteration (the model's text, each REPL cell as a call with its output, sub-calls, tool calls) is "
+        "stored as observed. The REPL's state dies with the sandboxed run: each firing is a new run that receives "
+        "the stored conversation as a portable transcript."
     ),
 }
 
@@ -78,6 +84,7 @@ class RuntimeRun:
     allowed_builtin_tools: list[str] = field(default_factory=list)  # the owner's allowlist; empty: none
     wall_seconds: float = 600.0
     params: dict = field(default_factory=dict)  # the runtime's own agent params (Vertex: project, location...)
+    options: dict = field(default_factory=dict)  # the runtime's own agent params (RLM: backend and limits)
 
 
 def split_request(messages: list[dict]) -> tuple[str, list[dict], str]:

@@ -44,7 +44,8 @@ def test_node_types_describe_every_registered_spec(owner_client):
     schema = agent["paramsSchema"]
     assert schema["required"] == ["model"]
     assert schema["properties"]["provider"]["enum"] == [
-        "openai", "anthropic", "gemini", "openai_compatible", "offline", "claude_code", "codex_cli", "vertex_agent"
+        "openai", "anthropic", "gemini", "openai_compatible", "offline",
+        "claude_code", "codex_cli", "vertex_agent", "rlm",
     ]  # fmt: skip
     assert schema["properties"]["model"]["x-widget"] == "model"
     assert agent["newParams"]["provider"] == "offline" and agent["newParams"]["model"]
@@ -58,7 +59,8 @@ def test_node_types_describe_every_registered_spec(owner_client):
     # The agent form's catalogue: every provider, named models from the catalogue (never the "*" fallback).
     by_id = {p["id"]: p for p in providers}
     assert set(by_id) == {
-        "openai", "anthropic", "gemini", "openai_compatible", "offline", "claude_code", "codex_cli", "vertex_agent"
+        "openai", "anthropic", "gemini", "openai_compatible", "offline",
+        "claude_code", "codex_cli", "vertex_agent", "rlm",
     }  # fmt: skip
     assert "gpt-4.1" in [m["id"] for m in by_id["openai"]["models"]]
     assert all(m["id"] != "*" for p in providers for m in p["models"])

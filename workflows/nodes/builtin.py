@@ -46,7 +46,15 @@ class AgentParams(BaseModel):
 
     name: Annotated[str, Field(min_length=1), _bounded("WORKFLOW_AGENT_NAME_MAX_CHARS")] = "Agent"
     provider: Literal[
-        "openai", "anthropic", "gemini", "openai_compatible", "offline", "claude_code", "codex_cli", "vertex_agent"
+        "openai",
+        "anthropic",
+        "gemini",
+        "openai_compatible",
+        "offline",
+        "claude_code",
+        "codex_cli",
+        "vertex_agent",
+        "rlm",
     ] = Field(
         "offline",
         description=(
@@ -54,7 +62,7 @@ class AgentParams(BaseModel):
             "provider-replayable; claude_code: exact observable stream plus explicit session binding; codex_cli: "
             "observable-only, non-resumable; vertex_agent: exact observable events plus interaction/environment "
             "binding (Google keeps the interaction state server-side; we keep the events, the interaction id and "
-            "the environment id) (providers/README.md)."
+            "the environment id); rlm: observable-only, non-resumable (providers/README.md)."
         ),
     )
     # `x-widget` tells the editor to offer the provider's models from the catalogue (/api/node-types/).
@@ -109,6 +117,31 @@ class AgentParams(BaseModel):
         if self.provider == "vertex_agent" and not (self.project and self.agent):
             raise ValueError("a vertex_agent needs project and agent")
         return self
+
+    # RLM only (provider "rlm", providers/runtimes/rlm.py): where its model runs and the limits of one run.
+    rlm_backend: Literal["openai", "openai_compatible"] | None = Field(
+        None,
+        title="RLM backend",
+        description="RLM: the backend serving `model`: openai (default) or openai_compatible (its base URL).",
+    )
+    rlm_max_iterations: Annotated[int, Field(ge=1, le=50)] | None = Field(
+        None, title="RLM max iterations", description="RLM: iterations per run (default 10)."
+    )
+    rlm_timeout_seconds: Annotated[int, Field(ge=5, le=3600)] | None = Field(
+        None,
+        title="RLM timeout (seconds)",
+        description="RLM: wall-clock limit of one run in seconds (default 300; the firing's limit still applies).",
+    )
+    rlm_max_depth: Annotated[int, Field(ge=1, le=3)] | None = Field(
+        None,
+        title="RLM sub-call depth",
+        description="RLM: sub-call depth (default 1: llm_query answers plainly; 2 or 3: rlm_query runs a child).",
+    )
+    rlm_max_llm_calls: Annotated[int, Field(ge=1, le=500)] | None = Field(
+        None,
+        title="RLM max backend calls",
+        description="RLM: backend calls per run, sub-calls included (default 50); the next one is refused.",
+    )
 
     @field_validator("max_output_tokens")
     @classmethod
