@@ -172,6 +172,18 @@ def _fire_in_background(workflow, generation, agent, prompt):
     return thread, done
 
 
+def _group_gone(pid: int) -> bool:
+    """Whether the process group is gone: SIGKILLed at Stop, but on a loaded machine the kernel may take a moment
+    to tear it down and reap it, so callers poll this."""
+    import os
+
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
 def _wait_for(predicate, timeout=30.0):
     import time
 
@@ -186,7 +198,6 @@ def _wait_for(predicate, timeout=30.0):
 
 def test_stop_mid_stream_kills_the_process_and_saves_the_partial_answer(owner, anthropic_fake, runtime_dir, caplog):
     import logging
-    import os
 
     from agents.services.firings import firing_request_stop
 
@@ -207,8 +218,7 @@ def test_stop_mid_stream_kills_the_process_and_saves_the_partial_answer(owner, a
     assert not thread.is_alive()
     firing.refresh_from_db()
     assert firing.state == Firing.State.STOPPED, (firing.state, firing.error_code, firing.error_message)
-    with pytest.raises(ProcessLookupError):
-        os.killpg(pid, 0)  # the CLI and everything it started are gone
+    _wait_for(lambda: _group_gone(pid), timeout=10)  # the CLI and everything it started are gone
     stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
     assert [m["role"] for m in stored] == ["system", "user", "assistant"]
     (partial,) = stored[-1]["blocks"]
@@ -329,7 +339,6 @@ def test_a_chat_with_claude_code_streams_stops_and_continues(owner, anthropic_fa
 
 
 def test_the_wall_clock_limit_kills_the_run_and_keeps_what_arrived(owner, anthropic_fake, settings, runtime_dir):
-    import os
 
     settings.AGENT_MAX_WALL_SECONDS = 6
     workflow, generation, ids = _claude_agent(owner)
@@ -340,8 +349,7 @@ def test_the_wall_clock_limit_kills_the_run_and_keeps_what_arrived(owner, anthro
     pid = int(_wait_for(lambda: pid_file.read_text().strip()))
     thread.join(timeout=60)
     firing = Firing.objects.get(pk=done["id"])
-    with pytest.raises(ProcessLookupError):
-        os.killpg(pid, 0)
+    _wait_for(lambda: _group_gone(pid), timeout=10)
     stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
     assert stored[-1]["meta"]["runtime"]["end_reason"] == "max_wall_time"
     assert stored[-1]["blocks"][0]["stopped"] is True and stored[-1]["blocks"][0]["text"]
