@@ -779,7 +779,8 @@ def compact_context(
             provider=provider,
             model=config["model"],
             messages=messages,
-            runtime_params=config.get("runtime_params") or None,  # a Vertex agent needs its project and agent
+            # A Vertex agent needs its own project and agent to run at all.
+            runtime_params=(config.get("runtime_params") or None) if provider == config["provider"] else None,
             **overrides,
         )
         used = getattr(summary, "usage", None)  # the real usage of the call, billed below
