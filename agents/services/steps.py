@@ -773,17 +773,15 @@ def compact_context(
 
     def summarize_messages(messages: list[dict]) -> str:
         calls.append(len(messages))
-        overrides = owner_request_overrides(owner_id=generation_row.workflow.owner_id, provider=config["provider"])
+        provider = summary_provider(config)  # RLM: its backend (a summary runs no code, so no sandbox)
+        overrides = owner_request_overrides(owner_id=generation_row.workflow.owner_id, provider=provider)
         summary = summarize(
-            provider=config["provider"],
+            provider=provider,
             model=config["model"],
             messages=messages,
             runtime_params=config.get("runtime_params") or None,  # a Vertex agent needs its project and agent
             **overrides,
         )
-        provider = summary_provider(config)  # RLM: its backend (a summary runs no code, so no sandbox)
-        overrides = owner_request_overrides(owner_id=generation_row.workflow.owner_id, provider=provider)
-        summary = summarize(provider=provider, model=config["model"], messages=messages, **overrides)
         used = getattr(summary, "usage", None)  # the real usage of the call, billed below
         for name in ("input_tokens", "cached_tokens", "output_tokens", "reasoning_tokens", "cache_creation_tokens"):
             setattr(spent, name, getattr(spent, name) + getattr(used, name, 0))
