@@ -86,7 +86,7 @@ def _send(task_name: str, args: tuple, countdown: float | None = None) -> None:
 
 def enqueue_step(task_name: str, *args, countdown: float | None = None) -> None:
     """Start `task_name(*args)` after commit. Arguments must be ids and keys only."""
-    if settings.AGENT_EXECUTION_MODE == "inline":
+    if settings.AGENT_EXECUTION_MODE == "inline" or getattr(_inline, "forced", False):
         if not hasattr(_inline, "queue"):
             _inline.queue = deque()
 
@@ -111,7 +111,7 @@ def continue_step(task_name: str, *args, firing=None) -> None:
     travels through the broker).
     """
     queue = getattr(_chain, "queue", None)
-    if settings.AGENT_EXECUTION_MODE == "inline" or queue is None:
+    if settings.AGENT_EXECUTION_MODE == "inline" or getattr(_inline, "forced", False) or queue is None:
         enqueue_step(task_name, *args)
         return
 
@@ -123,6 +123,26 @@ def continue_step(task_name: str, *args, firing=None) -> None:
             _send(task_name, args)
 
     transaction.on_commit(run_here_or_send)
+
+
+@contextlib.contextmanager
+def steps_in_this_thread():
+    """Run every step scheduled inside the block, and the steps those schedule, in this thread before it ends.
+
+    For a teammate asked from inside an agent runtime's run (agents/services/teammates.py): the CLI waits for the
+    tool's answer on a thread of its own, so the teammate's firing cannot be parked and resumed like a native
+    step's. Its steps run here, one after another, with their own transactions, and never inside a lock. Nesting is
+    bounded by AGENT_MAX_DELEGATION_DEPTH. Whatever this thread was draining before is left as it was."""
+    saved = {name: getattr(_inline, name) for name in ("queue", "draining", "forced") if hasattr(_inline, name)}
+    _inline.queue, _inline.draining, _inline.forced = deque(), False, True
+    try:
+        yield
+    finally:
+        for name in ("queue", "draining", "forced"):
+            if name in saved:
+                setattr(_inline, name, saved[name])
+            elif hasattr(_inline, name):
+                delattr(_inline, name)
 
 
 @contextlib.contextmanager

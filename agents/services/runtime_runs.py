@@ -126,6 +126,17 @@ def _project_tool(firing: Firing, binding: dict):
     return RuntimeTool(ToolDefinition(binding["name"], binding["description"], binding["parameters"]), call)
 
 
+def _teammate_tool(firing: Firing, binding: dict):
+    from agents.services.teammates import teammate_call_in_thread
+    from providers.runtimes import RuntimeTool
+    from providers.types import ToolDefinition
+
+    def call(arguments: dict, call_id: str) -> tuple[str, bool]:
+        return teammate_call_in_thread(firing=firing, binding=binding, arguments=arguments, call_id=call_id)
+
+    return RuntimeTool(ToolDefinition(binding["name"], binding["description"], binding["parameters"]), call)
+
+
 def runtime_run_attach(firing: Firing, request) -> None:
     """Put the RuntimeRun on `request` when the agent's provider is a runtime (a no-op otherwise)."""
     if not is_runtime(firing):
@@ -139,9 +150,11 @@ def runtime_run_attach(firing: Firing, request) -> None:
     request.runtime = RuntimeRun(
         home=runtime_home(firing),
         resume=_binding_for(firing) if firing.agent_config["provider"] in RESUMABLE else None,
-        # Teammates are not offered to a runtime yet: delegation parks the firing between steps, and a CLI run
-        # cannot be parked.
-        tools=[_project_tool(firing, b) for b in firing.tool_bindings if not b["is_teammate"]],
+        # Teammates too: the run waits for a teammate's answer while its firing runs in the tool's thread
+        # (agents/services/teammates.py), since a CLI run cannot be parked between steps like a native one.
+        tools=[
+            _teammate_tool(firing, b) if b["is_teammate"] else _project_tool(firing, b) for b in firing.tool_bindings
+        ],
         allowed_builtin_tools=list(firing.agent_config.get("runtime_tools") or []),
         wall_seconds=max(left, 1.0),
         params=dict(firing.agent_config.get("runtime_params") or {}),

@@ -35,6 +35,7 @@ from agents.services.firings import (
 from agents.services.heartbeat import StepHeartbeat, retry_on_database_error, stop_checker
 from agents.services.messages import firing_append, firing_messages, rewrite_firing_messages, seed_firing_messages
 from agents.services.runtime_runs import runtime_binding_record, runtime_run_attach, summary_provider
+from agents.services.teammates import delegation_refusal, teammate_outcome
 from agents.tools import (
     ToolOutcome,
     ToolUnavailable,
@@ -587,32 +588,11 @@ def _delegate(firing: Firing, step: LlmStep, call: dict, binding: dict) -> ToolO
     if child is not None:
         if not child.is_terminal:
             return None
-        if child.state == Firing.State.FINISHED:
-            return ToolOutcome(child.final_text or "(the teammate gave no answer)")  # teammate answers are never cut
-        return ToolOutcome(
-            f"Error: your teammate could not finish ({child.error_code or child.end_reason}).", is_error=True
-        )
+        return teammate_outcome(child)
     task = (call.get("arguments") or {}).get("task") if isinstance(call.get("arguments"), dict) else None
-    if not isinstance(task, str) or not task.strip():
-        return ToolOutcome("Error: give your teammate a `task` (a non-empty string).", is_error=True)
-    if len(task) > settings.AGENT_MAX_PROMPT_CHARS:
-        # fire_agent would refuse it; refused inside persist it would roll the whole turn back, every retry alike.
-        return ToolOutcome(
-            f"Error: the task is {len(task):,} characters; a teammate takes at most "
-            f"{settings.AGENT_MAX_PROMPT_CHARS:,}. Shorten it (say what to do, not everything you know).",
-            is_error=True,
-        )
-    if binding["node_id"] in firing.delegation_chain:
-        return ToolOutcome(
-            f"Error: `{binding['name']}` is already working on this request further up the chain; delegating to it "
-            "again would be a cycle. Answer with what you have.",
-            is_error=True,
-        )
-    if firing.depth + 1 > settings.AGENT_MAX_DELEGATION_DEPTH:
-        return ToolOutcome(
-            f"Error: delegation is limited to {settings.AGENT_MAX_DELEGATION_DEPTH} levels. Do this part yourself.",
-            is_error=True,
-        )
+    refusal = delegation_refusal(firing, binding, task)
+    if refusal is not None:
+        return refusal
     if firing.chat_run_id:
         observers.notify_tool_step(firing=firing, tool_call=call, phase="started")
     # The child carries the chat run too: the run touched the teammate's conversation, so a branch move must

@@ -354,3 +354,48 @@ def test_the_wall_clock_limit_kills_the_run_and_keeps_what_arrived(owner, anthro
     assert stored[-1]["meta"]["runtime"]["end_reason"] == "max_wall_time"
     assert stored[-1]["blocks"][0]["stopped"] is True and stored[-1]["blocks"][0]["text"]
     assert firing.state in (Firing.State.STOPPED, Firing.State.FINISHED)
+
+
+def test_a_teammate_asked_from_claude_code_answers_within_the_run(owner, anthropic_fake):
+    """A teammate is an MCP tool like memory: its firing runs to its end while the CLI waits, as a child of the
+    lead's firing, and its answer (uncut) is the tool result the run continues with."""
+    from tests.agents.factories import agent_node, edge, started_workflow
+    from workflows.nodes.registry import get_node_spec
+
+    alice = agent_node("alice", "Alice")  # the offline provider: it answers "... You said: <task>"
+    nodes = [
+        {"id": "trigger", "type": "chatTrigger", "params": {}},
+        agent_node("lead", "Lead", provider="claude_code", model=MODEL),
+        alice,
+        {"id": "c1", "type": "context", "params": {}},
+        {"id": "c2", "type": "context", "params": {}},
+    ]
+    edges = [
+        edge("trigger", "output-main", "lead", "input-main"),
+        edge("alice", "output-tool", "lead", "input-tools"),
+        edge("c1", "output-context", "lead", "input-context"),
+        edge("c2", "output-context", "alice", "input-context"),
+    ]
+    workflow, generation, ids = started_workflow(owner, nodes, edges)
+    tool = f"mcp__project__{get_node_spec('agent').tool_name_for(alice)}"
+    anthropic_fake.push(
+        Turn([Think("Ask Alice."), Call(tool, json.dumps({"task": "count the sheep"}))]),
+        Turn([Text("Alice counted them.")]),
+    )
+    lead = _fire(workflow, generation, ids["lead"], "how many sheep?")
+    assert lead.final_text == "Alice counted them."
+    assert [t["name"] for t in anthropic_fake.requests[0].body.get("tools", [])] == [tool]
+    child = Firing.objects.get(parent=lead)
+    assert child.state == Firing.State.FINISHED and child.agent_node_id == ids["alice"]
+    assert child.delegation_chain == [ids["lead"], ids["alice"]] and child.depth == 1
+    assert "count the sheep" in child.final_text
+    alice_stored = load_conversation(conversation_key(workflow.pk, generation, ids["alice"]))
+    assert [m["role"] for m in alice_stored] == ["system", "user", "assistant"]
+    assert alice_stored[1]["blocks"][0]["text"] == "count the sheep"
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    result = stored[3]["blocks"][0]
+    assert result["name"] == tool and not result["is_error"]
+    assert child.final_text in result["content"]  # the teammate's answer reached the run as its tool result
+    # What the CLI sent the model next carries that answer too.
+    follow_up = json.dumps(anthropic_fake.requests[1].body)
+    assert "count the sheep" in follow_up
