@@ -9,13 +9,18 @@ class AgentsConfig(AppConfig):
         from celery.signals import worker_shutting_down
 
         from conversations.events import register_conversation_listener
-        from workflows.listeners import register_archive_listener, register_reset_listener
+        from workflows.listeners import (
+            register_archive_listener,
+            register_generation_end_listener,
+            register_reset_listener,
+        )
 
         from .dispatch import mark_worker_stopping
         from .listeners import end_firings_on_reset
         from .services.runtime_dirs import (
             runtime_dirs_on_archive,
             runtime_dirs_on_conversation_change,
+            runtime_dirs_on_generation_end,
             runtime_dirs_on_reset,
         )
 
@@ -23,5 +28,6 @@ class AgentsConfig(AppConfig):
         # Agent runtimes' directories go once nothing will use them (agents/services/runtime_dirs.py).
         register_reset_listener(runtime_dirs_on_reset, name="agents.runtime_dirs")
         register_archive_listener(runtime_dirs_on_archive, name="agents.runtime_dirs")
+        register_generation_end_listener(runtime_dirs_on_generation_end, name="agents.runtime_dirs")
         register_conversation_listener(runtime_dirs_on_conversation_change)
         worker_shutting_down.connect(mark_worker_stopping, weak=False, dispatch_uid="agents.worker_stopping")

@@ -6,6 +6,8 @@ Register from your AppConfig.ready():
     register_reset_listener(my_reset)          # my_reset(*, workflow, previous_generation, new_generation, actor)
     register_archive_listener(my_archive)      # my_archive(*, workflow_id, workflow, reason, context_node_ids,
                                                #            agent_node_ids)
+    register_generation_end_listener(my_end)   # my_end(*, workflow, generation): Start superseded it or Stop
+                                               #   ended it (a Reset calls the reset listeners instead)
 
 Reset listeners run inside the reset transaction (a failure rolls the whole reset back). Archive listeners run
 from `workflows.drain_archive_outbox`, inside the transaction that marks the outbox row done; `workflow` is None
@@ -55,3 +57,17 @@ def unregister_archive_listener(fn_or_name) -> None:
 
 def archive_listeners() -> dict[str, ArchiveListener]:
     return dict(_archive_listeners)
+
+
+_generation_end_listeners: dict[str, Callable[..., object]] = {}
+
+
+def register_generation_end_listener(fn: Callable[..., object], *, name: str | None = None) -> Callable[..., object]:
+    """Called inside the transaction of a Start that supersedes the live generation or of a Stop that ends it,
+    with the ended `WorkflowGeneration`. Its conversations are never continued (a new generation is a new key)."""
+    _generation_end_listeners[_name(fn, name)] = fn
+    return fn
+
+
+def generation_end_listeners() -> dict[str, Callable[..., object]]:
+    return dict(_generation_end_listeners)

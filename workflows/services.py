@@ -328,6 +328,7 @@ def workflow_start(*, workflow: Workflow) -> tuple[WorkflowGeneration, bool]:
         live.state = WorkflowGeneration.State.SUPERSEDED
         live.ended_at = now
         live.save(update_fields=["state", "ended_at"])
+        _generation_ended(locked, live)
     generation = WorkflowGeneration.objects.create(
         workflow=locked,
         number=_next_generation_number(locked),
@@ -352,8 +353,16 @@ def workflow_stop(*, workflow: Workflow) -> WorkflowGeneration | None:
     live.state = WorkflowGeneration.State.STOPPED
     live.ended_at = timezone.now()
     live.save(update_fields=["state", "ended_at"])
+    _generation_ended(locked, live)
     _publish_generation(locked, live, "workflow.generation")
     return live
+
+
+def _generation_ended(workflow: Workflow, generation: WorkflowGeneration) -> None:
+    from .listeners import generation_end_listeners
+
+    for listener in generation_end_listeners().values():
+        listener(workflow=workflow, generation=generation)
 
 
 def _reset_nodes(workflow: Workflow, live: WorkflowGeneration | None) -> list[dict]:

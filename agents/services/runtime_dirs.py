@@ -8,7 +8,8 @@ happen:
 - a conversation's directory is removed when the firing ends unless a session binding still names it (Codex
   never binds, so always; Claude Code keeps only its config then, the working directory and process file go);
 - Clear Context, Reset and a deleted workflow remove the directories of the conversations they clear, and a
-  Reset every directory of the generation it ends.
+  Reset every directory of the generation it ends; a Start that supersedes the live generation, or a Stop, removes
+  the directories of that generation's agents (and a firing of an ended generation keeps nothing at its end).
 
 Everything runs after the commit that made the directory useless, tolerates a directory already gone, and removes
 a conversation's directory only while holding that conversation's firing lease for a moment: a firing that holds
@@ -76,6 +77,15 @@ def _bound_home(workflow_id: int, generation: int, agent_node_id: str, home: Pat
     return binding is not None and Path(binding.transcript_path or "/").is_relative_to(home)
 
 
+def _generation_live(workflow_id: int, generation: int) -> bool:
+    """An ended generation's conversations are never continued (a new generation is a new key)."""
+    from workflows.models import WorkflowGeneration
+
+    return WorkflowGeneration.objects.filter(
+        workflow_id=workflow_id, number=generation, state=WorkflowGeneration.State.LIVE
+    ).exists()
+
+
 def conversation_dirs_remove(*, workflow_id: int, generation: int, agent_node_id: str) -> None:
     """Remove the conversation's directory of every runtime (after a clear), unless a firing holds its lease."""
     for provider in _runtimes():
@@ -96,7 +106,7 @@ def runtime_dirs_after_firing(
         return
 
     def tidy() -> None:
-        if _bound_home(workflow_id, generation, agent_node_id, home):
+        if _bound_home(workflow_id, generation, agent_node_id, home) and _generation_live(workflow_id, generation):
             for name in _PER_RUN:
                 remove_dir(home / name)
         else:
@@ -163,3 +173,16 @@ def runtime_dirs_on_archive(*, workflow_id, workflow, reason, context_node_ids=(
         transaction.on_commit(
             lambda: _never_raise(_generation_dirs_remove, workflow_id=int(workflow_id), generation=None)
         )
+
+
+def runtime_dirs_on_generation_end(*, workflow, generation) -> None:
+    """Generation-end listener (a Start superseded it, or a Stop): after the commit, each agent's conversation
+    directories of that generation go, unless a firing still holds the lease (its own end removes them then)."""
+    workflow_id, number = workflow.pk, generation.number
+    agents = [n.get("id") for n in (generation.graph or {}).get("nodes", []) if n.get("type") == "agent"]
+
+    def remove() -> None:
+        for agent_node_id in agents:
+            conversation_dirs_remove(workflow_id=workflow_id, generation=number, agent_node_id=agent_node_id)
+
+    transaction.on_commit(lambda: _never_raise(remove))

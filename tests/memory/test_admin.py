@@ -121,10 +121,11 @@ def test_restore_is_for_staff_who_may_change_and_owners_keep_their_own_rules(cal
     restore_url = f"/admin/memory/memoryitem/{item['id']}/restore/"
     form = {"version": 1, "expected_version": 2}
 
-    # the item's own owner and another owner, neither staff: the admin sends them to its login, writes nothing
-    for user in (owner, other_owner):
+    # anonymous, the item's own owner and another owner, none staff: the admin sends them to its login
+    for user in (None, owner, other_owner):
         client = Client()
-        client.force_login(user)
+        if user is not None:
+            client.force_login(user)
         for response in (client.get(history_url), client.post(restore_url, form)):
             assert response.status_code == 302 and response["Location"].startswith("/admin/login/")
     # another owner cannot reach it through the Memory panel either: not theirs is "not found"

@@ -129,3 +129,28 @@ def test_a_deleted_workflows_directories_go_after_the_archive_job_commits(owner,
         runtime_dirs_on_archive(workflow_id=workflow.pk, workflow=None, reason="workflow_deleted")
         assert all(home.exists() for home in homes)  # not before the commit
     assert not any(home.exists() for home in homes)
+
+
+@pytest.mark.parametrize("how", ["stop", "start"])
+def test_an_ended_generation_leaves_no_directory(owner, anthropic_fake, how):
+    from django.db.models import F
+
+    from workflows.models import Workflow
+    from workflows.services import workflow_start, workflow_stop
+
+    workflow, generation, ids = assistant_with(owner, provider="claude_code", model=MODEL)
+    anthropic_fake.push(Turn([Text("Hi.")]))
+    _fire(workflow, generation, ids["lead"], "hi")
+    home = conversation_runtime_home("claude_code", workflow.pk, generation, ids["lead"])
+    assert (home / "config").is_dir()  # bound: kept while the generation runs
+
+    with transaction.atomic():
+        if how == "stop":
+            workflow_stop(workflow=Workflow.objects.get(pk=workflow.pk))
+        else:  # a Start with a changed graph supersedes the running generation
+            Workflow.objects.filter(pk=workflow.pk).update(revision=F("revision") + 1)
+            _, started = workflow_start(workflow=Workflow.objects.get(pk=workflow.pk))
+            assert started
+        assert home.exists()  # not before the commit
+
+    assert not home.exists()  # a new generation is a new conversation: the old session is never resumed
