@@ -171,7 +171,11 @@ _missed: dict[int, int] = {}
 
 
 def _take_seq(run_id: int, append_text: str | None = None, *, seed: str | None = None) -> int:
-    seq = _next_seq(run_id, append_text, step=1 + _missed.get(run_id, 0), seed=seed)
+    # A re-seeding batch skips one number: a page that refetched its snapshot after Redis came back but before
+    # this batch (empty text, seq 0) then sees a gap and refetches the re-seeded text instead of streaming on
+    # without the beginning.
+    step = 1 + _missed.get(run_id, 0) + (1 if seed is not None else 0)
+    seq = _next_seq(run_id, append_text, step=step, seed=seed)
     if seq != STREAM_LOST:
         _missed.pop(run_id, None)
     return seq
