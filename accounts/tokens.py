@@ -14,6 +14,7 @@ from django.utils import timezone
 from opencompany.errors import NotFoundError, ServiceError
 from opencompany.text import require_storable_text
 
+from .locks import api_token_for_update
 from .models import ApiToken
 
 KEY_PREFIX = "oc_"
@@ -58,7 +59,7 @@ def api_token_create(*, user, name: str, expires_in_days: int | None = None) -> 
 def api_token_revoke(*, user, token_id: int) -> ApiToken:
     """Revoke one of the owner's tokens (revoking a revoked one changes nothing); another owner's id is a 404."""
     with transaction.atomic():
-        token = ApiToken.objects.select_for_update().filter(user=user, pk=token_id).first()
+        token = api_token_for_update(user=user, token_id=token_id)
         if token is None:
             raise NotFoundError("not_found", "No such token.")
         if token.revoked_at is None:

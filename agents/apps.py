@@ -14,20 +14,32 @@ class AgentsConfig(AppConfig):
             register_generation_end_listener,
             register_reset_listener,
         )
+        from workflows.selectors import register_activity_source
 
-        from .dispatch import mark_worker_stopping
+        from .dispatch import mark_worker_stopping, register_steps
         from .listeners import end_firings_on_reset
+        from .selectors import last_firing_at
         from .services.runtime_dirs import (
             runtime_dirs_on_archive,
             runtime_dirs_on_conversation_change,
             runtime_dirs_on_generation_end,
             runtime_dirs_on_reset,
         )
+        from .services.steps import compact_context, execute_llm_step, persist_turn, prepare_payload
 
+        register_steps(
+            {
+                "agent.prepare_payload": prepare_payload,
+                "agent.execute_llm_step": execute_llm_step,
+                "agent.persist_turn": persist_turn,
+                "agent.compact_context": compact_context,
+            }
+        )
         register_reset_listener(end_firings_on_reset, name="agents")
         # Agent runtimes' directories go once nothing will use them (agents/services/runtime_dirs.py).
         register_reset_listener(runtime_dirs_on_reset, name="agents.runtime_dirs")
         register_archive_listener(runtime_dirs_on_archive, name="agents.runtime_dirs")
         register_generation_end_listener(runtime_dirs_on_generation_end, name="agents.runtime_dirs")
         register_conversation_listener(runtime_dirs_on_conversation_change)
+        register_activity_source(last_firing_at)
         worker_shutting_down.connect(mark_worker_stopping, weak=False, dispatch_uid="agents.worker_stopping")

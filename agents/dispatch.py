@@ -24,6 +24,7 @@ import multiprocessing
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
@@ -54,15 +55,22 @@ def mark_worker_stopping(**_signal_kwargs) -> None:
 _RETRIED_ON_DATABASE_ERRORS = {"agent.persist_turn"}
 
 
-def _step_functions() -> dict:
-    from agents.services import steps
+# The runtime's step functions by task name, handed over at start-up by `AgentsConfig.ready()` (as observers and
+# listeners are registered), so this module, which every step imports to schedule the next, imports no step.
+_steps: dict[str, Callable] = {}
 
-    return {
-        "agent.prepare_payload": steps.prepare_payload,
-        "agent.execute_llm_step": steps.execute_llm_step,
-        "agent.persist_turn": steps.persist_turn,
-        "agent.compact_context": steps.compact_context,
-    }
+
+def register_steps(table: dict[str, Callable]) -> None:
+    """Make `table` ({task name: step function}) what inline firings and in-worker continuations call."""
+    _steps.update(table)
+
+
+def step_function(task_name: str) -> Callable:
+    """The step registered for `task_name` (a name nobody registered is a programming error)."""
+    try:
+        return _steps[task_name]
+    except KeyError:
+        raise LookupError(f"no step registered as {task_name!r} (AgentsConfig.ready registers them)") from None
 
 
 def _drain_inline() -> None:
@@ -70,10 +78,9 @@ def _drain_inline() -> None:
         return
     _inline.draining = True
     try:
-        functions = _step_functions()
         while _inline.queue:
             name, args = _inline.queue.popleft()
-            functions[name](*args)
+            step_function(name)(*args)
     finally:
         _inline.draining = False
 
@@ -158,14 +165,13 @@ def running_steps():
     queue = _chain.queue = deque()
     try:
         yield
-        functions = _step_functions()
         while queue:
             name, args, firing = queue.popleft()
             if worker_stopping():
                 _send(name, args)
                 continue
             try:
-                functions[name](*args, **({"committed": firing} if firing is not None else {}))
+                step_function(name)(*args, **({"committed": firing} if firing is not None else {}))
             except Exception as exc:
                 logger.exception(
                     "continued step failed",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agents.locks import firings_live_for_update
 from agents.models import Firing
 from agents.services.firings import end_firing
 
@@ -13,8 +14,7 @@ def end_firings_on_reset(*, workflow, previous_generation, new_generation, actor
     and saves nothing, so no turn lands in the conversations the reset is clearing.
     """
     ended = 0
-    live = Firing.objects.select_for_update().filter(workflow=workflow).exclude(state__in=Firing.TERMINAL_STATES)
-    for firing in live.order_by("created_at", "pk"):
+    for firing in firings_live_for_update(workflow_id=workflow.pk):
         firing.stop_requested = True
         firing.save(update_fields=["stop_requested", "updated_at"])
         end_firing(firing, state=Firing.State.FAILED, error_code="reset", error_message="The workflow was reset.")

@@ -9,13 +9,72 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 
 from django.db.models import Count, Max, Q
 
 from agents.models import Firing, LlmStep, ToolCallResult
+from conversations.selectors import usage_by_keys
 
 _EXCERPT = 160
+
+
+@dataclass(frozen=True)
+class FiringOutcome:
+    """What another app may know of a firing's progress: its state and, once it ended, how."""
+
+    state: str  # queued | running | finished | stopped | failed
+    final_text: str = ""
+    error_code: str = ""
+    error_message: str = ""
+    finished_at: datetime | None = None
+
+    @property
+    def ended(self) -> bool:
+        return self.state in Firing.TERMINAL_STATES
+
+    @property
+    def queued(self) -> bool:
+        return self.state == Firing.State.QUEUED
+
+
+def firing_outcome_of(firing: Firing) -> FiringOutcome:
+    """The outcome of a firing row the caller was handed (an observer's hook gets the row itself)."""
+    return FiringOutcome(
+        state=firing.state,
+        final_text=firing.final_text or "",
+        error_code=firing.error_code or "",
+        error_message=firing.error_message or "",
+        finished_at=firing.finished_at,
+    )
+
+
+def firing_outcome(*, firing_id) -> FiringOutcome | None:
+    """The firing's outcome read now; None when there is no such firing."""
+    firing = (
+        Firing.objects.filter(pk=firing_id)
+        .only("state", "final_text", "error_code", "error_message", "finished_at")
+        .first()
+    )
+    return firing_outcome_of(firing) if firing is not None else None
+
+
+def firing_saved_a_turn(*, firing_id) -> bool:
+    """Whether any step of the firing was persisted (its turn, user message included, reached the store)."""
+    return LlmStep.objects.filter(firing_id=firing_id, state=LlmStep.State.PERSISTED).exists()
+
+
+def tool_call_result_content(*, firing_id, tool_call_id: str) -> str:
+    """The latest recorded result of one tool call of the firing ("" before it has one)."""
+    content = (
+        ToolCallResult.objects.filter(firing_id=firing_id, tool_call_id=tool_call_id)
+        .order_by("-id")
+        .values_list("content", flat=True)
+        .first()
+    )
+    return content or ""
 
 
 def _recalled(results: list[ToolCallResult], memory_tools: set[str]) -> list[dict]:
@@ -46,17 +105,12 @@ def _recalled(results: list[ToolCallResult], memory_tools: set[str]) -> list[dic
 def firing_request_view(*, firing_id) -> dict | None:
     """What each request of a firing carried: the system prompt, how many messages (how many stored, whether a
     compaction summary led them), the tools offered, the memories recalled, and each call's tokens and cost."""
-    from conversations.models import UsageRecord
-
     firing = Firing.objects.filter(pk=firing_id).first()
     if firing is None:
         return None
     config = firing.agent_config or {}
     steps = list(LlmStep.objects.filter(firing=firing).order_by("iteration"))
-    usage = {
-        row.idempotency_key: row
-        for row in UsageRecord.objects.filter(idempotency_key__in=[f"llm-step:{step.pk}" for step in steps])
-    }
+    usage = usage_by_keys(idempotency_keys=[f"llm-step:{step.pk}" for step in steps])
     memory_tools = {binding["name"] for binding in firing.tool_bindings if binding.get("node_type") == "simpleMemory"}
     results = list(ToolCallResult.objects.filter(firing=firing).order_by("iteration", "id"))
     step_views = []
@@ -69,12 +123,10 @@ def firing_request_view(*, firing_id) -> dict | None:
                 "duration_ms": step.duration_ms,
                 "request": step.request_info or {},
                 "usage": {
-                    "input_tokens": record.input_tokens if record else 0,
-                    "cached_input_tokens": record.cached_input_tokens if record else 0,
-                    "output_tokens": record.output_tokens if record else 0,
-                    "reasoning_tokens": record.reasoning_tokens if record else 0,
+                    name: (record or {}).get(name) or 0
+                    for name in ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_tokens")
                 },
-                "cost": str(record.cost) if record and record.cost is not None else None,
+                "cost": str(record["cost"]) if record and record.get("cost") is not None else None,
             }
         )
     total_cost = sum((Decimal(s["cost"]) for s in step_views if s["cost"] is not None), Decimal(0))
@@ -218,7 +270,6 @@ def _tool_rows(firing: Firing) -> list[dict]:
 
 
 def _firing_detail(firing: Firing, depth: int) -> dict:
-    from conversations.selectors import usage_by_keys
 
     step_ids = list(LlmStep.objects.filter(firing=firing).values_list("pk", flat=True))
     usage = usage_by_keys(idempotency_keys=[f"llm-step:{pk}" for pk in step_ids])

@@ -1,1 +1,13 @@
-urlpatterns: list = []
+from django.urls import path
+
+from . import apis
+
+urlpatterns = [
+    path("workflows/<int:workflow_id>/test-run/", apis.WorkflowTestRunApi.as_view(), name="workflows-test-run"),
+    path("workflows/<int:workflow_id>/runs/", apis.WorkflowRunsApi.as_view(), name="workflows-runs"),
+    path(
+        "workflows/<int:workflow_id>/runs/<str:firing_id>/",
+        apis.WorkflowRunDetailApi.as_view(),
+        name="workflows-run-detail",
+    ),
+]

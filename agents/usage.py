@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from conversations.services import usage_record_append
+from providers.billing import ledger_fields
+
 
 def record_llm_usage(firing, *, idempotency_key: str, kind: str, outcome: str, usage: dict | None = None) -> bool:
-    from conversations.services import usage_record_append
-    from providers.billing import ledger_fields
 
     config = firing.agent_config or {}
     provider, model = config.get("provider", "unknown"), config.get("model", "unknown")

@@ -7,13 +7,20 @@ class ChatConfig(AppConfig):
 
     def ready(self) -> None:
         from agents.observers import register_firing_observer
+        from conversations.services import register_context_cleared_listener
         from memory.listeners import register_memory_edit_listener
         from workflows.listeners import register_archive_listener, register_reset_listener
 
         from .observer import chat_observer
-        from .services import chat_context_archive_listener, chat_memory_edit_listener, chat_reset_listener
+        from .services import (
+            chat_context_archive_listener,
+            chat_context_cleared,
+            chat_memory_edit_listener,
+            chat_reset_listener,
+        )
 
         register_firing_observer(chat_observer)
         register_reset_listener(chat_reset_listener, name="chat")
         register_memory_edit_listener(chat_memory_edit_listener)
         register_archive_listener(chat_context_archive_listener, name="chat")
+        register_context_cleared_listener(chat_context_cleared)

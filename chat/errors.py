@@ -1,4 +1,5 @@
-"""The chat's refusals (SPEC §6): a stable code the page and API clients branch on, and plain words for the owner."""
+"""The chat's refusals (docs/chat.md#refusals): a stable code the page and API clients branch on, and plain words
+for the owner."""
 
 from opencompany.errors import ConflictError, NotFoundError, ServiceError
 

@@ -1,4 +1,5 @@
-"""Run events on the workflow's socket (SPEC §6, §7): every event of a run carries a `seq` per run and the hub epoch.
+"""Run events on the workflow's socket (docs/architecture.md#run-events, #realtime-events): every event of a run
+carries a `seq` per run and the hub epoch.
 
 The seq counter and the text streamed so far live in Redis, next to the channel layer: a delta batch appends its
 text and takes its seq in one MULTI, so a snapshot (text so far + seq) read in one MULTI is exactly consistent with
@@ -214,24 +215,70 @@ def send_run_event_now(*, workflow_id: int, run_id: int, event: dict, append_tex
     sender.submit(build)
 
 
+# --- typed constructors: one per event the chat sends (metadata only; the text goes as deltas) -------------------
+
+
+def run_started_event(*, workflow_id: int, kind: str, state: str, user_message_id: int) -> dict:
+    return {
+        "type": "run.started",
+        "workflow_id": workflow_id,
+        "kind": kind,
+        "state": state,
+        "user_message_id": user_message_id,
+    }
+
+
+def run_stopping_event(*, workflow_id: int, state: str) -> dict:
+    return {"type": "run.stopping", "workflow_id": workflow_id, "state": state}
+
+
+def run_step_event(*, workflow_id: int, step, phase: str) -> dict:
+    """A tool call of the run started or finished (`step`: its ChatRunStep row)."""
+    return {
+        "type": "run.step",
+        "workflow_id": workflow_id,
+        "step_id": step.pk,
+        "phase": phase,
+        "name": step.name,
+        "agent_node_id": step.agent_node_id,
+        "is_error": step.is_error,
+    }
+
+
+def run_ended_event(
+    *, workflow_id: int, state: str, outcome: str, reply_message_id: int, status: str, revision: int, code: str = ""
+) -> dict:
+    """`run.finished` (answered or stopped) or `run.failed` (state `error`, with its `code`)."""
+    event = {
+        "type": "run.failed" if state == "error" else "run.finished",
+        "workflow_id": workflow_id,
+        "state": state,
+        "outcome": outcome,
+        "reply_message_id": reply_message_id,
+        "status": status,
+        "revision": revision,
+    }
+    if code:
+        event["code"] = code
+    return event
+
+
+def chat_updated_event(*, workflow_id: int, revision: int, reason: str) -> dict:
+    """The thread changed shape (a branch move, feedback, clear, reset): open pages refetch the snapshot. The hub
+    epoch is added when it is sent."""
+    return {"type": "chat.updated", "workflow_id": workflow_id, "revision": revision, "reason": reason}
+
+
 def publish_run_event(*, workflow_id: int, run_id: int, event: dict) -> None:
     """Send a run event once the current transaction commits (a rolled-back change never announces itself)."""
     transaction.on_commit(lambda: send_run_event_now(workflow_id=workflow_id, run_id=run_id, event=event))
 
 
 def publish_chat_updated(*, workflow_id: int, revision: int, reason: str) -> None:
-    """The thread changed shape (a branch move, feedback, clear): open pages refetch the snapshot."""
+    """Send `chat.updated` once the current transaction commits."""
+    event = chat_updated_event(workflow_id=workflow_id, revision=revision, reason=reason)
     transaction.on_commit(
-        lambda: send_workflow_event_now(
-            workflow_id=workflow_id,
-            event={
-                "type": "chat.updated",
-                "workflow_id": workflow_id,
-                "revision": revision,
-                "reason": reason,
-                "hub_epoch": hub_epoch(),
-            },
-        )
+        lambda: send_workflow_event_now(workflow_id=workflow_id, event={**event, "hub_epoch": hub_epoch()})
     )
 
 

@@ -1,4 +1,4 @@
-"""The owner's chat (SPEC §6): one session per workflow, a tree of messages, runs in one lane, branch snapshots,
+"""The owner's chat (docs/chat.md): one session per workflow, a tree of messages, runs in one lane, branch snapshots,
 notes to the agent and feedback.
 
 Writes live in chat/services/; nothing here starts work or sends events.
@@ -97,7 +97,7 @@ class ChatRun(models.Model):
     agent_node_id = models.CharField(max_length=200)
     firing_id = models.UUIDField(null=True, blank=True, db_index=True)
     # {agent_node_id: {generation, length, digest}}: where each agent's conversation stood when this run first
-    # prepared it (SPEC §6). Branch moves rewind to these.
+    # prepared it (docs/architecture.md#branch-moves). Branch moves rewind to these.
     context_cursors = models.JSONField(default=dict, blank=True)
     # The last event seq sent for this run (the live counter is in Redis, see chat/events.py).
     seq = models.PositiveIntegerField(default=0)
@@ -112,7 +112,7 @@ class ChatRun(models.Model):
     class Meta:
         ordering = ["id"]
         constraints = [
-            # The lane (SPEC §6): at most one run that is not over per session. Admission checks it under the
+            # The lane (docs/chat.md#lane): at most one run that is not over per session. Admission checks it under the
             # session lock; this index is what makes a race lose instead of starting a second run.
             models.UniqueConstraint(
                 fields=["session"],

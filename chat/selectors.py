@@ -6,12 +6,18 @@ import json
 
 from django.db.models import Q
 
+from agents.selectors import firing_request_view
+from agents.wiring import AgentNotFound, agent_wiring
 from chat.events import run_stream_state
 from chat.models import ChatFeedback, ChatMarker, ChatMessage, ChatRun, ChatRunStep, ChatSession
 from chat.provenance import chat_memory_marks
 from chat.rendering import render_markdown, render_plain
+from conversations.estimates import next_turn_estimate
+from conversations.selectors import conversation_size_bytes
 from opencompany.errors import NotFoundError
 from opencompany.hub import hub_epoch
+from workflows.graph import trigger_agents
+from workflows.selectors import generation_graph
 
 
 def _duration_ms(run: ChatRun) -> int | None:
@@ -188,9 +194,6 @@ def chat_run_get(*, workflow, run_id) -> dict:
 
 def chat_panel_links(*, workflow) -> dict:
     """Where the page links: the Context panel, and the Memory panel of each memory node the answering agent uses."""
-    from agents.wiring import AgentNotFound, agent_wiring
-    from workflows.graph import trigger_agents
-    from workflows.selectors import generation_graph
 
     links = {"context_url": f"/workflows/{workflow.pk}/context/", "memory": [], "agent_name": ""}
     try:
@@ -258,7 +261,6 @@ def chat_run_request_view(*, workflow, run_id) -> dict:
     """ "What this answer was sent": the answering firing's requests (counts, tools, recalled memories, tokens,
     cost), the owner's notes it carried, what changed since the previous answer's request, and what the next
     turn is expected to cost (the stored conversation's size at the model's input price)."""
-    from agents.selectors import firing_request_view
 
     pk = chat_run_id_of(workflow=workflow, run_id=run_id)
     run = ChatRun.objects.get(pk=pk)
@@ -289,12 +291,8 @@ def chat_run_request_view(*, workflow, run_id) -> dict:
 def _next_turn_estimate(workflow, run, view: dict) -> dict | None:
     """The stored conversation's size at the model's input price (conversations/estimates.py, the Context panel's
     estimate too)."""
-    from conversations.estimates import next_turn_estimate
-    from conversations.models import AgentConversation
 
-    header = AgentConversation.objects.filter(
-        workflow=workflow, generation=run.generation, agent_node_id=run.agent_node_id
-    ).first()
-    if header is None:
+    size = conversation_size_bytes(workflow_id=workflow.pk, generation=run.generation, agent_node_id=run.agent_node_id)
+    if size is None:
         return None
-    return next_turn_estimate(size_bytes=header.size_bytes, provider=view.get("provider"), model=view.get("model"))
+    return next_turn_estimate(size_bytes=size, provider=view.get("provider"), model=view.get("model"))

@@ -1,4 +1,5 @@
-"""Ends chat runs nothing will finish (SPEC §6). The runtime's own watchdog fails lost firings and its `ended`
+"""Ends chat runs nothing will finish (docs/chat.md#watchdog). The runtime's own watchdog fails lost firings and its
+`ended`
 hook finishes their runs; this covers the rest: a firing that ended without the run hearing of it, a firing row
 that is gone, a run no worker started, a run past every limit. Each end is a locked re-check, so two sweeps (or a
 sweep racing the real end) never end a run twice."""
@@ -12,34 +13,32 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from agents.selectors import firing_outcome
+from agents.services.firings import firing_request_stop
+from chat.locks import chat_run_for_update
 from chat.models import ChatRun
-from chat.services.runs import finish_run, finish_run_from_firing
+from chat.services.runs import chat_run_finish, chat_run_finish_from_firing
 
 logger = logging.getLogger("chat.watchdog")
 
 
 def _end(run_id: int, decide) -> str | None:
-    from agents.models import Firing
-
     with transaction.atomic():
-        run = ChatRun.objects.select_for_update().filter(pk=run_id).first()
+        run = chat_run_for_update(run_id)
         if run is None or not run.is_active:
             return None
-        firing = Firing.objects.filter(pk=run.firing_id).first() if run.firing_id else None
+        firing = firing_outcome(firing_id=run.firing_id) if run.firing_id else None
         outcome = decide(run, firing)
         if outcome is None:
             return None
         if outcome == "from_firing":
-            finish_run_from_firing(run, firing)
+            chat_run_finish_from_firing(run, firing)
         else:
-            finish_run(run, state=ChatRun.State.ERROR, reply_status="error", error_code=outcome)
+            chat_run_finish(run, state=ChatRun.State.ERROR, reply_status="error", error_code=outcome)
         return outcome
 
 
 def chat_watchdog_sweep() -> dict:
-    from agents.models import Firing
-    from agents.services.firings import firing_request_stop
-
     now = timezone.now()
     lost_grace = timedelta(seconds=settings.CHAT_RUN_LOST_GRACE_SECONDS)
     delivery = timedelta(seconds=settings.CHAT_RUN_DELIVERY_TIMEOUT_SECONDS)
@@ -50,10 +49,10 @@ def chat_watchdog_sweep() -> dict:
         age = now - run.created_at
         if firing is None:
             return "interrupted" if age > lost_grace else None
-        if firing.state in Firing.TERMINAL_STATES:
+        if firing.ended:
             # The firing ended but the run never heard (the hook failed): give the hook a moment, then settle.
             return "from_firing" if firing.finished_at and now - firing.finished_at > lost_grace else None
-        if firing.state == Firing.State.QUEUED and age > delivery:
+        if firing.queued and age > delivery:
             return "not_delivered"
         if age > max_age:
             return "timed_out"

@@ -1,4 +1,4 @@
-"""REST handlers of the Context panel: owner-scoped, paginated, metadata first (SPEC §2 invariant 11)."""
+"""REST handlers of the Context panel: owner-scoped, paginated, metadata first (docs/invariants.md#panel-live-only)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from opencompany.schema import ErrorResponse
 from workflows.selectors import access_workflow
 
 from . import selectors
-from .services import owner_conversation_settings_update
-from .store import clear_conversation, list_conversations
+from .services import conversation_context_clear, owner_conversation_settings_update
+from .store import list_conversations
 
 
 class _PageInput(serializers.Serializer):
@@ -88,7 +88,7 @@ class ConversationDetailApi(APIView):
         runtime = serializers.DictField(
             allow_null=True,
             help_text=(
-                "The agent's provider, its fidelity ({label, detail}: what is kept, RFC-0002 §5) and its binding or "
+                "The agent's provider, its fidelity ({label, detail}: what is kept) and its binding or "
                 "null: for Claude Code the session (session_id, transcript_path); for a Vertex agent the interaction "
                 "the next firing continues (interaction_id, environment_id; Google keeps the interaction state "
                 "server-side)."
@@ -135,10 +135,7 @@ class ConversationDetailApi(APIView):
     )
     def delete(self, request, workflow_id: int, agent_node_id: str):
         workflow = access_workflow(user=request.user, workflow_id=workflow_id)
-        deleted = 0
-        if workflow.live_generation:
-            deleted = clear_conversation(workflow, generation=workflow.live_generation, agent_node_id=agent_node_id)
-        return Response({"deleted": deleted})
+        return Response({"deleted": conversation_context_clear(workflow=workflow, agent_node_id=agent_node_id)})
 
 
 class OwnerConversationSettingsApi(APIView):

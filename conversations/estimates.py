@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import math
 
+from conversations.models import UsageRecord
+from providers import capabilities
+
 BYTES_PER_TOKEN = 4
 
 
 def next_turn_estimate(*, size_bytes: int, provider: str | None, model: str | None) -> dict | None:
     if not provider or not model:
         return None
-    from providers import capabilities
 
     tokens = int(size_bytes or 0) // BYTES_PER_TOKEN
     try:
@@ -32,7 +34,6 @@ def next_turn_estimate(*, size_bytes: int, provider: str | None, model: str | No
 
 def latest_model_of(*, workflow_id: int, generation: int, agent_node_id: str) -> tuple[str, str] | None:
     """The provider and model the agent's last model call used (the ledger's newest row), or None before any."""
-    from conversations.models import UsageRecord
 
     row = (
         UsageRecord.objects.filter(

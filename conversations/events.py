@@ -49,15 +49,25 @@ def _run_listeners(change: ConversationChange) -> None:
             logger.exception("conversation listener failed", extra=asdict(change))
 
 
+def context_updated_event(*, workflow_id: int, generation: int, agent_node_id: str, message_count: int) -> dict:
+    """A stored conversation changed: open Context panels refetch (metadata only, never messages)."""
+    return {
+        "type": "context.updated",
+        "workflow_id": workflow_id,
+        "generation": generation,
+        "agent_node_id": agent_node_id,
+        "message_count": message_count,
+    }
+
+
 def announce_change_on_commit(change: ConversationChange) -> None:
     transaction.on_commit(lambda: _run_listeners(change))
     publish_workflow_event(
         workflow_id=change.workflow_id,
-        event={
-            "type": "context.updated",
-            "workflow_id": change.workflow_id,
-            "generation": change.generation,
-            "agent_node_id": change.agent_node_id,
-            "message_count": change.message_count,
-        },
+        event=context_updated_event(
+            workflow_id=change.workflow_id,
+            generation=change.generation,
+            agent_node_id=change.agent_node_id,
+            message_count=change.message_count,
+        ),
     )

@@ -78,7 +78,8 @@ class ConversationMessage(models.Model):
 
 
 class FiringLease(models.Model):
-    """Serializes firings of one conversation key (SPEC §2 invariant 10). Expires so a dead worker frees it."""
+    """Serializes firings of one conversation key (docs/invariants.md#one-firing-per-conversation). Expires so a
+    dead worker frees it."""
 
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="firing_leases")
     generation = models.PositiveIntegerField()

@@ -9,11 +9,18 @@ from decimal import Decimal
 from django.db.models import Count, Sum
 from django.db.models.functions import TruncDate
 
+from providers.runtimes import fidelity_of
 from workflows.graph.wiring import agent_for_context, node_by_id
 from workflows.models import Workflow, WorkflowGeneration
 from workflows.nodes import IS_CONTEXT_PANEL, get_node_spec
 
-from .models import AgentConversation, ConversationMessage, OwnerConversationSettings, UsageRecord
+from .models import (
+    AgentConversation,
+    ConversationMessage,
+    OwnerConversationSettings,
+    RuntimeSessionBinding,
+    UsageRecord,
+)
 
 
 @dataclass(frozen=True)
@@ -44,7 +51,7 @@ def _label(node: dict | None) -> str:
 
 
 def live_context_targets(workflow: Workflow) -> list[ContextTarget]:
-    """Every Context node of the live generation and the agent it serves (SPEC §2 invariant 11)."""
+    """Every Context node of the live generation and the agent it serves (docs/invariants.md#panel-live-only)."""
     graph = live_graph(workflow)
     targets = []
     for node in graph.get("nodes", []):
@@ -212,10 +219,7 @@ def usage_by_keys(*, idempotency_keys) -> dict[str, dict]:
 
 def agent_runtime(workflow: Workflow, agent_node_id: str) -> dict | None:
     """What the live agent's conversation keeps beyond its messages: its provider's fidelity and, for Claude Code,
-    the session binding (RFC-0002 §5). None when the agent is not in the live graph."""
-    from providers.runtimes import fidelity_of
-
-    from .models import RuntimeSessionBinding
+    the session binding (providers/README.md#fidelity). None when the agent is not in the live graph."""
 
     node = node_by_id(live_graph(workflow), agent_node_id)
     if node is None or node.get("type") != "agent":
@@ -269,3 +273,26 @@ def _vertex_binding(workflow: Workflow, node: dict) -> dict | None:
         "continued_while": "the stored conversation is unchanged since this interaction (a rewind to an earlier "
         "point continues the interaction recorded there)",
     }
+
+
+def conversation_exists(key) -> bool:
+    """Whether a stored conversation (its header row) exists for the `ConversationKey`."""
+    return AgentConversation.objects.filter(
+        workflow_id=key.workflow_id, generation=key.generation, agent_node_id=key.agent_node_id
+    ).exists()
+
+
+def conversation_size_bytes(*, workflow_id: int, generation: int, agent_node_id: str) -> int | None:
+    """The stored conversation's size in bytes (its header's `size_bytes`); None when nothing is stored."""
+    return (
+        AgentConversation.objects.filter(workflow_id=workflow_id, generation=generation, agent_node_id=agent_node_id)
+        .values_list("size_bytes", flat=True)
+        .first()
+    )
+
+
+def runtime_session_binding(key) -> RuntimeSessionBinding | None:
+    """The agent runtime session (Claude Code) this stored conversation continues in, if one was recorded."""
+    return RuntimeSessionBinding.objects.filter(
+        workflow_id=key.workflow_id, generation=key.generation, agent_node_id=key.agent_node_id
+    ).first()

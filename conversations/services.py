@@ -1,4 +1,4 @@
-"""Writes of the conversations app that are not the store itself: the usage ledger."""
+"""Writes of the conversations app that are not the store itself: the owner's Clear, the usage ledger, settings."""
 
 from __future__ import annotations
 
@@ -8,7 +8,31 @@ from decimal import Decimal
 from django.db import connection
 from django.utils import timezone
 
-from .models import OwnerConversationSettings, UsageRecord
+from opencompany.errors import ServiceError
+
+from .models import OwnerConversationSettings, RuntimeSessionBinding, UsageRecord
+from .store import clear_conversation
+
+_context_cleared_listeners: list = []
+
+
+def register_context_cleared_listener(listener) -> None:
+    """`listener(*, workflow, agent_node_ids)` runs after the owner cleared those agents' live conversations (the
+    chat registers one in `ChatConfig.ready()` to drop its notes and mark the thread)."""
+    if listener not in _context_cleared_listeners:
+        _context_cleared_listeners.append(listener)
+
+
+def conversation_context_clear(*, workflow, agent_node_id: str) -> int:
+    """The owner's Clear of one agent's live conversation (Context panel, API): the rows go, then the listeners
+    hear of it. Returns how many conversations were deleted (0 when the live generation stored none)."""
+    if not workflow.live_generation:
+        return 0
+    deleted = clear_conversation(workflow, generation=workflow.live_generation, agent_node_id=agent_node_id)
+    for listener in _context_cleared_listeners:
+        listener(workflow=workflow, agent_node_ids=[agent_node_id])
+    return deleted
+
 
 _USAGE = UsageRecord._meta.db_table
 _COLUMNS = (
@@ -87,8 +111,6 @@ def owner_conversation_settings_update(*, owner, tool_result_max_chars: int | No
     """Set the owner's own tool-result cap (None: the site's). It may only lower the site's cap."""
     from django.conf import settings
 
-    from opencompany.errors import ServiceError
-
     if tool_result_max_chars is not None and not 100 <= tool_result_max_chars <= settings.TOOL_RESULT_MAX_CHARS:
         raise ServiceError(
             "invalid_request",
@@ -98,3 +120,30 @@ def owner_conversation_settings_update(*, owner, tool_result_max_chars: int | No
         owner=owner, defaults={"tool_result_max_chars": tool_result_max_chars}
     )
     return row
+
+
+def runtime_session_binding_record(
+    *,
+    key,
+    runtime: str,
+    session_id: str,
+    transcript_path: str,
+    cursor_length: int,
+    cursor_digest: str,
+    session_cost_usd: Decimal,
+) -> RuntimeSessionBinding:
+    """Keep the runtime session a conversation continues in, with the cursor of the stored list it saw last."""
+    binding, _ = RuntimeSessionBinding.objects.update_or_create(
+        workflow_id=key.workflow_id,
+        generation=key.generation,
+        agent_node_id=key.agent_node_id,
+        defaults={
+            "runtime": runtime,
+            "session_id": session_id,
+            "transcript_path": transcript_path,
+            "cursor_length": cursor_length,
+            "cursor_digest": cursor_digest,
+            "session_cost_usd": session_cost_usd,
+        },
+    )
+    return binding

@@ -12,10 +12,14 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from opencompany.errors import NotFoundError
+from providers import capabilities
+from providers.context import pressure_method_note
+from providers.errors import ProviderError
 from workflows.selectors import access_workflow
 
 from . import selectors
-from .store import clear_conversation
+from .estimates import latest_model_of, next_turn_estimate, usd
+from .services import conversation_context_clear
 
 PAGE_MESSAGES = 200
 
@@ -40,9 +44,6 @@ def _pick_target(workflow, node_id: str | None):
 def _model_notes(provider: str, model: str) -> dict:
     """How the panel's pressure is measured for this agent's provider, and whether its model is unknown to the
     catalogue (conservative capabilities, no price)."""
-    from providers import capabilities
-    from providers.context import pressure_method_note
-    from providers.errors import ProviderError
 
     try:
         note = capabilities(provider, model).note
@@ -151,7 +152,8 @@ def context_panel(request, workflow_id: int):
         "pressure": selectors.pressure_of(header),
     }
     model = selectors.agent_model(workflow, target.agent_node_id) if target and target.agent_node_id else None
-    # What this agent's conversation keeps beyond its messages (RFC-0002 §5), as the agent's form says it.
+    # What this agent's conversation keeps beyond its messages (providers/README.md#fidelity), as the agent's form
+    # says it.
     agent_node_id = target.agent_node_id if target else None
     context["runtime"] = selectors.agent_runtime(workflow, agent_node_id) if agent_node_id else None
     if model is not None:
@@ -178,7 +180,6 @@ def context_panel(request, workflow_id: int):
 
 def _next_turn(workflow, header, model: tuple[str, str] | None) -> dict | None:
     """At the price of the agent's model as configured now; without one, the model it last called."""
-    from .estimates import latest_model_of, next_turn_estimate, usd
 
     if header is None or not header.message_count:
         return None
@@ -201,10 +202,6 @@ def context_panel_clear(request, workflow_id: int):
     _, target = _pick_target(workflow, request.POST.get("node"))
     if target is None or not target.agent_node_id or not workflow.live_generation:
         raise Http404("Nothing to clear.")
-    deleted = clear_conversation(workflow, generation=workflow.live_generation, agent_node_id=target.agent_node_id)
-    # The chat marks where the context was cleared and drops notes about the conversation that is gone.
-    from chat.services import chat_context_cleared
-
-    chat_context_cleared(workflow=workflow, agent_node_ids=[target.agent_node_id])
+    deleted = conversation_context_clear(workflow=workflow, agent_node_id=target.agent_node_id)
     flash.success(request, "Context cleared." if deleted else "The Context was already empty.")
     return redirect(f"{reverse('conversations:context-panel', args=[workflow.pk])}?node={target.context_node_id}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.http import Http404
+
 from opencompany.errors import NotFoundError
 from workflows.selectors import access_workflow
 
@@ -32,3 +34,11 @@ def access_memory_namespace(*, user, workflow_id, node_id: str, create: bool = T
     if namespace is not None or not create:
         return workflow, namespace
     return workflow, memory_namespace_get_or_create(owner=user, workflow=workflow, node_id=node_id)
+
+
+def memory_namespace_or_404(request, workflow_id, node_id: str, *, create: bool = True):
+    """`access_memory_namespace` for the pages: anything but the owner's memory node is a 404 page."""
+    try:
+        return access_memory_namespace(user=request.user, workflow_id=workflow_id, node_id=node_id, create=create)
+    except NotFoundError:
+        raise Http404("Memory node not found") from None

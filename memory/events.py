@@ -1,4 +1,4 @@
-"""The on-commit broadcast of `memory.updated`: metadata only, never content (SPEC §7)."""
+"""The on-commit broadcast of `memory.updated`: metadata only, never content (docs/architecture.md#realtime-events)."""
 
 from opencompany.realtime import publish_workflow_event
 

@@ -18,11 +18,11 @@ from django.views.decorators.http import require_GET, require_POST
 
 from opencompany.errors import ConflictError, ServiceError
 
+from .access import memory_namespace_or_404
 from .diff import word_diff
 from .history import history_as_dict, memory_history, memory_item_restore
 from .models import MemoryItem, MemoryItemHistory
 from .provenance import Provenance
-from .views import _access
 
 _DONE = {"remember": "Saved", "update": "Changed", "forget": "Forgotten", "clear": "Memory cleared"}
 
@@ -130,7 +130,7 @@ def _history_url(workflow_id: int, node_id: str, **query) -> str:
 def memory_history_page(request, workflow_id: int, node_id: str):
     """Every change in this memory, newest first; `?chat=1` what the chat wrote, `?chat_run=` what one answer
     wrote (and what taking it back did), `?agent=` what one agent wrote."""
-    workflow, namespace = _access(request, workflow_id, node_id, create=False)  # a GET creates nothing
+    workflow, namespace = memory_namespace_or_404(request, workflow_id, node_id, create=False)  # a GET creates nothing
     chat_run = _int(request.GET.get("chat_run"))
     agent = (request.GET.get("agent") or "").strip()[:200]
     from_chat = request.GET.get("chat") == "1"
@@ -207,7 +207,7 @@ def memory_history_page(request, workflow_id: int, node_id: str):
 @require_GET
 def memory_item_history_page(request, workflow_id: int, node_id: str, item_id: int):
     """One item's versions, newest first, each beside the one before it with the change marked."""
-    workflow, namespace = _access(request, workflow_id, node_id, create=False)
+    workflow, namespace = memory_namespace_or_404(request, workflow_id, node_id, create=False)
     if namespace is None:
         raise Http404("No such memory.")
     current = MemoryItem.objects.filter(namespace=namespace, pk=item_id).first()
@@ -236,7 +236,7 @@ def memory_item_history_page(request, workflow_id: int, node_id: str, item_id: i
 def memory_item_restore_page(request, workflow_id: int, node_id: str, item_id: int):
     """Restore a version (a new version, version-checked). A conflict says so and brings the owner back to the
     version they chose, so they can look at the newest one and choose again."""
-    workflow, namespace = _access(request, workflow_id, node_id, create=False)
+    workflow, namespace = memory_namespace_or_404(request, workflow_id, node_id, create=False)
     if namespace is None:  # nothing was ever stored here, so there is nothing to restore
         raise Http404("No such memory.")
     version = _int(request.POST.get("version"))

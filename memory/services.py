@@ -17,15 +17,22 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F, Q
+from django.db.models import F
 
 from opencompany.errors import NotFoundError, ServiceError
+from opencompany.queueing import enqueue_task
 
 from . import clock
 from .embedders import get_embedder
 from .errors import invalid, item_not_found, version_conflict
 from .events import publish_memory_updated
 from .listeners import MemoryEdit, announce_memory_edit_on_commit
+from .locks import (
+    memory_item_at_version_for_update,
+    memory_item_live_for_update,
+    memory_items_expired_for_update,
+    memory_namespace_for_update,
+)
 from .models import MemoryEmbedding, MemoryItem, MemoryItemHistory, MemoryNamespace, MemoryReceipt
 from .presenters import FTS_ONLY, item_as_dict
 from .provenance import Provenance
@@ -141,10 +148,8 @@ def _enqueue_embedding(item: MemoryItem) -> None:
     item_id = item.pk
 
     def send():
-        from .tasks import embed_item
-
         try:
-            embed_item.delay(item_id)
+            enqueue_task("memory.embed_item", args=(item_id,))
         except Exception:  # the broker being down must not fail a committed write; memory_reindex catches up
             logger.warning("could not enqueue memory.embed_item", extra={"item_id": item_id})
 
@@ -263,11 +268,7 @@ def memory_item_remember(
 def _locked_live_item(namespace: MemoryNamespace, item_id: int, now) -> MemoryItem:
     # Lock the row before comparing versions: two writers holding the same expected_version queue here, and the
     # second sees the first's new version and gets a conflict instead of silently overwriting it.
-    item = (
-        MemoryItem.objects.select_for_update(of=("self",))
-        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=now), namespace=namespace, pk=item_id)
-        .first()
-    )
+    item = memory_item_live_for_update(namespace=namespace, item_id=item_id, now=now)
     if item is None:
         raise item_not_found()
     return item
@@ -407,7 +408,7 @@ def memory_namespace_items_clear(*, namespace: MemoryNamespace, actor, announce_
     actor = actor_label(actor)
     with transaction.atomic():
         # Taking the namespace row first orders this against concurrent remembers (they increment item_count).
-        MemoryNamespace.objects.select_for_update().filter(pk=namespace.pk).first()
+        memory_namespace_for_update(namespace.pk)
         item_ids = list(MemoryItem.objects.filter(namespace=namespace).values_list("pk", flat=True))
         MemoryItemHistory.objects.filter(namespace=namespace).delete()
         MemoryItem.objects.filter(namespace=namespace).delete()
@@ -442,11 +443,7 @@ def memory_items_purge_expired(*, batch_size: int = 1000) -> int:
     removed = 0
     while True:
         with transaction.atomic():
-            rows = list(
-                MemoryItem.objects.select_for_update(skip_locked=True)
-                .filter(expires_at__lte=now)
-                .values_list("namespace_id", "pk")[:batch_size]
-            )
+            rows = memory_items_expired_for_update(now=now, limit=batch_size)
             if not rows:
                 break
             by_namespace: dict[int, list[int]] = {}
@@ -463,12 +460,7 @@ def memory_items_purge_expired(*, batch_size: int = 1000) -> int:
 def memory_embedding_store(*, item_id: int, item_version: int, model: str, dims: int, vector, error: str = "") -> bool:
     """Write one projection if the item is still at `item_version` (a later edit re-embeds). -> stored?"""
     with transaction.atomic():
-        namespace_id = (
-            MemoryItem.objects.select_for_update()
-            .filter(pk=item_id, version=item_version)
-            .values_list("namespace_id", flat=True)
-            .first()
-        )
+        namespace_id = memory_item_at_version_for_update(item_id=item_id, version=item_version)
         if namespace_id is None:
             return False
         if vector is None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.dateparse import parse_datetime
@@ -12,17 +11,12 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods, require_POST
 
 from opencompany.errors import ConflictError, NotFoundError, ServiceError
+from workflows.selectors import generation_graph
 
 from . import selectors, services
-from .access import access_memory_namespace
+from .access import memory_namespace_or_404
+from .history_views import annotate_latest_provenance
 from .provenance import Provenance
-
-
-def _access(request, workflow_id, node_id, *, create: bool = True):
-    try:
-        return access_memory_namespace(user=request.user, workflow_id=workflow_id, node_id=node_id, create=create)
-    except NotFoundError:
-        raise Http404("Memory node not found") from None
 
 
 def _panel_url(workflow_id, node_id, **query) -> str:
@@ -68,8 +62,6 @@ def _for_owner(item: dict) -> dict:
 
 
 def _node_label(workflow, node_id: str) -> str:
-    from workflows.selectors import generation_graph
-
     try:
         graph = generation_graph(workflow)
     except NotFoundError:
@@ -93,8 +85,6 @@ def _panel(request, workflow, namespace, node_id: str, *, query: str, cursor=Non
         page = {"items": [], "next_cursor": None}
     next_url = _panel_url(workflow.pk, node_id, q=query, cursor=page["next_cursor"]) if page["next_cursor"] else None
     # Provenance hook (memory/history_views.py): where each item's current version came from, in words.
-    from .history_views import annotate_latest_provenance
-
     annotate_latest_provenance(namespace=namespace, items=page["items"], workflow_id=workflow.pk)
     return render(
         request,
@@ -118,7 +108,7 @@ def _panel(request, workflow, namespace, node_id: str, *, query: str, cursor=Non
 @login_required
 @require_http_methods(["GET"])
 def memory_panel(request, workflow_id: int, node_id: str):
-    workflow, namespace = _access(request, workflow_id, node_id, create=False)
+    workflow, namespace = memory_namespace_or_404(request, workflow_id, node_id, create=False)
     query = request.GET.get("q", "").strip()
     return _panel(request, workflow, namespace, node_id, query=query, cursor=request.GET.get("cursor") or None)
 
@@ -137,7 +127,7 @@ def _report(request, exc: ServiceError) -> None:
 @login_required
 @require_POST
 def memory_item_create(request, workflow_id: int, node_id: str):
-    workflow, namespace = _access(request, workflow_id, node_id)
+    workflow, namespace = memory_namespace_or_404(request, workflow_id, node_id)
     try:
         services.memory_item_remember(
             namespace=namespace,
@@ -159,7 +149,7 @@ def memory_item_create(request, workflow_id: int, node_id: str):
 @login_required
 @require_POST
 def memory_item_edit(request, workflow_id: int, node_id: str, item_id: int):
-    workflow, namespace = _access(request, workflow_id, node_id)
+    workflow, namespace = memory_namespace_or_404(request, workflow_id, node_id)
     patch = {
         "content": request.POST.get("content", ""),
         "title": request.POST.get("title", ""),
@@ -204,7 +194,7 @@ def memory_item_edit(request, workflow_id: int, node_id: str, item_id: int):
 @login_required
 @require_POST
 def memory_item_forget(request, workflow_id: int, node_id: str, item_id: int):
-    workflow, namespace = _access(request, workflow_id, node_id)
+    workflow, namespace = memory_namespace_or_404(request, workflow_id, node_id)
     try:
         services.memory_item_forget(
             namespace=namespace,
@@ -224,7 +214,7 @@ def memory_item_forget(request, workflow_id: int, node_id: str, item_id: int):
 @require_http_methods(["GET", "POST"])
 def memory_clear(request, workflow_id: int, node_id: str):
     """GET asks for confirmation; only the confirmed POST clears."""
-    workflow, namespace = _access(request, workflow_id, node_id, create=request.method == "POST")
+    workflow, namespace = memory_namespace_or_404(request, workflow_id, node_id, create=request.method == "POST")
     if request.method == "POST" and request.POST.get("confirm") == "yes":
         count = services.memory_namespace_items_clear(namespace=namespace, actor=_actor(request), announce_to_chat=True)
         messages.success(request, f"Memory cleared: {count} item(s) removed.")

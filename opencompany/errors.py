@@ -16,9 +16,16 @@ class ServiceError(Exception):
     default_code = "invalid_request"
 
     def __init__(
-        self, code: str | None = None, message: str = "", *, status: int | None = None, extra: dict | None = None
+        self,
+        code: str | None = None,
+        message: str = "",
+        *,
+        status: int | None = None,
+        extra: dict | None = None,
+        headers: dict | None = None,
     ):
         self.code = code or self.default_code
+        self.headers = headers or {}  # e.g. Retry-After for an answer that says "try again"
         self.message = message or self.code.replace("_", " ")
         if status is not None:
             self.status = status
@@ -54,7 +61,7 @@ _DRF_CODES = {
 def api_exception_handler(exc, context):
     """Render every API error as `{"code", "message", ...}` so clients branch on codes, not prose."""
     if isinstance(exc, ServiceError):
-        return Response(exc.as_dict(), status=exc.status)
+        return Response(exc.as_dict(), status=exc.status, headers=exc.headers)
     if isinstance(exc, Http404):
         return Response({"code": "not_found", "message": "Not found."}, status=404)
     if isinstance(exc, PermissionDenied):

@@ -7,6 +7,7 @@ from django.urls import include, path
 from accounts import views as account_views
 from opencompany import health, metrics, views
 from opencompany.schema import docs_view, schema_view
+from workflows.views import workflows_home
 
 api_urlpatterns = [
     path("", include("workflows.urls")),
@@ -29,7 +30,7 @@ urlpatterns = [
     path("metrics", metrics.metrics_view, name="metrics"),
     path("login/", views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("", views.home, name="home"),
+    path("", workflows_home, name="home"),  # the home page is the owner's workflows list
     path("settings/token/", account_views.api_tokens_page, name="api-token"),
     path("settings/usage/", account_views.usage_page, name="usage-page"),
     path("admin/", admin.site.urls),
@@ -39,4 +40,5 @@ urlpatterns = [
     path("", include("memory.page_urls")),
     path("", include("chat.page_urls")),
     path("", include("provider_keys.page_urls")),
+    path("", include("agents.page_urls")),
 ]

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from django.conf import settings
 
+from providers.errors import AuthError
 from providers.types import UrlPolicy
 
+from .crypto import KeyDecryptionError, decrypt
 from .models import OWNER_KEY_PROVIDERS, AllowedProviderHost, OwnerProviderKey
 
 _KEYED_PROVIDERS = frozenset(name for name, _ in OWNER_KEY_PROVIDERS)
@@ -44,9 +46,6 @@ def owner_request_overrides(*, owner_id: int | None, provider: str) -> dict:
     """ChatRequest overrides (api_key, base_url, url_policy) from the owner's stored key for `provider`, or {} when
     they stored none (the environment's key is used then). Raises providers.errors.AuthError when the stored key
     cannot be decrypted: spending the environment's key instead would bill the operator for the owner."""
-    from providers.errors import AuthError
-
-    from .crypto import KeyDecryptionError, decrypt
 
     if owner_id is None or provider not in _KEYED_PROVIDERS:
         return {}  # a provider owners store no key for (the offline one): nothing to look up on every step

@@ -8,6 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from opencompany.errors import NotFoundError, ServiceError
+from providers import ChatRequest, check_credentials
 from providers.errors import ProviderError, scrub
 from providers.urlguard import UnsafeURLError, check_outbound_url
 
@@ -90,7 +91,6 @@ def owner_provider_key_delete(*, owner, provider: str) -> None:
 def owner_provider_key_test(*, owner, provider: str) -> OwnerProviderKey:
     """One cheap call with the stored key (the provider's model list), made outside any transaction; the outcome is
     recorded on the row and returned."""
-    from providers import ChatRequest, check_credentials
 
     row = OwnerProviderKey.objects.filter(owner=owner, provider=provider).first()
     if row is None:

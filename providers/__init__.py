@@ -1,4 +1,5 @@
-"""Provider layer (SPEC §3): ChatUnifier over OpenAI Responses, Anthropic Messages, Gemini, OpenAI-compatible
+"""Provider layer (providers/README.md#call-shape): ChatUnifier over OpenAI Responses, Anthropic Messages, Gemini,
+OpenAI-compatible
 Chat Completions and the built-in offline provider. See providers/README.md."""
 
 from .catalogue import Capabilities, capabilities

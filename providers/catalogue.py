@@ -15,6 +15,7 @@ from typing import Any
 
 from . import config
 from .errors import UnknownProviderError
+from .pricing import call_cost
 from .types import PROVIDERS
 
 CATALOGUE_PATH = Path(__file__).with_name("catalogue.json")
@@ -48,7 +49,6 @@ class Capabilities:
     ) -> float | None:
         """USD for one call, or None when no price is known. `input_tokens` includes cached and cache-written
         input; reasoning is part of output."""
-        from .pricing import call_cost
 
         priced = call_cost(
             self,

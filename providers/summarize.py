@@ -10,10 +10,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from conversations.wire import text_message, text_of
-
 from .types import ChatRequest, ChatSettings, UrlPolicy, Usage
 from .unifier import ChatUnifier
+from .wire import text_message, text_of
 
 SUMMARY_INSTRUCTION = (
     "Summarize the conversation transcript below for your own later use. Keep every fact, decision, preference, "

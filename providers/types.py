@@ -1,4 +1,5 @@
-"""The ChatUnifier's request and result types (SPEC §3). Messages are MessageWire dicts, the stored form."""
+"""The ChatUnifier's request and result types (providers/README.md#call-shape). Messages are MessageWire dicts, the
+stored form."""
 
 from __future__ import annotations
 

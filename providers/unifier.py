@@ -5,11 +5,11 @@ from __future__ import annotations
 import importlib
 
 from conversations.store.readonly import ReadOnlyDict
-from conversations.wire import MessageWire, WireError
 
 from .adapters.common import Stream
 from .errors import InvalidRequestError, UnknownProviderError
 from .types import PROVIDERS, ChatRequest, ChatResult, EventCallback, StopCheck
+from .wire import MessageWire, WireError
 
 ADAPTERS = {
     "openai": "providers.adapters.openai_responses",

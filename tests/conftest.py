@@ -160,3 +160,11 @@ def _watchdog_forgets_earlier_sweeps():
         cache.delete_many([SWEEP_SEEN_KEY, SWEEP_BACK_KEY])
     except Exception:
         pass
+
+
+@pytest.fixture
+def capture_events(monkeypatch):
+    """The events actions send from now on, instead of sending them (tests/events.py)."""
+    from tests.events import EventCapture
+
+    return EventCapture(monkeypatch)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import uuid
 
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
@@ -70,8 +71,16 @@ class SocketClient:
             except (Exception, asyncio.CancelledError):  # a receive timeout surfaces as a cancellation
                 return events
 
-    def nothing_received(self, timeout: float = 0.5) -> bool:
-        return self._run(self.communicator.receive_nothing(timeout=timeout))
+    def assert_nothing_before_marker(self, workflow_id: int) -> None:
+        """Prove that nothing was sent to this socket so far, without waiting on time: this process's one sender
+        sends in hand-over order, so a marker handed over now arrives after anything handed over before it (to the
+        workflow this socket listens on, or, if routing were wrong, to any group it should not be in)."""
+        from opencompany.realtime import send_workflow_event_now
+
+        marker = {"type": "test.marker", "nonce": uuid.uuid4().hex}
+        send_workflow_event_now(workflow_id=workflow_id, event=marker)
+        received = self.receive()
+        assert received == marker, f"the socket received {received!r} before the marker"
 
     def close(self) -> None:
         if self.connected:

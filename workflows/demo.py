@@ -1,9 +1,5 @@
-"""The demo workflow the main command seeds: chatTrigger -> agent (offline), with a Context and a Memory tool."""
-
-from django.db import transaction
-
-from .models import Workflow
-from .services import workflow_create
+"""The demo workflow the main command seeds (`services.workflow_demo_ensure`): chatTrigger -> agent (offline),
+with a Context and a Memory tool."""
 
 DEMO_WORKFLOW_NAME = "Demo assistant"
 
@@ -43,11 +39,3 @@ def demo_graph() -> dict:
             {"source": "memory", "sourceHandle": "output-tool", "target": "assistant", "targetHandle": "input-tools"},
         ],
     }
-
-
-@transaction.atomic
-def ensure_demo_workflow(*, owner) -> tuple[Workflow, bool]:
-    existing = Workflow.objects.filter(owner=owner, name=DEMO_WORKFLOW_NAME).first()
-    if existing:
-        return existing, False
-    return workflow_create(owner=owner, name=DEMO_WORKFLOW_NAME, graph=demo_graph()).workflow, True

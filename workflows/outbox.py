@@ -15,6 +15,8 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from opencompany.queueing import enqueue_task
+
 from .listeners import archive_listeners
 from .models import ArchiveOutbox, Workflow
 
@@ -34,10 +36,10 @@ def archive_outbox_write(*, workflow_id: int, reason: str, context_node_ids=(), 
 
 
 def _enqueue(row_id: int) -> None:
-    from .tasks import drain_archive_outbox
-
     try:
-        drain_archive_outbox.apply_async(kwargs={"row_ids": [row_id]}, queue=settings.CELERY_QUEUE_HOUSEKEEPING)
+        enqueue_task(
+            "workflows.drain_archive_outbox", kwargs={"row_ids": [row_id]}, queue=settings.CELERY_QUEUE_HOUSEKEEPING
+        )
     except Exception:
         # The row is durable; the periodic drain picks it up when the broker is back.
         logger.warning("archive outbox enqueue failed", extra={"archive_row_id": row_id})

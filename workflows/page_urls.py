@@ -9,6 +9,4 @@ urlpatterns = [
     path("workflows/<int:workflow_id>/rename/", views.workflow_rename_page, name="workflow-rename"),
     path("workflows/<int:workflow_id>/duplicate/", views.workflow_duplicate_page, name="workflow-duplicate"),
     path("workflows/<int:workflow_id>/delete/", views.workflow_delete_page, name="workflow-delete"),
-    path("workflows/<int:workflow_id>/runs/", views.workflow_runs_page, name="workflow-runs"),
-    path("workflows/<int:workflow_id>/runs/<str:firing_id>/", views.workflow_run_page, name="workflow-run"),
 ]

@@ -1,8 +1,9 @@
 import json
 import threading
 from collections import OrderedDict
+from dataclasses import dataclass
 
-from django.db.models import OuterRef, Subquery, TextField
+from django.db.models import F, OuterRef, Subquery, TextField
 from django.db.models.functions import Cast
 
 from opencompany.errors import NotFoundError
@@ -129,16 +130,26 @@ def workflow_export(*, workflow: Workflow) -> dict:
     }
 
 
+_activity_sources: list = []
+
+
+def register_activity_source(source) -> None:
+    """`source(workflow_ids=[...]) -> {workflow_id: datetime}`: when something a higher app owns last happened in
+    each workflow (agents registers its firings in `AgentsConfig.ready()`), for the list's "last activity"."""
+    if source not in _activity_sources:
+        _activity_sources.append(source)
+
+
 def workflows_overview(*, user) -> list[dict]:
     """The workflows list page: each workflow's state (running generation, stopped, never started) and its last
-    activity (the latest of an edit and an agent firing). Two queries whatever the number of workflows."""
-    from agents.selectors import last_firing_at
-
+    activity (the latest of an edit and what the registered activity sources report, e.g. an agent firing). One
+    query, plus one per source, whatever the number of workflows."""
     live_numbers = WorkflowGeneration.objects.filter(
         workflow=OuterRef("pk"), state=WorkflowGeneration.State.LIVE
     ).values("number")[:1]
     workflows = list(workflows_for_owner(user=user).annotate(running=Subquery(live_numbers)))
-    fired = last_firing_at(workflow_ids=[w.pk for w in workflows])
+    ids = [w.pk for w in workflows]
+    reported = [source(workflow_ids=ids) for source in _activity_sources]
     rows = []
     for workflow in workflows:
         graph = workflow.graph if isinstance(workflow.graph, dict) else {}
@@ -148,7 +159,7 @@ def workflows_overview(*, user) -> list[dict]:
             state, state_label = "stopped", f"Stopped · last generation {workflow.live_generation}"
         else:
             state, state_label = "draft", "Never started"
-        last = max(filter(None, [workflow.updated_at, fired.get(workflow.pk)]))
+        last = max(filter(None, [workflow.updated_at, *(times.get(workflow.pk) for times in reported)]))
         rows.append(
             {
                 "workflow": workflow,
@@ -160,3 +171,28 @@ def workflows_overview(*, user) -> list[dict]:
             }
         )
     return rows
+
+
+@dataclass(frozen=True)
+class LiveGeneration:
+    number: int
+    live: bool  # False: the workflow was stopped (the generation it names has ended)
+    graph: dict
+
+
+def live_generation_snapshot(*, workflow_id: int) -> LiveGeneration | None:
+    """The generation the workflow row names live right now, read in one query (not from a possibly stale
+    `workflow` object); None for a workflow never started."""
+    row = (
+        WorkflowGeneration.objects.filter(workflow_id=workflow_id, number=F("workflow__live_generation"))
+        .values_list("number", "state", "graph")
+        .first()
+    )
+    if row is None:
+        return None
+    number, state, graph = row
+    return LiveGeneration(number=number, live=state == WorkflowGeneration.State.LIVE, graph=graph or {})
+
+
+def workflow_never_started(*, workflow_id: int) -> bool:
+    return Workflow.objects.filter(pk=workflow_id, live_generation=0).exists()

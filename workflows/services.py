@@ -1,4 +1,4 @@
-"""Writes to workflows: create, save, import, delete, start, stop, reset, add_subagent, clear context/memory.
+"""Writes to workflows: create, save, import, delete, start, stop, reset, add a teammate, clear context/memory.
 
 Every graph that enters storage goes through `normalize_workflow_graph` and `validate_workflow_graph`. Lock
 order: the workflow row first (select_for_update), then anything keyed by it. Reset and clear name no node type
@@ -8,16 +8,20 @@ and no other app: they go through NodeSpec hooks and the listener registries (wo
 from __future__ import annotations
 
 import hashlib
+import logging
 from dataclasses import dataclass, field
 
+import psycopg
 from django.conf import settings
-from django.db import transaction
+from django.db import OperationalError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
 from opencompany.errors import ConflictError, ServiceError
 from opencompany.realtime import publish_workflow_event
 
+from .demo import DEMO_WORKFLOW_NAME, demo_graph
+from .events import workflow_generation_event, workflow_reset_event, workflow_updated_event
 from .graph import (
     CONTEXT_TOPOLOGY_CODES,
     GraphShapeError,
@@ -33,9 +37,14 @@ from .graph import (
 )
 from .graph.shape import graph_nul_path, graph_shape_errors
 from .listeners import reset_listeners
+from .locks import workflow_for_update
 from .models import ArchiveOutbox, LegacyImportRecord, Workflow, WorkflowGeneration
 from .nodes import IS_AGENT, IS_CONTEXT_PANEL, KIND_CONTEXT, KIND_TOOL, ResetContext, get_node_spec, specs_with
 from .outbox import archive_outbox_write
+from .selectors import workflow_export
+from .starters import starter
+
+logger = logging.getLogger(__name__)
 
 EMPTY_GRAPH = {"nodes": [], "edges": []}
 
@@ -156,7 +165,7 @@ def _outcome(workflow, result, warnings, legacy) -> GraphOutcome:
 
 def _lock(workflow: Workflow) -> Workflow:
     # Every writer of a workflow takes its row lock first; saves, starts and resets serialize here.
-    return Workflow.objects.select_for_update().get(pk=workflow.pk)
+    return workflow_for_update(workflow.pk)
 
 
 def _context_ids(graph: dict) -> set[str]:
@@ -171,7 +180,7 @@ def _context_ids(graph: dict) -> set[str]:
 def _publish_updated(workflow: Workflow) -> None:
     publish_workflow_event(
         workflow_id=workflow.pk,
-        event={"type": "workflow.updated", "workflow_id": workflow.pk, "revision": workflow.revision},
+        event=workflow_updated_event(workflow_id=workflow.pk, revision=workflow.revision),
     )
 
 
@@ -298,15 +307,10 @@ def _next_generation_number(workflow: Workflow) -> int:
     return max(top, workflow.live_generation) + 1
 
 
-def _publish_generation(workflow: Workflow, generation: WorkflowGeneration, event_type: str) -> None:
+def _publish_generation(workflow: Workflow, generation: WorkflowGeneration) -> None:
     publish_workflow_event(
         workflow_id=workflow.pk,
-        event={
-            "type": event_type,
-            "workflow_id": workflow.pk,
-            "generation": generation.number,
-            "state": generation.state,
-        },
+        event=workflow_generation_event(workflow_id=workflow.pk, generation=generation.number, state=generation.state),
     )
 
 
@@ -339,7 +343,7 @@ def workflow_start(*, workflow: Workflow) -> tuple[WorkflowGeneration, bool]:
     )
     locked.live_generation = generation.number
     locked.save(update_fields=["live_generation", "updated_at"])
-    _publish_generation(locked, generation, "workflow.generation")
+    _publish_generation(locked, generation)
     return generation, True
 
 
@@ -354,7 +358,7 @@ def workflow_stop(*, workflow: Workflow) -> WorkflowGeneration | None:
     live.ended_at = timezone.now()
     live.save(update_fields=["state", "ended_at"])
     _generation_ended(locked, live)
-    _publish_generation(locked, live, "workflow.generation")
+    _publish_generation(locked, live)
     return live
 
 
@@ -377,11 +381,41 @@ def _reset_nodes(workflow: Workflow, live: WorkflowGeneration | None) -> list[di
     return list(nodes.values())
 
 
-@transaction.atomic
 def workflow_reset(*, workflow: Workflow, actor=None, expected_generation: int | None = None) -> ResetOutcome:
-    """Workflow Reset (SPEC §1): reset listeners end live runs and clear conversations and the chat thread,
-    every node's `reset_execution_state` hook applies its policy (memory `reset_policy`, todos), and a fresh
-    generation is admitted. With `expected_generation`, a retried reset of that generation replays its result."""
+    """Workflow Reset (docs/workflows.md#reset): reset listeners end live runs and clear conversations and the chat
+    thread, every node's `reset_execution_state` hook applies its policy (memory `reset_policy`, todos), and a fresh
+    generation is admitted. With `expected_generation`, a retried reset of that generation replays its result.
+
+    The reset locks chat runs before firings, the reverse of a concurrent prepare, so PostgreSQL may abort it with
+    a deadlock (docs/architecture.md#reset-deadlock). Each attempt runs in its own savepoint, so a deadlocked
+    one leaves nothing behind and the next starts afresh (the repeated reset is idempotent); when every attempt
+    deadlocks the caller gets 409 `reset_busy`, which says to try again."""
+    for attempt in range(settings.WORKFLOW_RESET_DEADLOCK_RETRIES + 1):
+        try:
+            with transaction.atomic():
+                return _reset_attempt(workflow=workflow, actor=actor, expected_generation=expected_generation)
+        except OperationalError as exc:
+            if not _is_deadlock(exc):
+                raise
+            logger.warning("workflow reset deadlocked", extra={"workflow_id": workflow.pk, "attempt": attempt + 1})
+    raise ConflictError(
+        "reset_busy",
+        "The workflow was busy starting a step; nothing was reset. Try the reset again.",
+        extra={"retry": True},
+        headers={"Retry-After": "1"},
+    )
+
+
+def _is_deadlock(exc: BaseException) -> bool:
+    seen = 0
+    while exc is not None and seen < 5:  # Django wraps psycopg's error
+        if isinstance(exc, psycopg.errors.DeadlockDetected):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+def _reset_attempt(*, workflow: Workflow, actor, expected_generation: int | None) -> ResetOutcome:
     locked = _lock(workflow)
     previous = locked.live_generation
     if expected_generation is not None and expected_generation != previous:
@@ -430,7 +464,7 @@ def workflow_reset(*, workflow: Workflow, actor=None, expected_generation: int |
     locked.save(update_fields=["live_generation", "updated_at"])
     publish_workflow_event(
         workflow_id=locked.pk,
-        event={"type": "workflow.reset", "workflow_id": locked.pk, "generation": new_number, "previous": previous},
+        event=workflow_reset_event(workflow_id=locked.pk, generation=new_number, previous=previous),
     )
     return ResetOutcome(locked, generation, previous, report)
 
@@ -504,11 +538,6 @@ def workflow_add_subagent(
     return outcome
 
 
-# The name SPEC §1 uses.
-def add_subagent(workflow: Workflow, lead_node_id: str, spec: dict) -> GraphOutcome:
-    return workflow_add_subagent(workflow=workflow, lead_node_id=lead_node_id, spec=spec)
-
-
 # --- clear context / clear memory (admin, panels) --------------------------------------------------------------
 
 
@@ -564,8 +593,6 @@ def workflow_rename(*, workflow: Workflow, name: str) -> Workflow:
 def workflow_duplicate(*, workflow: Workflow, name: str | None = None) -> GraphOutcome:
     """A new workflow of the same owner with a copy of the graph (fresh canonical ids). Nothing that ran is
     copied: no generations, conversations, memory items or todos — the copy is a draft that was never started."""
-    from .selectors import workflow_export
-
     document = workflow_export(workflow=workflow)
     limit = settings.WORKFLOW_NAME_MAX_CHARS
     copy_name = name or f"{workflow.name} (copy)"
@@ -574,41 +601,19 @@ def workflow_duplicate(*, workflow: Workflow, name: str | None = None) -> GraphO
     return workflow_import(owner=workflow.owner, document=document, name=copy_name)
 
 
-def workflow_test_run(*, workflow: Workflow, prompt: str):
-    """The manual run (SPEC §1): the saved draft's answering agent answers `prompt` on generation 0, which stores
-    no conversation and never touches the live generation or the chat. Returns the firing id; the run history
-    endpoints report its progress and answer. The agent's tools still act (a `memory` remember is stored)."""
-    from agents.services.firings import FiringRefused, fire_agent
-
-    from .graph import trigger_agents
-
-    graph = normalize_workflow_graph(
-        workflow.graph if isinstance(workflow.graph, dict) else EMPTY_GRAPH, workflow_id=workflow.pk
-    ).graph
-    errors = errors_of(validate_workflow_graph(graph))
-    if errors:
-        raise ServiceError(
-            "invalid_graph",
-            "Fix the graph's errors before a test run.",
-            extra={"issues": [e.as_dict() for e in errors]},
-        )
-    agents = trigger_agents(graph)
-    if not agents:
-        raise ServiceError(
-            "no_answering_agent", "Wire a chat trigger to an agent first: the test run asks the agent it feeds."
-        )
-    try:
-        return fire_agent(workflow, 0, agents[0], prompt)
-    except FiringRefused as exc:
-        raise ServiceError(exc.code, exc.message) from None
-
-
 def workflow_create_from_starter(*, owner, starter_key: str, name: str | None = None) -> GraphOutcome:
     """New workflow from the list's choices (workflows/starters.py): a blank canvas or a template."""
-    from .starters import starter
-
     chosen = starter(starter_key)
     if chosen is None:
         raise ServiceError("unknown_template", "There is no such template.", extra={"template": starter_key})
     graph = chosen.graph() or EMPTY_GRAPH
     return workflow_create(owner=owner, name=(name or "").strip() or chosen.default_name, graph=graph)
+
+
+@transaction.atomic
+def workflow_demo_ensure(*, owner) -> tuple[Workflow, bool]:
+    """The owner's demo workflow (`workflows/demo.py`), created once: (workflow, created)."""
+    existing = Workflow.objects.filter(owner=owner, name=DEMO_WORKFLOW_NAME).first()
+    if existing:
+        return existing, False
+    return workflow_create(owner=owner, name=DEMO_WORKFLOW_NAME, graph=demo_graph()).workflow, True

@@ -1,7 +1,8 @@
 """The `todos` tool: a small checklist per `todos` node, called by the agent runtime.
 
 `todos_tool` never raises for something the model did wrong: it answers `{"ok": False, "error": {code, message}}`
-so the runtime can hand the model a tool error it can act on (SPEC §5's rule, applied to todos too).
+so the runtime can hand the model a tool error it can act on (the memory tool's rule, docs/memory.md#tool-errors,
+applied to todos too).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import Max
 
+from .locks import todo_item_for_update
 from .models import TodoItem, Workflow
 
 TOOL_NAME = "todos"
@@ -69,9 +71,7 @@ def _item_id(arguments: dict) -> int:
 
 
 def _get_item(workflow: Workflow, node_id: str, arguments: dict) -> TodoItem:
-    item = (
-        TodoItem.objects.select_for_update().filter(workflow=workflow, node_id=node_id, pk=_item_id(arguments)).first()
-    )
+    item = todo_item_for_update(workflow=workflow, node_id=node_id, item_id=_item_id(arguments))
     if item is None:
         raise _ToolError("unknown_item", "No todo item with that id; call list to see the current items.")
     return item

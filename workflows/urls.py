@@ -12,13 +12,6 @@ urlpatterns = [
     path("workflows/<int:workflow_id>/start/", apis.WorkflowStartApi.as_view(), name="workflows-start"),
     path("workflows/<int:workflow_id>/stop/", apis.WorkflowStopApi.as_view(), name="workflows-stop"),
     path("workflows/<int:workflow_id>/reset/", apis.WorkflowResetApi.as_view(), name="workflows-reset"),
-    path("workflows/<int:workflow_id>/test-run/", apis.WorkflowTestRunApi.as_view(), name="workflows-test-run"),
-    path("workflows/<int:workflow_id>/runs/", apis.WorkflowRunsApi.as_view(), name="workflows-runs"),
-    path(
-        "workflows/<int:workflow_id>/runs/<str:firing_id>/",
-        apis.WorkflowRunDetailApi.as_view(),
-        name="workflows-run-detail",
-    ),
     path(
         "workflows/<int:workflow_id>/generations/", apis.WorkflowGenerationsApi.as_view(), name="workflows-generations"
     ),

@@ -16,7 +16,6 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from agents.selectors import workflow_run_detail, workflow_runs
 from opencompany.errors import NotFoundError, ServiceError
 
 from . import services
@@ -29,7 +28,7 @@ def _import_max_bytes() -> int:
     return settings.WORKFLOW_MAX_GRAPH_BYTES + 64 * 1024
 
 
-def _owned(request, workflow_id):
+def workflow_or_404(request, workflow_id):
     try:
         return access_workflow(user=request.user, workflow_id=workflow_id)
     except NotFoundError:
@@ -89,7 +88,7 @@ def workflow_import_page(request):
 @login_required
 @require_POST
 def workflow_rename_page(request, workflow_id: int):
-    workflow = _owned(request, workflow_id)
+    workflow = workflow_or_404(request, workflow_id)
     try:
         services.workflow_rename(workflow=workflow, name=request.POST.get("name", ""))
     except ServiceError as exc:
@@ -102,7 +101,7 @@ def workflow_rename_page(request, workflow_id: int):
 @login_required
 @require_POST
 def workflow_duplicate_page(request, workflow_id: int):
-    workflow = _owned(request, workflow_id)
+    workflow = workflow_or_404(request, workflow_id)
     outcome = services.workflow_duplicate(workflow=workflow)
     messages.success(request, f"Made “{outcome.workflow.name}”, a copy that was never started.")
     return redirect("home")
@@ -111,7 +110,7 @@ def workflow_duplicate_page(request, workflow_id: int):
 @login_required
 @require_http_methods(["GET", "POST"])
 def workflow_delete_page(request, workflow_id: int):
-    workflow = _owned(request, workflow_id)
+    workflow = workflow_or_404(request, workflow_id)
     if request.method == "POST":
         name = workflow.name
         services.workflow_delete(workflow=workflow)
@@ -123,7 +122,7 @@ def workflow_delete_page(request, workflow_id: int):
 @login_required
 def workflow_detail(request, workflow_id: int):
     """The editor: the canvas, palette and side panel are drawn by workflow_editor.js from the API."""
-    workflow = _owned(request, workflow_id)
+    workflow = workflow_or_404(request, workflow_id)
     outcome = services.workflow_load(workflow=workflow)
     workflow = outcome.workflow
     config = {
@@ -140,20 +139,3 @@ def workflow_detail(request, workflow_id: int):
         "validateDelayMs": settings.WORKFLOW_EDITOR_VALIDATE_DELAY_MS,
     }
     return render(request, "workflows/editor.html", {"workflow": workflow, "editor_config": config})
-
-
-@login_required
-def workflow_runs_page(request, workflow_id: int):
-    workflow = _owned(request, workflow_id)
-    return render(
-        request, "workflows/runs.html", {"workflow": workflow, "runs": workflow_runs(workflow=workflow, limit=100)}
-    )
-
-
-@login_required
-def workflow_run_page(request, workflow_id: int, firing_id: str):
-    workflow = _owned(request, workflow_id)
-    detail = workflow_run_detail(workflow=workflow, firing_id=firing_id)
-    if detail is None:
-        raise Http404("Run not found.")
-    return render(request, "workflows/run_detail.html", {"workflow": workflow, "run": detail})

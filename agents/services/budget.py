@@ -8,6 +8,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.budget import budget_check
+from agents.locks import firing_for_update
 from agents.models import Firing, LlmStep
 from agents.services.firings import end_firing
 
@@ -21,10 +22,10 @@ def refuse_step_over_budget(firing: Firing, step: LlmStep) -> bool:
     if exceeded is None:
         return False
     with transaction.atomic():
+        locked = firing_for_update(firing.pk)  # the firing before its step (lock order 2)
         updated = LlmStep.objects.filter(pk=step.pk, state=LlmStep.State.STARTED).update(
             state=LlmStep.State.FAILED, error_code=exceeded.code, finished_at=timezone.now(), duration_ms=0
         )
-        locked = Firing.objects.select_for_update().get(pk=firing.pk)
         if updated:
             end_firing(
                 locked,

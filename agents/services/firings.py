@@ -11,7 +11,11 @@ from django.utils import timezone
 
 from agents import observers
 from agents.dispatch import enqueue_step
+from agents.locks import firing_for_update
 from agents.models import Firing
+from agents.services.runtime_dirs import runtime_dirs_on_firing_end
+from conversations import store
+from conversations.store import conversation_key
 
 logger = logging.getLogger("agents.firing")
 
@@ -85,7 +89,7 @@ def firing_request_stop(*, firing_id) -> bool:
             # Children stop too: the parent's answer is being dropped.
             for child_id in Firing.objects.filter(parent_id=firing_id).values_list("pk", flat=True):
                 firing_request_stop(firing_id=child_id)
-            queued = Firing.objects.select_for_update().filter(pk=firing_id, state=Firing.State.QUEUED).first()
+            queued = firing_for_update(firing_id, state=Firing.State.QUEUED)
             if queued is not None:
                 end_firing(queued, state=Firing.State.STOPPED, end_reason="stopped")
     return bool(updated)
@@ -101,7 +105,6 @@ def end_firing(
     final_text: str | None = None,
 ) -> None:
     """Move a locked firing to a terminal state, release its lease and wake its parent, all on this commit."""
-    from conversations import store
 
     if firing.is_terminal:
         return
@@ -126,7 +129,6 @@ def end_firing(
             enqueue_step("agent.persist_turn", str(firing.parent_id), parent_iteration)
     if firing.chat_run_id:
         observers.notify_ended(firing=firing)
-    from agents.services.runtime_dirs import runtime_dirs_on_firing_end
 
     runtime_dirs_on_firing_end(firing)  # an agent runtime's directory goes after this commit, when unused
     logger.info(
@@ -159,7 +161,6 @@ def firing_save_changes(firing: Firing, *fields: str) -> None:
 
 
 def firing_key(firing: Firing):
-    from conversations.store import conversation_key
 
     return conversation_key(firing.workflow_id, firing.generation, firing.agent_node_id)
 

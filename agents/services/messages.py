@@ -13,12 +13,12 @@ import logging
 
 from agents.models import Firing
 from agents.services.firings import firing_key, firing_mark_changed
+from conversations import store
 
 logger = logging.getLogger("agents.step")
 
 
 def _store():
-    from conversations import store
 
     return store
 

@@ -13,6 +13,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from agents.models import Firing
+from conversations.store import prune_retained
 
 _BATCH = 500
 
@@ -21,7 +22,6 @@ def firings_prune(*, now=None) -> int:
     """Delete terminal top-level firings that ended before the retention period (their teammates, steps and tool
     results go with them); returns how many firings were deleted. Also drops conversation copies the store kept
     for leases that were never released."""
-    from conversations.store import prune_retained
 
     now = now or timezone.now()
     cutoff = now - timedelta(days=settings.AGENT_FIRING_RETENTION_DAYS)

@@ -26,7 +26,12 @@ from pathlib import Path
 from django.conf import settings
 from django.db import transaction
 
-from .runtime_runs import conversation_runtime_home, firing_runtime_home
+from conversations import store
+from conversations.selectors import runtime_session_binding
+from conversations.store import conversation_key
+from providers.types import RUNTIMES
+
+from .runtime_paths import conversation_runtime_home, firing_runtime_home
 
 logger = logging.getLogger("agents.runtime")
 
@@ -36,7 +41,6 @@ _PER_RUN = ("cwd", "proc")
 
 
 def _runtimes() -> tuple[str, ...]:
-    from providers.types import RUNTIMES
 
     return RUNTIMES
 
@@ -55,7 +59,6 @@ def remove_dir(path: Path) -> bool:
 
 def _under_lease(workflow_id: int, generation: int, agent_node_id: str, action) -> bool:
     """Run `action()` holding the conversation's firing lease; False (nothing done) when a firing holds it."""
-    from conversations import store
 
     key = store.conversation_key(workflow_id, generation, agent_node_id)
     token = f"runtime-dirs:{uuid.uuid4().hex}"
@@ -69,11 +72,7 @@ def _under_lease(workflow_id: int, generation: int, agent_node_id: str, action) 
 
 
 def _bound_home(workflow_id: int, generation: int, agent_node_id: str, home: Path) -> bool:
-    from conversations.models import RuntimeSessionBinding
-
-    binding = RuntimeSessionBinding.objects.filter(
-        workflow_id=workflow_id, generation=generation, agent_node_id=agent_node_id
-    ).first()
+    binding = runtime_session_binding(conversation_key(workflow_id, generation, agent_node_id))
     return binding is not None and Path(binding.transcript_path or "/").is_relative_to(home)
 
 
@@ -117,7 +116,6 @@ def runtime_dirs_after_firing(
 
 def runtime_dirs_on_firing_end(firing) -> None:
     """Called by end_firing inside its transaction: schedule the cleanup for after the commit (ids only)."""
-    from providers.types import RUNTIMES
 
     provider = (firing.agent_config or {}).get("provider")
     if provider not in RUNTIMES:

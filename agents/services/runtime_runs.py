@@ -9,17 +9,18 @@ path: the step stores `ChatResult.observed` (every message of the run) and runs 
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from decimal import Decimal
 from pathlib import Path
 
-from django.conf import settings
 from django.db import connections
 from django.utils import timezone
 
 from agents.models import Firing, LlmStep
 from agents.services.firings import firing_key
+from agents.services.runtime_paths import conversation_runtime_home, firing_runtime_home
+from conversations.selectors import runtime_session_binding
+from conversations.services import runtime_session_binding_record
 
 logger = logging.getLogger("agents.runtime")
 
@@ -42,30 +43,15 @@ def runtime_home(firing: Firing) -> Path:
     return firing_runtime_home(provider, firing.pk)  # no Context: nothing continues, nothing is resumed
 
 
-def conversation_runtime_home(provider: str, workflow_id: int, generation: int, agent_node_id: str) -> Path:
-    # One directory per conversation key (a lease lets one firing at a time use it); the agent id is hashed
-    # because it is free text.
-    digest = hashlib.blake2b(agent_node_id.encode(), digest_size=8).hexdigest()
-    return Path(settings.AGENT_RUNTIME_DIR) / provider / f"{workflow_id}-{generation}-{digest}"
-
-
-def firing_runtime_home(provider: str, firing_id) -> Path:
-    return Path(settings.AGENT_RUNTIME_DIR) / provider / f"firing-{firing_id}"
-
-
 def _binding_for(firing: Firing) -> dict | None:
     """The session to resume: only when the stored list the firing extends is exactly what that session saw."""
-    from conversations.models import RuntimeSessionBinding
-
     prefix = firing.stored_prefix or {}
     if not firing.uses_conversation or "length" not in prefix:
         return None
     key = firing_key(firing)
     if firing.agent_config["provider"] in POINTED:
         return _point_for(firing, key, prefix)
-    binding = RuntimeSessionBinding.objects.filter(
-        workflow_id=key.workflow_id, generation=key.generation, agent_node_id=key.agent_node_id
-    ).first()
+    binding = runtime_session_binding(key)
     if binding is None or binding.runtime != firing.agent_config["provider"]:
         return None
     if binding.cursor_length != prefix["length"] or binding.cursor_digest != prefix["digest"]:
@@ -183,8 +169,6 @@ def _use_backend_key(firing: Firing, request, backend: str) -> None:
 
 def runtime_binding_record(firing: Firing, step: LlmStep) -> None:
     """After a runtime's messages were saved: keep its session as this conversation's binding (Claude Code)."""
-    from conversations.models import RuntimeSessionBinding
-
     if firing.agent_config.get("provider") not in RESUMABLE or not firing.uses_conversation:
         return
     if (step.result or {}).get("stop_reason") == "stopped":
@@ -204,18 +188,14 @@ def runtime_binding_record(firing: Firing, step: LlmStep) -> None:
     if firing.agent_config["provider"] in POINTED:
         _point_record(firing, key, prefix, ids)
         return
-    RuntimeSessionBinding.objects.update_or_create(
-        workflow_id=key.workflow_id,
-        generation=key.generation,
-        agent_node_id=key.agent_node_id,
-        defaults={
-            "runtime": firing.agent_config["provider"],
-            "session_id": ids["session_id"],
-            "transcript_path": ids.get("transcript_path") or "",
-            "cursor_length": prefix["length"],
-            "cursor_digest": prefix["digest"],
-            "session_cost_usd": Decimal(str(ids.get("session_cost_usd") or 0)),
-        },
+    runtime_session_binding_record(
+        key=key,
+        runtime=firing.agent_config["provider"],
+        session_id=ids["session_id"],
+        transcript_path=ids.get("transcript_path") or "",
+        cursor_length=prefix["length"],
+        cursor_digest=prefix["digest"],
+        session_cost_usd=Decimal(str(ids.get("session_cost_usd") or 0)),
     )
 
 

@@ -16,6 +16,7 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from agents.dispatch import enqueue_step
+from agents.locks import firing_for_update
 from agents.models import Firing, LlmStep
 from agents.services.firings import end_firing
 from agents.usage import record_llm_usage
@@ -25,7 +26,7 @@ logger = logging.getLogger("agents.watchdog")
 
 def _fail(firing_id, code: str, message: str) -> bool:
     with transaction.atomic():
-        firing = Firing.objects.select_for_update().filter(pk=firing_id).first()
+        firing = firing_for_update(firing_id)
         if firing is None or firing.is_terminal:
             return False
         end_firing(firing, state=Firing.State.FAILED, error_code=code, error_message=message)

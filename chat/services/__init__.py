@@ -2,7 +2,7 @@
 
 from .branches import chat_message_edit, chat_message_regenerate, chat_message_switch
 from .notes import NOTES_GUIDE, chat_note_drop, chat_note_put, note_line
-from .runs import chat_message_send, chat_run_stop, chat_session_get, finish_run, finish_run_from_firing
+from .runs import chat_message_send, chat_run_finish, chat_run_finish_from_firing, chat_run_stop, chat_session_get
 from .thread import (
     chat_clear,
     chat_context_archive_listener,
@@ -28,7 +28,7 @@ __all__ = [
     "chat_reset_listener",
     "chat_run_stop",
     "chat_session_get",
-    "finish_run",
-    "finish_run_from_firing",
+    "chat_run_finish",
+    "chat_run_finish_from_firing",
     "note_line",
 ]

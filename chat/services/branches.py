@@ -1,4 +1,5 @@
-"""Edit, Try again and Switch (SPEC §6): branch moves of the thread, and of the agents' stored conversations.
+"""Edit, Try again and Switch (docs/architecture.md#branch-moves): branch moves of the thread, and of the agents'
+stored conversations.
 
 A move takes every agent touched by the runs on the part being left back to the cursor the first such run
 recorded (after checking the stored conversation still starts that way), keeps the conversations it rewinds as
@@ -17,18 +18,21 @@ from django.db import transaction
 
 from chat.errors import refuse
 from chat.events import publish_chat_updated
+from chat.locks import chat_message_for_update
 from chat.models import ChatBranchSnapshot, ChatMessage, ChatRun, ChatRunStep, ChatSession
 from chat.services.notes import chat_note_put, note_line
 from chat.services.runs import (
-    admit_run,
     answering_target,
-    bump,
+    chat_run_admit,
+    chat_session_bump,
+    chat_session_lock,
     check_lane,
     check_revision,
     check_text,
-    lock_session,
     run_of_reply,
 )
+from conversations import store
+from conversations.selectors import conversation_exists
 
 logger = logging.getLogger("chat.branches")
 
@@ -127,14 +131,6 @@ def _trim_snapshots(session: ChatSession) -> None:
         ChatBranchSnapshot.objects.filter(pk__in=stale_ids).delete()
 
 
-def _conversation_exists(key) -> bool:
-    from conversations.models import AgentConversation
-
-    return AgentConversation.objects.filter(
-        workflow_id=key.workflow_id, generation=key.generation, agent_node_id=key.agent_node_id
-    ).exists()
-
-
 def _move(
     session: ChatSession,
     workflow,
@@ -146,7 +142,6 @@ def _move(
 ) -> dict:
     """Rewind the agents of `left_part` (keeping snapshots under `left_leaf`) and restore those of `target_part`
     from the snapshots under `target_leaf`. Raises a refusal (and so rolls everything back) when it cannot."""
-    from conversations import store
 
     live = workflow.live_generation
     left_runs = _runs_on(left_part)
@@ -169,7 +164,7 @@ def _move(
     keys = {agent: store.conversation_key(workflow.pk, live, agent) for agent in agents}
     # Only conversations that exist (or must be brought back) are locked: locking creates a header row, and an
     # agent without a Context has nothing stored to rewind.
-    wanted = {a: k for a, k in keys.items() if _conversation_exists(k) or (a in snapshots and snapshots[a].messages)}
+    wanted = {a: k for a, k in keys.items() if conversation_exists(k) or (a in snapshots and snapshots[a].messages)}
     report = {"rewound": [], "restored": []}
     with store.lock_conversations(wanted.values()):
         current: dict[str, list[dict]] = {}
@@ -227,7 +222,7 @@ def _note_side_effects(session: ChatSession, left_runs: list[ChatRun]) -> None:
 def _remember_leaf(top_id: int, leaf_id: int | None) -> None:
     if leaf_id is None:
         return
-    top = ChatMessage.objects.select_for_update().get(pk=top_id)
+    top = chat_message_for_update(top_id)
     top.meta = {**(top.meta or {}), "last_leaf_id": leaf_id}
     top.save(update_fields=["meta"])
 
@@ -245,7 +240,7 @@ def chat_message_edit(
 ) -> tuple[ChatMessage, ChatRun]:
     """Put a new version of the owner's message beside it and answer that; the agents forget the old branch."""
     with transaction.atomic():
-        session = lock_session(workflow=workflow)
+        session = chat_session_lock(workflow=workflow)
         message = _message(session, message_id)
         if client_message_id:
             existing = ChatMessage.objects.filter(session=session, client_message_id=client_message_id).first()
@@ -275,7 +270,7 @@ def chat_message_edit(
             client_message_id=client_message_id or None,
             meta={"edit_of": message.pk},
         )
-        run = admit_run(
+        run = chat_run_admit(
             session=session,
             workflow=workflow,
             user_message=edited,
@@ -284,7 +279,7 @@ def chat_message_edit(
             agent_node_id=agent_node_id,
             parent_run_id=run_of_reply(message.parent_id),
         )
-        bump(session, leaf=edited)
+        chat_session_bump(session, leaf=edited)
         publish_chat_updated(workflow_id=workflow.pk, revision=session.revision, reason="edit")
     return edited, run
 
@@ -295,7 +290,7 @@ def chat_message_edit(
 def chat_message_regenerate(*, workflow, message_id, expected_revision: int | None = None) -> ChatRun:
     """Answer the owner's message again beside the latest answer (only the latest one)."""
     with transaction.atomic():
-        session = lock_session(workflow=workflow)
+        session = chat_session_lock(workflow=workflow)
         answer = _message(session, message_id)
         if answer.role != ChatMessage.Role.ASSISTANT or answer.pk != session.active_leaf_id:
             raise refuse("not_editable", "Only the latest answer can be tried again.")
@@ -307,7 +302,7 @@ def chat_message_regenerate(*, workflow, message_id, expected_revision: int | No
         _move(session, workflow, left_part=[answer.pk], left_leaf=answer.pk)
         _remember_leaf(answer.pk, answer.pk)
         user_message = ChatMessage.objects.get(pk=answer.parent_id)
-        run = admit_run(
+        run = chat_run_admit(
             session=session,
             workflow=workflow,
             user_message=user_message,
@@ -316,7 +311,7 @@ def chat_message_regenerate(*, workflow, message_id, expected_revision: int | No
             agent_node_id=agent_node_id,
             parent_run_id=run_of_reply(user_message.parent_id),
         )
-        bump(session, leaf=user_message)
+        chat_session_bump(session, leaf=user_message)
         publish_chat_updated(workflow_id=workflow.pk, revision=session.revision, reason="regenerate")
     return run
 
@@ -327,7 +322,7 @@ def chat_message_regenerate(*, workflow, message_id, expected_revision: int | No
 def chat_message_switch(*, workflow, message_id, expected_revision: int | None = None) -> ChatSession:
     """Show another version (`message_id`, a sibling of a message on the path) and bring its conversation back."""
     with transaction.atomic():
-        session = lock_session(workflow=workflow)
+        session = chat_session_lock(workflow=workflow)
         target = _message(session, message_id)
         check_revision(session, expected_revision)
         check_lane(session)
@@ -352,6 +347,6 @@ def chat_message_switch(*, workflow, message_id, expected_revision: int | None =
             target_part=target_part,
         )
         _remember_leaf(current, tree.leaf)
-        bump(session, leaf=ChatMessage.objects.get(pk=target_leaf))
+        chat_session_bump(session, leaf=ChatMessage.objects.get(pk=target_leaf))
         publish_chat_updated(workflow_id=workflow.pk, revision=session.revision, reason="switch")
     return session

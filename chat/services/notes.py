@@ -1,4 +1,5 @@
-"""Notes to the agent (SPEC §6): what the owner did between turns, told as bracketed lines ahead of the next message.
+"""Notes to the agent (docs/chat.md#notes): what the owner did between turns, told as bracketed lines ahead of the
+next message.
 
 A note is keyed per session: a newer note replaces the one with the same key (and is untold again). The answering
 agent's `agent.prepare_payload` claims the untold notes for its run; they are marked told once that run's turn (the
@@ -17,7 +18,8 @@ import json
 from django.db import transaction
 from django.utils import timezone
 
-from chat.models import ChatNote, ChatRun, ChatSession
+from chat.locks import chat_note_get_or_create_for_update, chat_notes_untold_for_update
+from chat.models import ChatMessage, ChatNote, ChatRun, ChatSession
 
 # Appended to the answering agent's system prompt. Byte-stable on purpose: the system prompt must not change from
 # turn to turn (provider prompt caches, and the stored conversation's first message stays the same).
@@ -37,9 +39,7 @@ def note_line(kind: str, payload: dict) -> str:
 def chat_note_put(*, session: ChatSession, key: str, text: str) -> ChatNote:
     """Leave (or replace) the note `key`. A replaced note is offered again even if its older text was told."""
     with transaction.atomic():
-        note, created = ChatNote.objects.select_for_update().get_or_create(
-            session=session, key=key, defaults={"text": text}
-        )
+        note, created = chat_note_get_or_create_for_update(session=session, key=key, text=text)
         if not created:
             note.text = text
             note.told_at = None
@@ -59,7 +59,6 @@ FEEDBACK_PREFIX = "feedback:"
 
 def _path_to(message_id: int | None) -> set[int]:
     """The ids of `message_id` and every message above it (the conversation a run answers on)."""
-    from chat.models import ChatMessage
 
     path: set[int] = set()
     node = message_id
@@ -79,14 +78,14 @@ def _on_path(note: ChatNote, path: set[int]) -> bool:
         return True
 
 
-def claim_notes(*, run: ChatRun) -> str:
+def chat_notes_claim(*, run: ChatRun) -> str:
     """Inside prepare's transaction: claim the session's untold notes for `run`; returns the user prefix.
 
     A prepare delivered twice claims the same notes again (claimed_by=run), so the prefix is the same both times.
     A rating of an answer that is not on the run's path (a branch the owner left) is not offered; it stays untold,
     so it reaches the agent if the owner switches back to that branch and writes there.
     """
-    untold = list(ChatNote.objects.select_for_update().filter(session_id=run.session_id, told_at__isnull=True))
+    untold = chat_notes_untold_for_update(session_id=run.session_id)
     if any(n.key.startswith(FEEDBACK_PREFIX) for n in untold):
         path = _path_to(run.user_message_id)
         untold = [n for n in untold if _on_path(n, path)]
@@ -104,7 +103,7 @@ def claim_notes(*, run: ChatRun) -> str:
     return "\n".join(n.text for n in chosen) + "\n\n"
 
 
-def settle_notes(*, run: ChatRun, told: bool) -> int:
+def chat_notes_settle(*, run: ChatRun, told: bool) -> int:
     """Told when the run's turn was saved (the agent keeps the notes in its conversation); otherwise released, so
     the next run offers them again."""
     claimed = ChatNote.objects.filter(claimed_by=run, told_at__isnull=True)
@@ -113,7 +112,7 @@ def settle_notes(*, run: ChatRun, told: bool) -> int:
     return claimed.update(claimed_by=None, updated_at=timezone.now())
 
 
-def drop_untold_notes(*, session: ChatSession) -> int:
+def chat_notes_drop_untold(*, session: ChatSession) -> int:
     """The agent's context was cleared: what the owner did before is about a conversation the agent no longer has.
     Notes claimed by a run still in progress stay with it (that run settles them)."""
     active = ChatRun.objects.filter(session=session, state__in=ChatRun.ACTIVE_STATES)

@@ -13,13 +13,26 @@ import uuid
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import F
 from django.utils import timezone
 
+from agents.selectors import FiringOutcome, firing_outcome, firing_saved_a_turn
+from agents.services.firings import FiringRefused, fire_agent
 from chat.errors import refuse
-from chat.events import forget_run_stream, publish_run_event, reset_run_stream
+from chat.events import (
+    forget_run_stream,
+    publish_run_event,
+    reset_run_stream,
+    run_ended_event,
+    run_started_event,
+    run_stopping_event,
+    run_stream_state,
+)
+from chat.locks import chat_run_for_update, chat_session_for_update
 from chat.models import ChatMessage, ChatRun, ChatSession
-from chat.services.notes import settle_notes
+from chat.services.notes import chat_notes_settle
+from workflows.graph import trigger_agents
+from workflows.selectors import LiveGeneration, live_generation_snapshot, workflow_never_started
+from workflows.services import workflow_start
 
 logger = logging.getLogger("chat.runs")
 
@@ -38,12 +51,11 @@ def chat_session_get(*, workflow) -> ChatSession:
         return ChatSession.objects.get(workflow=workflow)
 
 
-def lock_session(*, workflow) -> ChatSession:
+def chat_session_lock(*, workflow) -> ChatSession:
     """The session row, locked for this transaction: every change of the thread's shape serializes here."""
-    session = ChatSession.objects.select_for_update().filter(workflow=workflow).first()
+    session = chat_session_for_update(workflow=workflow)
     if session is None:
-        session = chat_session_get(workflow=workflow)
-        session = ChatSession.objects.select_for_update().get(pk=session.pk)
+        session = chat_session_for_update(session_id=chat_session_get(workflow=workflow).pk)
     return session
 
 
@@ -59,7 +71,7 @@ def check_lane(session: ChatSession) -> None:
         raise refuse("run_in_progress", run_id=run_id)
 
 
-def bump(session: ChatSession, *, leaf: ChatMessage | None | bool = False) -> None:
+def chat_session_bump(session: ChatSession, *, leaf: ChatMessage | None | bool = False) -> None:
     if leaf is not False:
         session.active_leaf = leaf
     session.revision += 1
@@ -73,42 +85,25 @@ def answering_target(*, workflow) -> tuple[int, str]:
     """(live generation, answering agent node id). A workflow never started is started here: the first message
     of a fresh demo should just work. A stopped workflow is refused (starting it again would be a new
     generation, a fresh conversation, which the owner should choose on purpose)."""
-    from workflows.graph import trigger_agents
-    from workflows.models import Workflow, WorkflowGeneration
-    from workflows.services import workflow_start
-
-    # One read: the generation the workflow row names live right now (not the possibly stale `workflow` given).
-    generation = (
-        WorkflowGeneration.objects.filter(workflow_id=workflow.pk, number=F("workflow__live_generation"))
-        .only("number", "state", "graph")
-        .first()
-    )
+    generation = live_generation_snapshot(workflow_id=workflow.pk)
     if generation is None:
-        if Workflow.objects.filter(pk=workflow.pk, live_generation=0).exists():
-            generation, _ = workflow_start(workflow=workflow)
-        else:
+        if not workflow_never_started(workflow_id=workflow.pk):
             raise refuse("no_answering_agent")
-    number = generation.number
-    workflow.live_generation = number
-    if generation.state != WorkflowGeneration.State.LIVE:
+        started, _ = workflow_start(workflow=workflow)
+        generation = LiveGeneration(number=started.number, live=True, graph=started.graph or {})
+    workflow.live_generation = generation.number
+    if not generation.live:
         raise refuse("workflow_stopped")
-    agents = trigger_agents(generation.graph or {})
+    agents = trigger_agents(generation.graph)
     if not agents:
         raise refuse("no_answering_agent")
-    return number, agents[0]
+    return generation.number, agents[0]
 
 
 def answering_agent_of(workflow) -> str | None:
     """The agent that answers the chat in the live generation (None when there is none). A read, starts nothing."""
-    from workflows.graph import trigger_agents
-    from workflows.models import WorkflowGeneration
-
-    graph = (
-        WorkflowGeneration.objects.filter(workflow_id=workflow.pk, number=F("workflow__live_generation"))
-        .values_list("graph", flat=True)
-        .first()
-    )
-    agents = trigger_agents(graph or {})
+    generation = live_generation_snapshot(workflow_id=workflow.pk)
+    agents = trigger_agents(generation.graph if generation else {})
     return agents[0] if agents else None
 
 
@@ -120,7 +115,7 @@ def check_text(text) -> str:
     return text
 
 
-def admit_run(
+def chat_run_admit(
     *,
     session: ChatSession,
     workflow,
@@ -131,7 +126,6 @@ def admit_run(
     parent_run_id: int | None,
 ) -> ChatRun:
     """Create the run and its firing in the caller's transaction; the firing's first task is sent on commit."""
-    from agents.services.firings import FiringRefused, fire_agent
 
     try:
         # No savepoint: on the index's refusal the whole admission rolls back anyway.
@@ -154,13 +148,7 @@ def admit_run(
     publish_run_event(
         workflow_id=workflow.pk,
         run_id=run.pk,
-        event={
-            "type": "run.started",
-            "workflow_id": workflow.pk,
-            "kind": kind,
-            "state": run.state,
-            "user_message_id": user_message.pk,
-        },
+        event=run_started_event(workflow_id=workflow.pk, kind=kind, state=run.state, user_message_id=user_message.pk),
     )
     try:
         run.firing_id = fire_agent(workflow, generation, agent_node_id, user_message.text, chat_run=run)
@@ -190,7 +178,7 @@ def chat_message_send(
     if client_message_id is not None:
         client_message_id = str(client_message_id).strip()[:100] or None
     with transaction.atomic():
-        session = lock_session(workflow=workflow)
+        session = chat_session_lock(workflow=workflow)
         if client_message_id:
             existing = ChatMessage.objects.filter(session=session, client_message_id=client_message_id).first()
             if existing is not None:
@@ -210,7 +198,7 @@ def chat_message_send(
             generation=generation,
             client_message_id=client_message_id,
         )
-        run = admit_run(
+        run = chat_run_admit(
             session=session,
             workflow=workflow,
             user_message=message,
@@ -219,7 +207,7 @@ def chat_message_send(
             agent_node_id=agent_node_id,
             parent_run_id=run_of_reply(parent_id),
         )
-        bump(session, leaf=message)
+        chat_session_bump(session, leaf=message)
     logger.info("chat message sent", extra={"workflow_id": workflow.pk, "run_id": run.pk})
     return message, run, True
 
@@ -241,30 +229,28 @@ def chat_run_stop(*, workflow, run_id) -> ChatRun:
         # Outside any chat lock: a queued firing ends right here, and its `ended` hook finishes the run.
         firing_request_stop(firing_id=run.firing_id)
     with transaction.atomic():
-        run = ChatRun.objects.select_for_update().get(pk=run.pk)
+        run = chat_run_for_update(run.pk)
         if run.state in (ChatRun.State.PENDING, ChatRun.State.QUEUED, ChatRun.State.RUNNING):
             firing_over = _firing_over(run)
             if run.state != ChatRun.State.RUNNING or firing_over:
-                finish_run(run, state=ChatRun.State.STOPPED, text=firing_over or "", reply_status="stopped")
+                chat_run_finish(run, state=ChatRun.State.STOPPED, text=firing_over or "", reply_status="stopped")
             else:
                 run.state = ChatRun.State.STOPPING
                 run.save(update_fields=["state", "updated_at"])
                 publish_run_event(
                     workflow_id=workflow.pk,
                     run_id=run.pk,
-                    event={"type": "run.stopping", "workflow_id": workflow.pk, "state": run.state},
+                    event=run_stopping_event(workflow_id=workflow.pk, state=run.state),
                 )
     return run
 
 
 def _firing_over(run: ChatRun) -> str | None:
     """The final text of the run's firing when it already ended, else None."""
-    from agents.models import Firing
-
-    firing = Firing.objects.filter(pk=run.firing_id).only("state", "final_text").first() if run.firing_id else None
-    if firing is None or firing.state not in Firing.TERMINAL_STATES:
+    outcome = firing_outcome(firing_id=run.firing_id) if run.firing_id else None
+    if outcome is None or not outcome.ended:
         return None
-    return firing.final_text or ""
+    return outcome.final_text
 
 
 def _run_pk(run_id) -> int:
@@ -277,7 +263,7 @@ def _run_pk(run_id) -> int:
 # --- finish -------------------------------------------------------------------------------------------------
 
 
-def finish_run(
+def chat_run_finish(
     run: ChatRun,
     *,
     state: str,
@@ -292,7 +278,7 @@ def finish_run(
     come)."""
     if not run.is_active:
         return run
-    session = ChatSession.objects.select_for_update().get(pk=run.session_id)
+    session = chat_session_for_update(session_id=run.session_id)
     reply = ChatMessage.objects.create(
         session=session,
         parent_id=run.user_message_id,
@@ -303,7 +289,6 @@ def finish_run(
         generation=run.generation,
         meta={"error_code": error_code} if error_code else {},
     )
-    from chat.events import run_stream_state
 
     seq, _ = run_stream_state(run.pk)
     run.state = state
@@ -314,23 +299,21 @@ def finish_run(
     run.finished_at = timezone.now()
     run.seq = seq  # the last delta's seq; the end event takes the next one when it is sent
     run.save()
-    settle_notes(run=run, told=state == ChatRun.State.FINISHED or _turn_saved(run))
+    chat_notes_settle(run=run, told=state == ChatRun.State.FINISHED or _turn_saved(run))
     if session.active_leaf_id == run.user_message_id:
-        bump(session, leaf=reply)
+        chat_session_bump(session, leaf=reply)
     else:
-        bump(session)
+        chat_session_bump(session)
     workflow_id = session.workflow_id
-    event = {
-        "type": "run.finished" if state != ChatRun.State.ERROR else "run.failed",
-        "workflow_id": workflow_id,
-        "state": state,
-        "outcome": run.outcome,
-        "reply_message_id": reply.pk,
-        "status": reply_status,
-        "revision": session.revision,
-    }
-    if error_code:
-        event["code"] = error_code
+    event = run_ended_event(
+        workflow_id=workflow_id,
+        state=state,
+        outcome=run.outcome,
+        reply_message_id=reply.pk,
+        status=reply_status,
+        revision=session.revision,
+        code=error_code,
+    )
     # The streamed text goes first (the reply is saved), so a client that sees the end finds no copy left in Redis.
     transaction.on_commit(lambda: forget_run_stream(run.pk))
     publish_run_event(workflow_id=workflow_id, run_id=run.pk, event=event)
@@ -344,28 +327,22 @@ def finish_run(
 def _turn_saved(run: ChatRun) -> bool:
     """Whether the run's firing saved a turn (its user message, notes included, is in the stored conversation):
     a stopped answer keeps what arrived, so the agent heard the notes even though the owner stopped it."""
-    from agents.models import LlmStep
-
-    if not run.firing_id:
-        return False
-    return LlmStep.objects.filter(firing_id=run.firing_id, state=LlmStep.State.PERSISTED).exists()
+    return bool(run.firing_id) and firing_saved_a_turn(firing_id=run.firing_id)
 
 
-def finish_run_from_firing(run: ChatRun, firing) -> ChatRun:
-    """Map the answering firing's end onto the run (called by the observer and the watchdog)."""
-    from agents.models import Firing
-
-    if firing.state == Firing.State.FINISHED:
-        return finish_run(run, state=ChatRun.State.FINISHED, text=firing.final_text or "")
-    if firing.state == Firing.State.STOPPED:
-        return finish_run(run, state=ChatRun.State.STOPPED, text=firing.final_text or "", reply_status="stopped")
-    return finish_run(
+def chat_run_finish_from_firing(run: ChatRun, outcome: FiringOutcome) -> ChatRun:
+    """Map the answering firing's end (its `FiringOutcome`) onto the locked run (run progress and the watchdog)."""
+    if outcome.state == "finished":
+        return chat_run_finish(run, state=ChatRun.State.FINISHED, text=outcome.final_text)
+    if outcome.state == "stopped":
+        return chat_run_finish(run, state=ChatRun.State.STOPPED, text=outcome.final_text, reply_status="stopped")
+    return chat_run_finish(
         run,
         state=ChatRun.State.ERROR,
-        text=firing.final_text or "",
+        text=outcome.final_text,
         reply_status="error",
-        error_code=firing.error_code or "failed",
-        error_message=firing.error_message or "",
+        error_code=outcome.error_code or "failed",
+        error_message=outcome.error_message,
     )
 
 

@@ -7,11 +7,14 @@ import logging
 
 from django.db import transaction
 
+from agents.services.firings import firing_request_stop
 from chat.errors import refuse
 from chat.events import publish_chat_updated
+from chat.locks import chat_runs_active_for_update, chat_session_for_update
 from chat.models import ChatFeedback, ChatMarker, ChatMessage, ChatRun, ChatSession
-from chat.services.notes import chat_note_drop, chat_note_put, drop_untold_notes, note_line
-from chat.services.runs import bump, check_lane, finish_run, lock_session
+from chat.services.notes import chat_note_drop, chat_note_put, chat_notes_drop_untold, note_line
+from chat.services.runs import answering_agent_of, chat_run_finish, chat_session_bump, chat_session_lock, check_lane
+from conversations.store import clear_conversation
 
 logger = logging.getLogger("chat.thread")
 
@@ -23,7 +26,7 @@ def chat_feedback_set(*, workflow, message_id, rating: str | None) -> ChatFeedba
     if rating not in (None, "", ChatFeedback.Rating.GOOD, ChatFeedback.Rating.BAD):
         raise refuse("invalid_request", "A rating is good, bad, or empty to take it back.")
     with transaction.atomic():
-        session = lock_session(workflow=workflow)
+        session = chat_session_lock(workflow=workflow)
         try:
             message = ChatMessage.objects.filter(session=session, pk=int(message_id)).first()
         except (TypeError, ValueError):
@@ -43,22 +46,21 @@ def chat_feedback_set(*, workflow, message_id, rating: str | None) -> ChatFeedba
             )
             answer = message.text if len(message.text) <= FEEDBACK_ANSWER_CHARS else message.text[:300] + "…"
             chat_note_put(session=session, key=key, text=note_line("feedback", {"rating": rating, "answer": answer}))
-        bump(session)
+        chat_session_bump(session)
         publish_chat_updated(workflow_id=workflow.pk, revision=session.revision, reason="feedback")
     return feedback
 
 
 def chat_clear(*, workflow) -> dict:
     """Clear chat: messages, runs, snapshots, notes and feedback go, and the agents forget the conversation."""
-    from conversations.store import clear_conversation
 
     with transaction.atomic():
-        session = lock_session(workflow=workflow)
+        session = chat_session_lock(workflow=workflow)
         check_lane(session)
         counts = _clear_thread(session)
         generation = workflow.__class__.objects.filter(pk=workflow.pk).values_list("live_generation", flat=True)[0]
         counts["conversations"] = clear_conversation(workflow, generation=generation) if generation else 0
-        bump(session, leaf=None)
+        chat_session_bump(session, leaf=None)
         publish_chat_updated(workflow_id=workflow.pk, revision=session.revision, reason="clear")
     return counts
 
@@ -81,22 +83,21 @@ def _clear_thread(session: ChatSession) -> dict:
 def chat_reset_listener(*, workflow, previous_generation, new_generation, actor=None) -> dict:
     """Workflow Reset: end live runs with code `reset` and clear the chat thread (inside the reset transaction).
     The reset itself clears the conversations. Idempotent: a retried reset finds nothing to end or clear."""
-    from agents.services.firings import firing_request_stop
 
-    session = ChatSession.objects.select_for_update().filter(workflow=workflow).first()
+    session = chat_session_for_update(workflow=workflow)
     if session is None:
         return {"runs_ended": 0, "messages": 0}
     ended = 0
-    for run in ChatRun.objects.select_for_update().filter(session=session, state__in=ChatRun.ACTIVE_STATES):
+    for run in chat_runs_active_for_update(session=session):
         # The run ends first, so the firing's `ended` hook finds it over and leaves the `reset` code alone. This
         # takes ChatRun before Firing (the reverse of prepare); a rare deadlock with a concurrent prepare is
         # resolved by PostgreSQL aborting one side, and both the reset and prepare are safe to retry.
-        finish_run(run, state=ChatRun.State.ERROR, reply_status="error", error_code="reset")
+        chat_run_finish(run, state=ChatRun.State.ERROR, reply_status="error", error_code="reset")
         if run.firing_id:
             firing_request_stop(firing_id=run.firing_id)
         ended += 1
     counts = _clear_thread(session)
-    bump(session, leaf=None)
+    chat_session_bump(session, leaf=None)
     publish_chat_updated(workflow_id=workflow.pk, revision=session.revision, reason="reset")
     return {"runs_ended": ended, "messages": counts["messages"]}
 
@@ -119,17 +120,16 @@ def chat_context_cleared(*, workflow, agent_node_ids=None) -> ChatMarker | None:
     """The answering agent's context was cleared (the Context panel's Clear, or the admin's Clear context): drop
     the untold notes (they describe a conversation the agent no longer has) and mark the thread where it happened.
     A clear of other agents only (a teammate's) changes nothing the owner talks to."""
-    from chat.services.runs import answering_agent_of
 
     with transaction.atomic():
-        session = ChatSession.objects.select_for_update().filter(workflow=workflow).first()
+        session = chat_session_for_update(workflow=workflow)
         if session is None:
             return None
         if agent_node_ids is not None:
             answering = answering_agent_of(workflow)
             if answering is None or answering not in set(agent_node_ids):
                 return None
-        drop_untold_notes(session=session)
+        chat_notes_drop_untold(session=session)
         if (
             session.active_leaf_id is not None
             and ChatMarker.objects.filter(
@@ -140,7 +140,7 @@ def chat_context_cleared(*, workflow, agent_node_ids=None) -> ChatMarker | None:
         marker = ChatMarker.objects.create(
             session=session, after_message_id=session.active_leaf_id, kind=ChatMarker.Kind.CONTEXT_CLEARED
         )
-        bump(session)
+        chat_session_bump(session)
         publish_chat_updated(workflow_id=workflow.pk, revision=session.revision, reason="context_cleared")
     return marker
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
-from conversations.wire import WireError, validate_messages
+from providers.wire import WireError, validate_messages
 
 from .errors import CompactionError
 from .keys import ConversationKey

@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from conversations.events import ConversationChange, announce_change_on_commit
 from conversations.models import EMPTY_DIGEST, AgentConversation, ConversationMessage
-from conversations.wire import ROLES, WireError, validate_messages
+from providers.wire import ROLES, WireError, validate_messages
 
 from .errors import ConversationConflict, ConversationInvalid, ConversationLoadFailed, ConversationTooLarge
 from .keys import ConversationKey

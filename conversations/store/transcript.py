@@ -12,7 +12,7 @@ from collections.abc import Collection, Iterable
 
 from django.conf import settings
 
-from conversations.wire import text_message, tool_result_message
+from providers.wire import text_message, tool_result_message
 
 _canonical = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 _stored = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import threading
 
-from . import Embedder, EmbedderError
+from .base import Embedder, EmbedderError
 
 MODEL_NAME = "all-MiniLM-L6-v2"
 

@@ -15,7 +15,7 @@ import hashlib
 import threading
 from pathlib import Path
 
-from . import Embedder, EmbedderError
+from .base import Embedder, EmbedderError
 
 MODEL_NAME = "all-MiniLM-L6-v2-int8"
 TOKENIZER_PATH = Path(__file__).resolve().parent / "minilm" / "tokenizer.json"

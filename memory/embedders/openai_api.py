@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from . import Embedder, EmbedderError
+from .base import Embedder, EmbedderError
 
 # Models whose size is known without asking the provider; others need MEMORY_OPENAI_EMBEDDING_DIMS.
 KNOWN_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}

@@ -13,8 +13,6 @@ from typing import Any
 
 import anthropic
 
-from conversations.wire import text_block, tool_call_block
-
 from .. import config
 from ..catalogue import capabilities
 from ..errors import (
@@ -27,6 +25,7 @@ from ..errors import (
     scrub,
 )
 from ..types import ChatRequest, ChatResult, Usage
+from ..wire import text_block, tool_call_block
 from .common import (
     Stream,
     data_url_parts,

@@ -9,9 +9,9 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from conversations.wire import text_of
-
+from ..token_estimate import CHARS_PER_TOKEN, estimate_tokens
 from ..types import ChatRequest, EventCallback, StopCheck, Usage
+from ..wire import text_of
 
 logger = logging.getLogger("providers")
 
@@ -141,7 +141,6 @@ def own_thinking(block: dict, provider: str) -> bool:
 
 def estimated_usage(request: ChatRequest, blocks: list[dict]) -> Usage:
     """For a stopped stream, which never gets the provider's usage: the input estimate plus what arrived."""
-    from ..context import CHARS_PER_TOKEN, estimate_tokens
 
     received = sum(len(b.get("text", "")) + len(b.get("arguments_raw", "")) for b in blocks)
     return Usage(

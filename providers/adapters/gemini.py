@@ -22,8 +22,6 @@ from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
-from conversations.wire import text_block, tool_call_block
-
 from .. import config
 from ..catalogue import capabilities
 from ..errors import (
@@ -37,6 +35,7 @@ from ..errors import (
     scrub,
 )
 from ..types import ChatRequest, ChatResult, Usage
+from ..wire import text_block, tool_call_block
 from .common import (
     Stream,
     data_url_parts,

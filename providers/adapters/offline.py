@@ -8,11 +8,10 @@ import re
 import time
 from datetime import UTC, datetime
 
-from conversations.wire import text_block, text_of, tool_call_block
-
 from .. import config
-from ..context import estimate_tokens
+from ..token_estimate import estimate_tokens
 from ..types import ChatRequest, ChatResult, Usage
+from ..wire import text_block, text_of, tool_call_block
 from .common import Stream
 
 PROVIDER = "offline"

@@ -13,13 +13,12 @@ from typing import Any
 import httpx2
 import openai
 
-from conversations.wire import text_block, tool_call_block
-
 from .. import config
 from ..catalogue import capabilities
 from ..errors import InvalidRequestError, ProviderError, TruncatedStreamError
 from ..types import ChatRequest, ChatResult, UrlPolicy, Usage
 from ..urlguard import check_outbound_url, request_hook
+from ..wire import text_block, tool_call_block
 from .common import (
     Stream,
     data_url_parts,

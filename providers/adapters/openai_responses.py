@@ -15,12 +15,11 @@ from typing import Any
 
 import openai
 
-from conversations.wire import text_block, tool_call_block
-
 from .. import config
 from ..catalogue import capabilities
 from ..errors import ProviderError, TruncatedStreamError, classify_status
 from ..types import ChatRequest, ChatResult, Usage
+from ..wire import text_block, tool_call_block
 from .common import Stream, data_url_parts, estimated_usage, image_placeholder, own_thinking, system_text
 from .openai_errors import CONTEXT_MARKERS, map_openai_error
 

@@ -13,11 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from conversations.wire import text_of
-
 from ..types import ToolDefinition
+from ..wire import text_of
 
-# Exactly the seed's rows (RFC-0002 §5): no label may imply we keep hidden state we do not keep.
+# Exactly the rows of providers/README.md#fidelity: no label may imply we keep hidden state we do not keep.
 FIDELITY = {
     "claude_code": "exact observable stream plus explicit session binding",
     "codex_cli": "observable-only, non-resumable",
@@ -59,7 +58,7 @@ FIDELITY_DETAIL = {
 
 
 def fidelity_of(provider: str) -> dict:
-    """{"label", "detail"} of a provider's fidelity (RFC-0002 §5), for the API and the agent's form."""
+    """{"label", "detail"} of a provider's fidelity (providers/README.md#fidelity), for the API and the agent's form."""
     return {
         "label": FIDELITY.get(provider) or NATIVE_FIDELITY.get(provider) or "unknown provider",
         "detail": FIDELITY_DETAIL.get(provider, ""),

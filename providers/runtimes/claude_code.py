@@ -26,11 +26,10 @@ import time
 import uuid
 from pathlib import Path
 
-from conversations.wire import text_block, tool_call_block, tool_result_message
-
 from .. import config
 from ..errors import AuthError, NetworkError, ProviderError, RateLimitedError, ServerError
 from ..types import ChatRequest, ChatResult, Usage
+from ..wire import text_block, tool_call_block, tool_result_message
 from . import RuntimeRun, handoff_prompt, split_request
 from .process import clean_env_launcher, group_alive, kill_group
 

@@ -27,11 +27,10 @@ import threading
 import time
 from pathlib import Path
 
-from conversations.wire import text_block, tool_call_block, tool_result_message
-
 from .. import config
 from ..errors import NetworkError, ServerError
 from ..types import ChatRequest, ChatResult, Usage
+from ..wire import text_block, tool_call_block, tool_result_message
 from . import RuntimeRun, handoff_prompt, split_request
 from .process import die_with_parent
 

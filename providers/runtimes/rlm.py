@@ -33,11 +33,10 @@ import threading
 import time
 from pathlib import Path
 
-from conversations.wire import text_block, text_message, tool_call_block, tool_result_message
-
 from .. import config
 from ..errors import NetworkError, ProviderError, ServerError
 from ..types import ChatRequest, ChatResult, Usage
+from ..wire import text_block, text_message, tool_call_block, tool_result_message
 from . import RuntimeRun, handoff_prompt, split_request
 from .process import die_with_parent
 

@@ -23,8 +23,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from conversations.wire import text_block, tool_call_block, tool_result_message
-
 from .. import config
 from ..adapters.common import Stream
 from ..errors import (
@@ -38,6 +36,7 @@ from ..errors import (
     classify_status,
 )
 from ..types import ChatRequest, ChatResult, Usage
+from ..wire import text_block, tool_call_block, tool_result_message
 from . import RuntimeRun, handoff_prompt, split_request
 
 PROVIDER = "vertex_agent"

@@ -21,7 +21,7 @@ from conversations.store import (
     load_conversation,
     save_conversation,
 )
-from conversations.wire import validate_messages
+from providers.wire import validate_messages
 from tests.agents.factories import assistant_with
 
 pytestmark = pytest.mark.django_db(transaction=True)

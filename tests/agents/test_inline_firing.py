@@ -121,7 +121,7 @@ def test_a_continuing_firing_appends_after_the_stored_prefix_it_knows(owner):
 
 def test_a_firing_after_a_crash_continues_from_the_repaired_list(owner):
     from conversations.store import NOT_COMPLETED, save_conversation
-    from conversations.wire import validate_messages
+    from providers.wire import validate_messages
 
     workflow, generation, ids = assistant_with(owner, todos=True)
     key = conversation_key(workflow.pk, generation, ids["lead"])

@@ -22,12 +22,6 @@ from tests.agents.factories import agent_node, assistant_with, edge, started_wor
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-STEP_FUNCTIONS = {
-    "agent.prepare_payload": steps.prepare_payload,
-    "agent.execute_llm_step": steps.execute_llm_step,
-    "agent.persist_turn": steps.persist_turn,
-}
-
 
 @pytest.fixture
 def broker(settings, monkeypatch):
@@ -41,10 +35,10 @@ def broker(settings, monkeypatch):
 def run_as_task(name: str, *args) -> None:
     """What agents.tasks does with a delivered message: early-acknowledged tasks continue in-process."""
     if name == "agent.persist_turn":
-        STEP_FUNCTIONS[name](*args)
+        dispatch.step_function(name)(*args)
         return
     with dispatch.running_steps():
-        STEP_FUNCTIONS[name](*args)
+        dispatch.step_function(name)(*args)
 
 
 def _tool_results(messages):
@@ -188,8 +182,7 @@ def test_a_continued_persist_failing_on_the_database_is_handed_to_the_broker(own
             raise OperationalError("connection lost")
         return real_persist(*args)
 
-    monkeypatch.setitem(STEP_FUNCTIONS, "agent.persist_turn", persist_failing_once)
-    monkeypatch.setattr(steps, "persist_turn", persist_failing_once)
+    monkeypatch.setitem(dispatch._steps, "agent.persist_turn", persist_failing_once)  # the step table itself
 
     run_as_task("agent.prepare_payload", firing_id)  # does not raise: prepare's own work is committed
 

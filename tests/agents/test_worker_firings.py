@@ -15,9 +15,10 @@ from agents.models import Firing, LlmStep
 from agents.services.firings import fire_agent
 from conversations.models import UsageRecord
 from conversations.store import conversation_key, load_conversation
-from conversations.wire import validate_messages
+from providers.wire import validate_messages
 from tests.agents.factories import agent_node, assistant_with, edge, started_workflow
 from tests.processes import database_url_for_tests, start_celery_worker
+from tests.race import waiting_on_a_lock
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -60,14 +61,17 @@ def _blocks(messages, kind):
     return [b for m in messages for b in m["blocks"] if b["type"] == kind]
 
 
-def waiting_on_a_lock(query_like: str) -> bool:
-    """Is a statement matching `query_like` waiting for a lock? Polled from a new connection each time, because
-    pg_stat_activity is a snapshot per transaction."""
-    with psycopg.connect(database_url_for_tests(), autocommit=True) as observer:
-        row = observer.execute(
-            "select count(*) from pg_stat_activity where wait_event_type = 'Lock' and query ilike %s", [query_like]
-        ).fetchone()
-    return row[0] > 0
+def stopped_with_no_step_left_behind(worker, firing_id) -> None:
+    """Instead of sleeping "long enough" for a duplicate to show up: stop the worker (a warm shutdown finishes what
+    it runs), then check the broker holds no message of this firing, waiting or taken and unacknowledged. What ran
+    is in the database; what could still run would be in one of those places."""
+    worker.stop()
+    client = redis.Redis.from_url(django_settings.REDIS_URL)
+    marker = str(firing_id).encode()
+    queues = [key for key in client.scan_iter("agent*") if client.type(key) == b"list"]
+    waiting = [message for key in queues for message in client.lrange(key, 0, -1)]
+    taken = client.hvals("unacked") if client.type("unacked") == b"hash" else []
+    assert [m for m in [*waiting, *taken] if marker in m] == [], "a step of the firing is still on its way"
 
 
 def test_a_memory_tool_loop_on_a_real_worker_stores_the_exact_turns(owner, worker):
@@ -122,10 +126,11 @@ def test_task_payloads_carry_ids_only(owner, worker):
     canary = "CANARY-7f3a-payload"
     seen: list[str] = []
     monitor_client = redis.Redis.from_url(django_settings.REDIS_URL)
-    stop = threading.Event()
+    stop, listening = threading.Event(), threading.Event()
 
     def monitor():
         with monitor_client.monitor() as m:
+            listening.set()  # MONITOR was acknowledged: every command from now on is seen
             for command in m.listen():
                 seen.append(command["command"])
                 if stop.is_set():
@@ -133,7 +138,7 @@ def test_task_payloads_carry_ids_only(owner, worker):
 
     thread = threading.Thread(target=monitor, daemon=True)
     thread.start()
-    time.sleep(0.3)
+    assert listening.wait(10)
     firing = wait_for_end(fire_agent(workflow, generation, ids["lead"], f"ask alice: remember: {canary}"))
     stop.set()
     redis.Redis.from_url(django_settings.REDIS_URL).ping()  # wakes the monitor so it can exit
@@ -198,7 +203,7 @@ def test_a_worker_killed_inside_persist_turn_saves_the_turn_exactly_once(owner, 
 
         # The long SELECT ... FOR UPDATE is cut short in pg_stat_activity, so match its start.
         wait_until(
-            lambda: waiting_on_a_lock('SELECT "agents_firing".%'),
+            lambda: waiting_on_a_lock(query_like='SELECT "agents_firing".%'),
             timeout=30,
             what="persist_turn to block on the firing row",
         )
@@ -212,7 +217,7 @@ def test_a_worker_killed_inside_persist_turn_saves_the_turn_exactly_once(owner, 
     rescuer = start_celery_worker(tmp_path, name="rescuer", beat=True, **FAST_WATCHDOG)
     try:
         firing = wait_for_end(firing_id, timeout=40)
-        time.sleep(3)  # give a duplicate persist every chance to show up
+        stopped_with_no_step_left_behind(rescuer, firing_id)
     finally:
         rescuer.stop()
     assert firing.state == Firing.State.FINISHED
@@ -243,7 +248,7 @@ def test_a_worker_killed_between_a_step_and_the_next_ones_claim_is_finished_by_t
         )
 
         wait_until(
-            lambda: waiting_on_a_lock("INSERT INTO agents_llmstep%"),
+            lambda: waiting_on_a_lock(query_like="INSERT INTO agents_llmstep%"),
             timeout=30,
             what="the worker's claim of step 1 to wait",
         )
@@ -259,7 +264,7 @@ def test_a_worker_killed_between_a_step_and_the_next_ones_claim_is_finished_by_t
     rescuer = start_celery_worker(tmp_path, name="rescuer", beat=True, **logged)
     try:
         firing = wait_for_end(firing_id, timeout=40)
-        time.sleep(3)  # give a duplicate step every chance to show up
+        stopped_with_no_step_left_behind(rescuer, firing_id)
     finally:
         rescuer.stop()
     assert firing.state == Firing.State.FINISHED, (firing.error_code, rescuer.log()[-2000:])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from chat.events import chat_updated_event, run_ended_event, run_started_event
 from chat.services import chat_feedback_set, chat_message_send
 from tests.chat.conftest import chat_workflow
 from tests.realtime import SocketClient
@@ -86,7 +87,7 @@ def test_another_owner_hears_nothing_of_this_chat(owner, other_owner, inline):
         _, run, _ = chat_message_send(workflow=workflow, text="private")
         run.refresh_from_db()
         chat_feedback_set(workflow=workflow, message_id=run.reply_message_id, rating="good")
-        assert own.nothing_received(timeout=1.0)
+        own.assert_nothing_before_marker(theirs.pk)
     finally:
         own.close()
 
@@ -101,7 +102,7 @@ def test_a_chat_change_is_announced_without_content(owner, inline):
         socket.receive()
         chat_feedback_set(workflow=workflow, message_id=run.reply_message_id, rating="bad")
         event = socket.receive()
-        assert socket.nothing_received(timeout=0.3)
+        socket.assert_nothing_before_marker(workflow.pk)
     finally:
         socket.close()
     assert event["type"] == "chat.updated" and event["reason"] == "feedback"
@@ -264,3 +265,31 @@ def test_the_time_to_the_first_delta_is_in_the_metrics(owner, inline, client, ma
     )
     assert float(median.rsplit(" ", 1)[1]) == pytest.approx(first - run.created_at.timestamp(), abs=1e-3)
     redis.Redis.from_url(settings.REDIS_URL).delete(events.FIRST_DELTA_KEY)
+
+
+def test_a_send_hands_over_run_started_and_the_end_run_finished_as_the_constructors_build_them(
+    owner, inline, capture_events
+):
+    workflow, _, _ = chat_workflow(owner)
+    message, run, _ = chat_message_send(workflow=workflow, text="hello")
+    run.refresh_from_db()
+    run_events = [sent for sent in capture_events.sent if sent.run_id == run.pk]
+    assert run_events[0].event == run_started_event(
+        workflow_id=workflow.pk, kind="message", state="pending", user_message_id=message.pk
+    )
+    assert run_events[-1].event == run_ended_event(
+        workflow_id=workflow.pk,
+        state="finished",
+        outcome="answered",
+        reply_message_id=run.reply_message_id,
+        status="complete",
+        revision=run.session.revision,
+    )
+    assert [sent.type for sent in run_events] == ["run.started", "run.finished"]  # deltas: the socket test above
+
+    capture_events.clear()
+    chat_feedback_set(workflow=workflow, message_id=run.reply_message_id, rating="good")
+    session_revision = type(run.session).objects.get(pk=run.session_id).revision
+    assert capture_events.events() == [
+        chat_updated_event(workflow_id=workflow.pk, revision=session_revision, reason="feedback")
+    ]

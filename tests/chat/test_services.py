@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import json
-import threading
 
 import pytest
-from django.db import IntegrityError, connection
+from django.db import IntegrityError
 
 from agents.models import Firing
 from agents.services.messages import firing_messages
+from chat.locks import chat_session_for_update
 from chat.models import ChatBranchSnapshot, ChatMessage, ChatNote, ChatRun, ChatSession
 from chat.selectors import chat_thread
 from chat.services import (
@@ -26,6 +27,7 @@ from conversations.store import conversation_key, lock_conversations, replace_co
 from opencompany.errors import ServiceError
 from tests.chat.conftest import chat_workflow
 from tests.chat.helpers import HeldDispatch, stored, texts
+from tests.race import Competitor, wait_until_waiting_on_a_lock
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -100,33 +102,25 @@ def test_the_partial_unique_index_allows_one_active_run_per_session(owner, monke
 
 def test_two_sends_at_the_same_moment_make_exactly_one_run(owner, monkeypatch, settings):
     """Given two requests queued on the same session lock at once, when the lock opens, exactly one is admitted."""
-    import time
-
     from django.db import transaction
 
     HeldDispatch(monkeypatch, settings)
     workflow, _, _ = chat_workflow(owner)
     session = ChatSession.objects.create(workflow=workflow)
-    outcomes = []
 
     def racer(text):
         try:
             chat_message_send(workflow=workflow, text=text)
-            outcomes.append("ok")
+            return "ok"
         except ServiceError as exc:
-            outcomes.append(exc.code)
-        finally:
-            connection.close()
+            return exc.code
 
-    threads = [threading.Thread(target=racer, args=(f"message {i}",)) for i in range(2)]
     with transaction.atomic():
-        ChatSession.objects.select_for_update().get(pk=session.pk)  # both sends will wait here together
-        for thread in threads:
-            thread.start()
-        time.sleep(0.5)
-    for thread in threads:
-        thread.join(timeout=30)
-    assert sorted(outcomes) == ["ok", "run_in_progress"]
+        chat_session_for_update(session_id=session.pk)  # both sends will wait here together
+        racers = [Competitor(functools.partial(racer, f"message {i}"), name=f"send {i}").start() for i in range(2)]
+        for competitor in racers:
+            wait_until_waiting_on_a_lock(pid=competitor.pid)
+    assert sorted(competitor.result() for competitor in racers) == ["ok", "run_in_progress"]
     assert ChatRun.objects.count() == 1 and ChatMessage.objects.count() == 1
 
 

@@ -13,7 +13,7 @@ from agents.models import Firing
 from chat.events import run_stream_state
 from chat.models import ChatRun
 from chat.services import chat_message_send, chat_run_stop
-from conversations.wire import validate_messages
+from providers.wire import validate_messages
 from tests.agents.factories import agent_node, edge, started_workflow
 from tests.chat.conftest import chat_workflow
 from tests.chat.helpers import stored, texts, wait_until

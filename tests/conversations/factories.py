@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conversations.wire import text_message, tool_call_block, tool_result_message
+from providers.wire import text_message, tool_call_block, tool_result_message
 from workflows.models import Workflow, WorkflowGeneration
 
 

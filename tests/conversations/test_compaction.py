@@ -1,4 +1,4 @@
-"""Compaction (SPEC §2 invariant 8), with a summarizer passed in (no provider)."""
+"""Compaction (docs/invariants.md#compaction), with a summarizer passed in (no provider)."""
 
 import json
 
@@ -14,7 +14,7 @@ from conversations.store import (
     save_conversation,
     should_compact,
 )
-from conversations.wire import validate_messages
+from providers.wire import validate_messages
 from tests.conversations.factories import assistant, result, system, turn, user
 
 pytestmark = pytest.mark.django_db

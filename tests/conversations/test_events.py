@@ -6,6 +6,7 @@ import json
 import pytest
 from django.db import transaction
 
+from conversations.events import context_updated_event
 from conversations.store import clear_conversation, conversation_key, save_conversation
 from tests.conversations.factories import assistant, system, user
 from tests.realtime import SocketClient
@@ -62,19 +63,22 @@ def test_another_owners_socket_never_receives_it(owner, other_owner, sockets):
 
     save_conversation(conversation_key(workflow.pk, 1, "a"), [user(SECRET)])
     clear_conversation(workflow)
-    assert intruder.nothing_received(timeout=1.0)
+    intruder.assert_nothing_before_marker(theirs.pk)
 
 
-def test_a_rolled_back_save_sends_nothing(owner, sockets):
+def test_a_rolled_back_save_sends_nothing(owner, capture_events):
     workflow = Workflow.objects.create(owner=owner, name="mine")
-    socket = sockets(workflow, owner)
     key = conversation_key(workflow.pk, 1, "a")
 
     with pytest.raises(RuntimeError), transaction.atomic():
         save_conversation(key, [user("never stored")])
         raise RuntimeError("the surrounding work failed")
 
-    assert socket.nothing_received(timeout=1.0)
+    assert capture_events.sent == []
+    save_conversation(key, [user("stored")])  # the capture sees a committed one
+    assert capture_events.events() == [
+        context_updated_event(workflow_id=workflow.pk, generation=1, agent_node_id="a", message_count=1)
+    ]
 
 
 def test_an_unchanged_save_announces_nothing_and_clear_announces_zero(owner, sockets):
@@ -85,7 +89,7 @@ def test_an_unchanged_save_announces_nothing_and_clear_announces_zero(owner, soc
     assert socket.receive(timeout=3)["message_count"] == 2
 
     save_conversation(key, [user("q"), assistant("a")])  # an idempotent replay of the same turn
-    assert socket.nothing_received(timeout=1.0)
+    socket.assert_nothing_before_marker(workflow.pk)
 
     assert clear_conversation(workflow) == 1
     event = socket.receive(timeout=3)

@@ -1,5 +1,5 @@
-"""The Context panel page and its REST handlers (SPEC §2 invariant 11): live generation only, narrowed to the agent
-a Context node serves, every block type rendered, HTML escaped, Clear, owner scope."""
+"""The Context panel page and its REST handlers (docs/invariants.md#panel-live-only): live generation only, narrowed
+to the agent a Context node serves, every block type rendered, HTML escaped, Clear, owner scope."""
 
 import json
 

@@ -1,5 +1,6 @@
-"""The store's contracts (SPEC §2): load/save/clear/list, ts stamping, prefix-only writes, load failures (inv. 4),
-only save and the locked replace rewrite (inv. 9), listeners after commit."""
+"""The store's contracts (docs/architecture.md#conversation-store): load/save/clear/list, ts stamping, prefix-only
+writes, load failures (docs/invariants.md#save-failures), only save and the locked replace rewrite
+(docs/invariants.md#only-two-writers), listeners after commit."""
 
 import copy
 import json
@@ -33,7 +34,7 @@ from conversations.store import (
     stored_starts_with,
     unregister_conversation_listener,
 )
-from conversations.wire import validate_messages
+from providers.wire import validate_messages
 from tests.conversations.factories import assistant, result, system, turn, user
 
 pytestmark = pytest.mark.django_db

@@ -18,7 +18,7 @@ from conversations.store import (
     save_conversation,
     stored_cursor,
 )
-from conversations.wire import tool_call_block, validate_messages
+from providers.wire import tool_call_block, validate_messages
 
 pytestmark = pytest.mark.django_db
 

@@ -1,5 +1,5 @@
-"""Pure transcript rules: the store observes (inv. 1), seeding (inv. 2), repair on load (inv. 5), result caps (inv. 6)
-and clearing past a byte budget (inv. 7)."""
+"""Pure transcript rules (docs/invariants.md): the store observes, seeding, repair on load, result caps and
+clearing past a byte budget."""
 
 import copy
 
@@ -16,10 +16,10 @@ from conversations.store import (
     seed_request,
 )
 from conversations.store.transcript import message_size
-from conversations.wire import validate_messages
+from providers.wire import validate_messages
 from tests.conversations.factories import assistant, result, system, turn, user
 
-# --- invariant 1: the store observes; it never steers --------------------------------------------------------
+# --- docs/invariants.md#store-observes: the store observes; it never steers -------------------------------------------
 
 
 @pytest.mark.django_db
@@ -38,7 +38,7 @@ def test_saving_never_alters_the_list_the_firing_keeps_sending(key):
     assert sent == request_before  # no ts or anything else was added to the firing's messages
 
 
-# --- invariant 2: seeding -------------------------------------------------------------------------------------
+# --- docs/invariants.md#seeding ---------------------------------------------------------------------------------------
 
 
 def test_seeding_drops_stored_system_messages_and_puts_this_prompt_last():
@@ -59,7 +59,7 @@ def test_seeding_accepts_prebuilt_messages():
     assert seeded == [system("s"), prompt]
 
 
-# --- invariant 5: unanswered tool calls are answered on load -------------------------------------------------
+# --- docs/invariants.md#closed-on-load: unanswered tool calls are answered on load ------------------------------------
 
 
 def test_open_calls_are_closed_in_call_order_after_existing_results():
@@ -95,7 +95,7 @@ def test_a_row_with_an_open_call_loads_closed(key):
     validate_messages(loaded)
 
 
-# --- invariant 6: tool results are capped -------------------------------------------------------------------
+# --- docs/invariants.md#tool-result-cap: tool results are capped ------------------------------------------------------
 
 
 def test_a_long_result_is_cut_with_a_note(settings):
@@ -120,7 +120,7 @@ def test_teammate_answers_are_never_cut(settings):
     assert cap_tool_result(answer, teammate=True) == answer
 
 
-# --- invariant 7: old results are cleared past a byte budget -----------------------------------------------
+# --- docs/invariants.md#old-results-cleared: old results are cleared past a byte budget -------------------------------
 
 
 def _conversation(turns: int, size: int) -> list[dict]:

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conversations.wire import (
+from providers.wire import (
     MessageWire,
     WireError,
     text_of,

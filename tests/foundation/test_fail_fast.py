@@ -72,7 +72,7 @@ def test_a_redis_error_answers_503(owner_client):
 
 def test_a_page_shows_a_plain_temporarily_unavailable_page(client, owner):
     client.force_login(owner)
-    with mock.patch("opencompany.views.workflows_home", side_effect=OperationalError("down")):
+    with mock.patch("workflows.views.workflows_overview", side_effect=OperationalError("down")):
         response = client.get("/")
     assert response.status_code == 503 and response["Retry-After"]
     assert response["Content-Type"].startswith("text/html") and b"Temporarily unavailable" in response.content

@@ -1,6 +1,7 @@
 import pytest
 from channels.layers import get_channel_layer
 
+from memory.events import memory_updated_event
 from memory.services import memory_namespace_clear
 from tests.memory.conftest import NODE
 from tests.realtime import SocketClient
@@ -32,7 +33,7 @@ def test_memory_updated_on_the_owners_socket_carries_no_content_and_is_not_repea
 
         # An idempotent replay sends nothing
         assert call(arguments, key="explicit:1") == {"item": item}
-        assert socket.nothing_received(timeout=0.5)
+        socket.assert_nothing_before_marker(workflow.pk)
 
         call(
             {"operation": "update", "memory_id": item["id"], "expected_version": 1, "patch": {"content": SECRET + "!"}},
@@ -42,7 +43,7 @@ def test_memory_updated_on_the_owners_socket_carries_no_content_and_is_not_repea
         assert (update["operation"], update["version"]) == ("update", 2) and "4711" not in repr(update)
         # A refused write sends nothing
         call({"operation": "update", "memory_id": item["id"], "expected_version": 1, "patch": {"title": "x"}})
-        assert socket.nothing_received(timeout=0.5)
+        socket.assert_nothing_before_marker(workflow.pk)
 
         assert "forgotten" in call({"operation": "forget", "memory_id": item["id"], "expected_version": 2})
         forget = socket.receive()
@@ -64,6 +65,19 @@ def test_another_owners_socket_hears_nothing(call, owner, other_owner, make_work
     try:
         socket.receive()
         call({"operation": "remember", "content": SECRET})
-        assert socket.nothing_received(timeout=0.5)
+        socket.assert_nothing_before_marker(theirs.pk)
     finally:
         socket.close()
+
+
+def test_each_write_sends_one_memory_updated_and_a_replay_or_refusal_none(call, workflow, capture_events):
+    arguments = {"operation": "remember", "content": SECRET}
+    item = call(arguments, key="k:1")["item"]
+    expected = memory_updated_event(
+        workflow_id=workflow.pk, memory_node_id=NODE, item_id=item["id"], operation="remember", version=1
+    )
+    assert capture_events.events() == [expected]
+    capture_events.clear()
+    call(arguments, key="k:1")  # the same receipt: a replay
+    call({"operation": "update", "memory_id": item["id"], "expected_version": 7, "patch": {"title": "x"}})
+    assert capture_events.sent == []

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from conversations.wire import MessageWire, text_message, tool_calls_of, tool_result_message, validate_messages
 from providers import ChatRequest, ChatSettings, ChatUnifier, ToolDefinition
+from providers.wire import MessageWire, text_message, tool_calls_of, tool_result_message, validate_messages
 
 API_KEYS = {
     "openai": "sk-test-openai-0123456789",

@@ -7,7 +7,6 @@ import pytest
 from anthropic import types as anthropic_types
 from openai.types import shared as openai_shared
 
-from conversations.wire import text_message
 from providers import (
     ChatRequest,
     InvalidRequestError,
@@ -18,6 +17,7 @@ from providers import (
     summarize,
 )
 from providers.summarize import SUMMARY_INSTRUCTION
+from providers.wire import text_message
 from tests.fakes import ErrorReply, Text, Turn
 
 from .loop import API_KEYS, MODELS

@@ -9,8 +9,8 @@ import threading
 
 import pytest
 
-from conversations.wire import text_message, tool_call_block, tool_result_message, validate_messages
 from providers import ChatRequest, ChatSettings, ChatUnifier
+from providers.wire import text_message, tool_call_block, tool_result_message, validate_messages
 from tests.fakes import Call, FakeChatCompletions, Text, Think, Turn
 from tests.fakes.gemini import thinking_config
 

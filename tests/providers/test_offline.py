@@ -5,8 +5,8 @@ import time
 
 import pytest
 
-from conversations.wire import text_message, tool_calls_of, tool_result_message
 from providers import ChatRequest, ChatUnifier, ToolDefinition, summarize
+from providers.wire import text_message, tool_calls_of, tool_result_message
 
 MEMORY = ToolDefinition("memory", "memory tool", {"type": "object"})
 TODOS = ToolDefinition("todos", "todo list", {"type": "object"})

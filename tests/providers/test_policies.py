@@ -5,9 +5,9 @@ import copy
 
 import pytest
 
-from conversations.wire import text_message, tool_call_block, tool_result_message
 from providers.adapters import anthropic_messages, gemini, openai_compatible, openai_responses
 from providers.adapters.common import malformed_arguments_note
+from providers.wire import text_message, tool_call_block, tool_result_message
 from tests.fakes import Text, Turn
 
 from .loop import step

@@ -10,8 +10,8 @@ import threading
 
 import pytest
 
-from conversations.wire import text_message, tool_call_block, tool_result_message
 from providers import ChatRequest, ChatSettings, ChatUnifier
+from providers.wire import text_message, tool_call_block, tool_result_message
 from tests.fakes import (
     Call,
     FakeAnthropic,

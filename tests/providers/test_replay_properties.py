@@ -7,7 +7,7 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conversations.wire import text_message, tool_call_block, tool_result_message, validate_messages
+from providers.wire import text_message, tool_call_block, tool_result_message, validate_messages
 from tests.fakes import Text, Turn
 
 from .loop import step

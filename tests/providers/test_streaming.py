@@ -157,7 +157,7 @@ def test_openai_stream_error_event_is_typed(openai_fake):
 def test_a_stopped_reply_replays(fakes, provider):
     """Given a reply stopped mid-text after its thinking closed, when the stored conversation continues, then the
     provider accepts the replay (nothing half-received or orphaned is sent back)."""
-    from conversations.wire import text_message
+    from providers.wire import text_message
 
     from .loop import store_and_load
 

@@ -358,7 +358,7 @@ def test_openai_asks_for_encrypted_reasoning_only_from_reasoning_models(openai_f
 def test_two_stored_tool_loops_replay_together(provider, request):
     """Given a conversation with two finished tool loops (each stored and reloaded), when a third user turn is
     sent, then the fake accepts every replayed item, signature and call/result pair from both loops."""
-    from conversations.wire import text_message
+    from providers.wire import text_message
 
     fake = request.getfixturevalue(
         {"openai": "openai_fake", "anthropic": "anthropic_fake", "gemini": "gemini_fake"}.get(provider, "compat_fake")

@@ -8,7 +8,7 @@ from agents.models import Firing
 from agents.services.firings import fire_agent
 from conversations.models import RuntimeSessionBinding, UsageRecord
 from conversations.store import conversation_key, load_conversation
-from conversations.wire import validate_messages
+from providers.wire import validate_messages
 from tests.agents.factories import assistant_with
 from tests.fakes.base import Text, Think, Turn
 

@@ -18,9 +18,9 @@ from agents.models import Firing
 from agents.services.firings import fire_agent, firing_request_stop
 from conversations.models import RuntimeSessionBinding, UsageRecord
 from conversations.store import conversation_key, load_conversation
-from conversations.wire import validate_messages
 from providers.runtimes import rlm_sandbox
 from providers.runtimes.rlm import SCRIPT, network_namespace_prefix
+from providers.wire import validate_messages
 from tests.agents.factories import assistant_with
 from tests.fakes import FakeChatCompletions
 from tests.fakes.base import Text, Turn

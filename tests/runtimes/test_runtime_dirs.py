@@ -15,7 +15,7 @@ from agents.services.runtime_dirs import (
     runtime_dirs_after_firing,
     runtime_dirs_on_archive,
 )
-from agents.services.runtime_runs import conversation_runtime_home
+from agents.services.runtime_paths import conversation_runtime_home
 from conversations.models import RuntimeSessionBinding
 from conversations.store import acquire_firing_lease, clear_conversation, conversation_key, release_firing_lease
 from tests.agents.factories import assistant_with

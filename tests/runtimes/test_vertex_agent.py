@@ -401,8 +401,8 @@ def test_the_api_and_the_context_panel_say_what_google_keeps_and_what_we_keep(ow
 
 
 def test_a_compaction_summary_is_one_fresh_interaction_that_binds_nothing(vertex_fake):
-    from conversations.wire import text_message
     from providers import summarize
+    from providers.wire import text_message
 
     vertex_fake.push(Turn([Text("The owner's cat is Miso.")]))
     messages = [text_message("user", "my cat is Miso"), text_message("assistant", "Noted.")]

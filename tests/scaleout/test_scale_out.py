@@ -9,7 +9,7 @@ import uuid
 import pytest
 import redis
 
-from conversations.wire import validate_messages
+from providers.wire import validate_messages
 from tests.scaleout.cluster import Cluster, collect_until
 
 pytestmark = pytest.mark.slow

@@ -3,7 +3,7 @@
 The matrix below is explicit: a URL pattern (or socket route, or admin page) without an entry fails
 `test_every_route_has_a_matrix_entry`, so a new handler cannot ship without saying who may call it.
 
-Rules (SPEC §8, docs/security.md):
+Rules (docs/security.md#who-can-see-what):
 - anonymous: API answers 401, a page redirects to the login page, the socket is refused;
 - another owner: 404 for every method the handler takes (never 403, never the owner's data); other methods 404/405;
 - the owner: not 401/403/404 and never 5xx;

@@ -1,4 +1,4 @@
-"""Secrets and contents stay where they belong (SPEC §8, docs/security.md "Secrets and redaction").
+"""Secrets and contents stay where they belong (docs/security.md#redaction).
 
 Canaries are planted as a provider API key, a memory item's content, a tool result and a thinking signature; then
 a chat turn with tool calls runs inline (the offline provider's `remember:` / `recall:` commands). None of the

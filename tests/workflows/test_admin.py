@@ -4,9 +4,9 @@ import pytest
 from django.test import Client
 
 from conversations.store import conversation_key, list_conversations, save_conversation
-from conversations.wire import text_message
 from memory.models import MemoryItem
 from memory.services import memory_item_remember, memory_namespace_get_or_create
+from providers.wire import text_message
 from workflows import services
 from workflows.models import ArchiveOutbox, Workflow
 

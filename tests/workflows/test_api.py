@@ -134,8 +134,8 @@ def test_delete_archives_and_removes(owner_client):
 
 def test_export_has_no_conversation_memory_todo_or_transcript_content(owner_client, owner):
     from conversations.store import conversation_key, save_conversation
-    from conversations.wire import text_message
     from memory.services import memory_item_remember, memory_namespace_get_or_create
+    from providers.wire import text_message
     from workflows.todos import todos_tool
 
     legacy = basic_graph(with_todos=True)

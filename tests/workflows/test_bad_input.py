@@ -79,7 +79,8 @@ def test_a_nul_character_is_refused_before_the_database(owner_client):
 
 
 def test_the_allowed_normalizations_still_answer_with_warnings(owner_client):
-    # Aliases, the legacy memory rewrite and dropped unknown fields are what SPEC §1 allows; those still save.
+    # Aliases, the legacy memory rewrite and dropped unknown fields are what docs/workflows.md#normalize allows;
+    # those still save.
     graph = {
         "nodes": [{**agent("a"), "selected": True}, node("m", "simpleMemory")],
         "edges": [edge("m", "output-memory", "a", "input-memory")],

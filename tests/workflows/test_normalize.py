@@ -1,4 +1,5 @@
-"""normalize_workflow_graph: canonical ids, aliases, the one legacy rewrite, idempotence (SPEC §1)."""
+"""normalize_workflow_graph: canonical ids, aliases, the one legacy rewrite, idempotence
+(docs/workflows.md#normalize)."""
 
 import copy
 

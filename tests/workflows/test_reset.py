@@ -1,4 +1,4 @@
-"""Workflow Reset (SPEC §1): through reset listeners and node reset hooks only."""
+"""Workflow Reset (docs/workflows.md#reset): through reset listeners and node reset hooks only."""
 
 import ast
 import inspect
@@ -8,10 +8,10 @@ import textwrap
 import pytest
 
 from conversations.store import conversation_key, list_conversations, save_conversation
-from conversations.wire import text_message
 from memory.models import MemoryItem
 from memory.services import memory_item_remember, memory_namespace_get_or_create
 from opencompany.errors import ConflictError
+from providers.wire import text_message
 from workflows import services
 from workflows.listeners import register_reset_listener, reset_listeners, unregister_reset_listener
 from workflows.models import WorkflowGeneration
@@ -143,7 +143,9 @@ def _code_without_docstrings(function) -> str:
 
 
 def test_the_reset_service_names_no_node_type_and_no_other_app():
-    source = _code_without_docstrings(services.workflow_reset) + _code_without_docstrings(services._reset_nodes)
+    source = "".join(
+        _code_without_docstrings(f) for f in (services.workflow_reset, services._reset_attempt, services._reset_nodes)
+    )
     assert "reset_execution_state" in source and "reset_listeners" in source
     for spec in node_specs():
         assert f'"{spec.type}"' not in source and f"'{spec.type}'" not in source

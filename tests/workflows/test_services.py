@@ -277,10 +277,10 @@ def test_loading_a_stored_legacy_row_upgrades_it_once(owner):
 
 
 def test_demo_workflow_goes_through_the_create_service(owner):
-    from workflows.demo import ensure_demo_workflow
+    from workflows.services import workflow_demo_ensure
 
-    workflow, created = ensure_demo_workflow(owner=owner)
-    again, created_again = ensure_demo_workflow(owner=owner)
+    workflow, created = workflow_demo_ensure(owner=owner)
+    again, created_again = workflow_demo_ensure(owner=owner)
     assert created and not created_again and again.pk == workflow.pk
     wiring = agent_wiring(workflow.graph, f"{workflow.pk}:agent:1")
     assert wiring.trigger and wiring.context_node_id == f"{workflow.pk}:context:1"

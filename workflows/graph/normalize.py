@@ -1,4 +1,4 @@
-"""`normalize_workflow_graph`: one versioned, idempotent, pure pipeline (SPEC §1).
+"""`normalize_workflow_graph`: one versioned, idempotent, pure pipeline (docs/workflows.md#normalize).
 
 Used by save, get, import, deploy and loading a stored graph. It shapes nodes and edges, performs the one legacy
 rewrite (old memory wiring -> Context + tool edge), gives every node its canonical id `<workflow_id>:<type>:<n>`

@@ -3,7 +3,8 @@
 The normalizer never raises on a JSON object and quietly drops what it cannot read, which is right for a stored
 row being upgraded but wrong for a client's edit: `nodes: "x"` would normalize to an empty graph and replace the
 owner's work. So every write path (create, update, import, validate) refuses a wrongly typed document whole, with
-one message per field path, and keeps warnings only for the normalizations SPEC §1 allows (canonical ids and their
+one message per field path, and keeps warnings only for the normalizations docs/workflows.md#normalize allows
+(canonical ids and their
 aliases, the legacy memory rewrite, unknown extra fields dropped). `GRAPH_JSON_SCHEMA` publishes the same rules in
 the OpenAPI schema, so the documented contract and the behaviour agree.
 """

@@ -1,4 +1,4 @@
-"""`validate_workflow_graph`: codes, never exceptions (SPEC §1).
+"""`validate_workflow_graph`: codes, never exceptions (docs/workflows.md#validate).
 
 Every check reads the NodeSpec registry (handles, capabilities, params schema); no node type is named here.
 Works on any JSON object, but is meant for the output of `normalize_workflow_graph`.

@@ -1,5 +1,7 @@
-"""The built-in node types (SPEC §1). Hooks import their services lazily so that importing a spec never
-imports another app's models."""
+"""The node types workflows itself owns: the chat trigger, the agent, the Context and the todos list.
+
+Registered by `WorkflowsConfig.ready()` (after every model is loaded); a type another app owns is registered by that
+app's `ready()` (the Memory node: `memory/node.py`), so this module names no higher app."""
 
 from __future__ import annotations
 
@@ -8,8 +10,7 @@ from typing import Annotated, Literal
 from django.conf import settings
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from opencompany.errors import ServiceError
-
+from ..todos import todos_clear, todos_tool, todos_tool_schema
 from .registry import (
     IS_AGENT,
     IS_CONTEXT_PANEL,
@@ -160,107 +161,18 @@ class AgentParams(BaseModel):
         return value
 
 
-class SimpleMemoryParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    reset_policy: Literal["keep", "clear"] = Field(
-        "keep", description="What a Workflow Reset does to this Memory's items: keep them, or clear them."
-    )
-
-
 # --- hooks ------------------------------------------------------------------------------------------------
 
 
-def _memory_clear_service():
-    try:
-        from memory.services import memory_namespace_clear
-    except ImportError as exc:
-        raise ServiceError(
-            "memory_unavailable",
-            "The memory service (memory.services.memory_namespace_clear) is not installed.",
-            status=503,
-        ) from exc
-    return memory_namespace_clear
-
-
-def _memory_clear(workflow, node: dict, *, actor) -> int:
-    return _memory_clear_service()(workflow=workflow, node_id=node["id"], actor=actor)
-
-
-def _memory_reset(workflow, node: dict, *, policy_context: ResetContext) -> int:
-    # Memory survives a Workflow Reset unless the node opted into `clear` (RFC-0002 §2).
-    if (node.get("params") or {}).get("reset_policy", "keep") != "clear":
-        return 0
-    return _memory_clear(workflow, node, actor=policy_context.actor)
-
-
-def _memory_schema() -> dict:
-    from memory.tool import memory_tool_definition
-
-    return memory_tool_definition()
-
-
-_LEGACY_TRANSCRIPT_KEYS = ("transcript", "history", "markdown", "memory", "chat_history")
-
-
-def _memory_legacy_upgrade(params: dict) -> tuple[dict, object]:
-    """Old `simpleMemory` nodes kept a Markdown transcript (and window settings) in their params.
-
-    The transcript is handed back to become a `legacy_partial` import record, never a Memory item; everything
-    but a valid `reset_policy` is dropped."""
-    params = params if isinstance(params, dict) else {}
-    transcripts: object = None
-    per_agent = params.get("transcripts")
-    if isinstance(per_agent, dict):
-        transcripts = {str(k): v for k, v in per_agent.items() if isinstance(v, str) and v.strip()}
-    else:
-        for key in _LEGACY_TRANSCRIPT_KEYS:
-            value = params.get(key)
-            if isinstance(value, str) and value.strip():
-                transcripts = value
-                break
-    kept = {}
-    if params.get("reset_policy") in ("keep", "clear"):
-        kept["reset_policy"] = params["reset_policy"]
-    return kept, transcripts
-
-
 def _todos_reset(workflow, node: dict, *, policy_context: ResetContext) -> int:
-    from workflows.todos import todos_clear
-
     return todos_clear(workflow=workflow, node_id=node["id"])
 
 
-def _memory_tool_call(call) -> dict:
-    from memory.provenance import Provenance
-    from memory.tool import memory_tool_call
-
-    return memory_tool_call(
-        owner=call.owner,
-        workflow=call.workflow,
-        node_id=call.node_id,
-        arguments=call.arguments,
-        idempotency_key=call.idempotency_key,
-        actor=call.actor,
-        provenance=Provenance.of_tool_call(call.origin) if call.origin else None,
-    )
-
-
-def _memory_tool_prepare(arguments, *, workflow, node_id: str) -> None:
-    from memory.query_vectors import prefetch_recall_query
-
-    prefetch_recall_query(arguments, workflow=workflow, node_id=node_id)
-
-
 def _todos_tool_call(call) -> dict:
-    from workflows.todos import todos_tool
-
     return todos_tool(workflow=call.workflow, node_id=call.node_id, arguments=call.arguments)
 
 
 def _todos_schema() -> dict:
-    from workflows.todos import todos_tool_schema
-
     return todos_tool_schema()
 
 
@@ -304,22 +216,6 @@ CONTEXT = NodeSpec(
     description="Opts the agent it feeds into a stored conversation.",
 )
 
-SIMPLE_MEMORY = NodeSpec(
-    type="simpleMemory",
-    label="Memory",
-    params_model=SimpleMemoryParams,
-    outputs=(Handle("output-tool", KIND_TOOL, label="tool"),),
-    tool_name="memory",
-    tool_schema=_memory_schema,
-    tool_call=_memory_tool_call,
-    tool_prepare=_memory_tool_prepare,
-    reset_execution_state=_memory_reset,
-    clear_memory=_memory_clear,
-    legacy_outputs=("output-memory",),
-    legacy_upgrade=_memory_legacy_upgrade,
-    description="Durable facts the model stores and looks up on purpose through the `memory` tool.",
-)
-
 TODOS = NodeSpec(
     type="todos",
     label="Todos",
@@ -332,4 +228,4 @@ TODOS = NodeSpec(
     description="A small checklist the model keeps through the `todos` tool.",
 )
 
-BUILTIN_SPECS = (CHAT_TRIGGER, AGENT, CONTEXT, SIMPLE_MEMORY, TODOS)
+BUILTIN_SPECS = (CHAT_TRIGGER, AGENT, CONTEXT, TODOS)

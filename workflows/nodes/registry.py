@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-# Capability names (SPEC §1). Code asks a spec for a capability, never for a list of types.
+# Capability names (docs/workflows.md#capabilities). Code asks a spec for a capability, never for a list of types.
 REQUIRES_CONTEXT = "requiresContext"
 IS_CONTEXT_PANEL = "isContextPanel"
 SYSTEM_MANAGED = "systemManaged"
@@ -87,7 +87,8 @@ class NodeSpec:
     reset_execution_state: Callable[..., Any] | None = None
     # clear_memory(workflow, node, *, actor) -> int: the admin/panel "Clear Memory" for nodes that hold memory.
     clear_memory: Callable[..., int] | None = None
-    # The one legacy rewrite (SPEC §1): an edge from one of `legacy_outputs` into a `legacy_inputs` handle is the old
+    # The one legacy rewrite (docs/workflows.md#legacy-rewrite): an edge from one of `legacy_outputs` into a
+    # `legacy_inputs` handle is the old
     # memory wiring; `legacy_upgrade(params) -> (params, transcripts)` strips old params and returns any recognised
     # Markdown transcripts, either as one string or as {old_agent_id: markdown}.
     legacy_outputs: tuple[str, ...] = ()
@@ -116,26 +117,10 @@ class NodeSpec:
 
 _registry: dict[str, NodeSpec] = {}
 _lock = threading.Lock()
-_builtins_loaded = False
-
-
-def _ensure_builtins() -> None:
-    global _builtins_loaded
-    if _builtins_loaded:
-        return
-    with _lock:
-        if _builtins_loaded:
-            return
-        from . import builtin
-
-        for spec in builtin.BUILTIN_SPECS:
-            _registry.setdefault(spec.type, spec)
-        _builtins_loaded = True
 
 
 def register_node_spec(spec: NodeSpec, *, replace: bool = False) -> NodeSpec:
     """Add a node type. Registering the same type twice is an error unless `replace` (tests, overrides)."""
-    _ensure_builtins()
     with _lock:
         if spec.type in _registry and not replace and _registry[spec.type] is not spec:
             raise ValueError(f"node type {spec.type!r} is already registered")
@@ -144,20 +129,17 @@ def register_node_spec(spec: NodeSpec, *, replace: bool = False) -> NodeSpec:
 
 
 def unregister_node_spec(node_type: str) -> None:
-    _ensure_builtins()
     with _lock:
         _registry.pop(node_type, None)
 
 
 def get_node_spec(node_type: Any) -> NodeSpec | None:
-    _ensure_builtins()
     if not isinstance(node_type, str):
         return None
     return _registry.get(node_type)
 
 
 def node_specs() -> list[NodeSpec]:
-    _ensure_builtins()
     return list(_registry.values())
 
 

@@ -4,6 +4,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
+from workflows.services import workflow_demo_ensure
+
 DEMO_USERNAME = "demo"
 
 
@@ -11,7 +13,6 @@ class Command(BaseCommand):
     help = "Create the demo owner and demo workflow when they are missing (idempotent)."
 
     def handle(self, *args, **options):
-        from workflows.demo import ensure_demo_workflow
 
         User = get_user_model()
         with transaction.atomic():
@@ -20,7 +21,7 @@ class Command(BaseCommand):
             if user is None:
                 password = secrets.token_urlsafe(12)
                 user = User.objects.create_user(username=DEMO_USERNAME, password=password)
-            workflow, created = ensure_demo_workflow(owner=user)
+            workflow, created = workflow_demo_ensure(owner=user)
         if password:
             self.stdout.write(f"Demo owner created. Login: {DEMO_USERNAME}  Password: {password}")
             self.stdout.write("(This password is printed once. Change it with: python manage.py changepassword demo)")

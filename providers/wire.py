@@ -1,4 +1,4 @@
-"""MessageWire: the one provider-neutral message format stored in conversations (SPEC §3).
+"""MessageWire: the one provider-neutral message format stored in conversations (providers/README.md#call-shape).
 
 A stored conversation is a JSON list of message dicts. This module gives typed, validated views of those dicts.
 The dict is the contract: ``MessageWire.from_dict(d).to_dict() == d`` for every valid ``d``, so a round trip through
