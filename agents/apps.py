@@ -19,13 +19,16 @@ class AgentsConfig(AppConfig):
         from .dispatch import mark_worker_stopping, register_steps
         from .listeners import end_firings_on_reset
         from .selectors import last_firing_at
+        from .services.compaction import compact_context
+        from .services.execute import execute_llm_step
+        from .services.persist import persist_turn
+        from .services.prepare import prepare_payload
         from .services.runtime_dirs import (
             runtime_dirs_on_archive,
             runtime_dirs_on_conversation_change,
             runtime_dirs_on_generation_end,
             runtime_dirs_on_reset,
         )
-        from .services.steps import compact_context, execute_llm_step, persist_turn, prepare_payload
 
         register_steps(
             {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agents.locks import firings_live_for_update
 from agents.models import Firing
-from agents.services.firings import end_firing
+from agents.services.firings import firing_end
 
 
 def end_firings_on_reset(*, workflow, previous_generation, new_generation, actor=None) -> int:
@@ -17,6 +17,6 @@ def end_firings_on_reset(*, workflow, previous_generation, new_generation, actor
     for firing in firings_live_for_update(workflow_id=workflow.pk):
         firing.stop_requested = True
         firing.save(update_fields=["stop_requested", "updated_at"])
-        end_firing(firing, state=Firing.State.FAILED, error_code="reset", error_message="The workflow was reset.")
+        firing_end(firing, state=Firing.State.FAILED, error_code="reset", error_message="The workflow was reset.")
         ended += 1
     return ended

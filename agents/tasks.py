@@ -19,7 +19,7 @@ from celery import shared_task
 from django.db import DatabaseError
 
 from agents.dispatch import running_steps
-from agents.services import retention, steps, watchdog
+from agents.services import compaction, execute, persist, prepare, retention, watchdog
 
 
 @shared_task(
@@ -32,13 +32,13 @@ from agents.services import retention, steps, watchdog
 )
 def prepare_payload(firing_id: str) -> None:
     with running_steps():
-        steps.prepare_payload(firing_id)
+        prepare.prepare_payload(firing_id)
 
 
 @shared_task(name="agent.execute_llm_step", ignore_result=True, acks_late=False, max_retries=0)
 def execute_llm_step(firing_id: str, iteration: int) -> None:
     with running_steps():
-        steps.execute_llm_step(firing_id, iteration)
+        execute.execute_llm_step(firing_id, iteration)
 
 
 @shared_task(
@@ -50,14 +50,14 @@ def execute_llm_step(firing_id: str, iteration: int) -> None:
     max_retries=8,
 )
 def persist_turn(firing_id: str, iteration: int) -> None:
-    steps.persist_turn(firing_id, iteration)
+    persist.persist_turn(firing_id, iteration)
 
 
 @shared_task(name="agent.compact_context", ignore_result=True, acks_late=True, max_retries=0)
 def compact_context(
     workflow_id: int, generation: int, agent_node_id: str, firing_id: str | None = None, next_iteration: int = 0
 ) -> None:
-    steps.compact_context(workflow_id, generation, agent_node_id, firing_id, next_iteration)
+    compaction.compact_context(workflow_id, generation, agent_node_id, firing_id, next_iteration)
 
 
 @shared_task(name="agents.watchdog", ignore_result=True)

@@ -54,7 +54,7 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.db import connection  # noqa: E402
 from turn_overhead import start_worker, wait_finished  # noqa: E402  (bench/, the script's own folder)
 
-from agents.services.firings import fire_agent  # noqa: E402
+from agents.services.firings import firing_start  # noqa: E402
 from conversations.models import AgentConversation  # noqa: E402
 from providers.catalogue import CATALOGUE_PATH  # noqa: E402
 from workflows.services import workflow_create, workflow_start  # noqa: E402
@@ -125,12 +125,12 @@ def main() -> int:
     try:
         workflow, generation, agent = make_workflow(owner)
         warm = make_workflow(owner)
-        wait_finished(fire_agent(*warm, "warm up"), timeout=120)  # pool processes import and connect first
+        wait_finished(firing_start(*warm, "warm up"), timeout=120)  # pool processes import and connect first
         before = table_sizes()
         durations: list[float] = []
         half_sizes = None
         for turn in range(1, args.turns + 1):
-            firing = wait_finished(fire_agent(workflow, generation, agent, prompt(turn)), timeout=120)
+            firing = wait_finished(firing_start(workflow, generation, agent, prompt(turn)), timeout=120)
             durations.append((firing.finished_at - firing.created_at).total_seconds() * 1000)
             if turn == args.turns // 2:
                 half_sizes = table_sizes()

@@ -3,13 +3,13 @@
 
 With the offline provider at zero delay (so the provider call is ~free), measures
 
-  * latency from `fire_agent` to the persisted turn (Firing.created_at -> finished_at, stamped on the row by the
+  * latency from `firing_start` to the persisted turn (Firing.created_at -> finished_at, stamped on the row by the
     firing process and by the worker, one machine's clock), p50/p95 over N sequential turns spread over 10
     conversations;
   * throughput: turns per second with 1, 4 and 16 conversations driven concurrently (each conversation fires
     its next turn as soon as the previous one is persisted).
 
-A turn is one broker hop (`fire_agent` sends `agent.prepare_payload`; the worker that receives it continues with
+A turn is one broker hop (`firing_start` sends `agent.prepare_payload`; the worker that receives it continues with
 execute and persist in the same process, see docs/architecture.md "A firing") and four commits in the worker:
 prepare, the step claim, the answer, persist.
 
@@ -52,7 +52,7 @@ from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 
 from agents.models import Firing  # noqa: E402
-from agents.services.firings import fire_agent  # noqa: E402
+from agents.services.firings import firing_start  # noqa: E402
 from workflows.services import workflow_create, workflow_start  # noqa: E402
 
 
@@ -125,7 +125,7 @@ def latency(conversations, turns: int) -> list[float]:
     samples = []
     for i in range(turns):
         workflow, generation, agent = conversations[i % len(conversations)]
-        firing = wait_finished(fire_agent(workflow, generation, agent, f"turn {i}: how are you?"))
+        firing = wait_finished(firing_start(workflow, generation, agent, f"turn {i}: how are you?"))
         samples.append((firing.finished_at - firing.created_at).total_seconds() * 1000)
     return samples
 
@@ -143,7 +143,7 @@ def throughput(conversations, per_conversation: int, poll: float = 0.002) -> flo
     def fire(index):
         workflow, generation, agent = conversations[index]
         remaining[index] -= 1
-        open_turns[fire_agent(workflow, generation, agent, f"load turn {remaining[index]}")] = index
+        open_turns[firing_start(workflow, generation, agent, f"load turn {remaining[index]}")] = index
 
     for index in remaining:
         fire(index)
@@ -209,13 +209,13 @@ def main() -> int:
         conversations = [make_workflow(owner, i) for i in range(16)]
         # Warm up: worker pool processes import and connect on their first tasks.
         for conversation in conversations[:4]:
-            wait_finished(fire_agent(*conversation, "warm up"), timeout=120)
+            wait_finished(firing_start(*conversation, "warm up"), timeout=120)
         samples = latency(conversations[:10], args.turns)
         floor_samples = floor()
         print(f"turn overhead, offline provider at zero delay, worker concurrency {args.concurrency}")
         p50, floor_p50 = statistics.median(samples), statistics.median(floor_samples)
         print(
-            f"  fire_agent -> persisted turn over {len(samples)} turns: "
+            f"  firing_start -> persisted turn over {len(samples)} turns: "
             f"p50 {p50:.1f} ms  p95 {percentile(samples, 0.95):.1f} ms  max {max(samples):.1f} ms"
         )
         print(f"  floor (4 trivial commits + 1 broker hop, this process): p50 {floor_p50:.1f} ms -> turn p50 is "

@@ -20,7 +20,6 @@ UNREADABLE = re.compile(r"SPEC\s*§|\bSPEC\b(?!\.md)|\binvariants? \d+|\binv\. \
 
 # Until the runtime's step module and the store are reworked (issue 22, second part).
 PENDING = {
-    "agents/services/steps.py",
     "conversations/store/__init__.py",
     "conversations/store/compaction.py",
     "conversations/store/errors.py",

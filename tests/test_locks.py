@@ -16,7 +16,7 @@ from tests.test_layers import ROOT, _declared_layers
 ROW_LOCK_SQL = re.compile(r"\bFOR\s+(NO\s+KEY\s+UPDATE|UPDATE|KEY\s+SHARE|SHARE)\b", re.I)
 
 # Until the runtime's step module and the store's persistence module are split (issue 22, second part).
-PENDING = {"agents/services/steps.py", "conversations/store/persistence.py"}
+PENDING = {"conversations/store/persistence.py"}
 
 
 def _is_lock_module(path: Path) -> bool:

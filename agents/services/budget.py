@@ -10,7 +10,7 @@ from django.utils import timezone
 from accounts.budget import budget_check
 from agents.locks import firing_for_update
 from agents.models import Firing, LlmStep
-from agents.services.firings import end_firing
+from agents.services.firings import firing_end
 
 logger = logging.getLogger("agents.step")
 
@@ -27,7 +27,7 @@ def refuse_step_over_budget(firing: Firing, step: LlmStep) -> bool:
             state=LlmStep.State.FAILED, error_code=exceeded.code, finished_at=timezone.now(), duration_ms=0
         )
         if updated:
-            end_firing(
+            firing_end(
                 locked,
                 state=Firing.State.FAILED,
                 end_reason=exceeded.code,

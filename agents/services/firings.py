@@ -29,7 +29,7 @@ class FiringRefused(ValueError):
         self.message = message
 
 
-def fire_agent(
+def firing_start(
     workflow,
     generation: int,
     agent_node_id: str,
@@ -91,11 +91,11 @@ def firing_request_stop(*, firing_id) -> bool:
                 firing_request_stop(firing_id=child_id)
             queued = firing_for_update(firing_id, state=Firing.State.QUEUED)
             if queued is not None:
-                end_firing(queued, state=Firing.State.STOPPED, end_reason="stopped")
+                firing_end(queued, state=Firing.State.STOPPED, end_reason="stopped")
     return bool(updated)
 
 
-def end_firing(
+def firing_end(
     firing: Firing,
     *,
     state: str,

@@ -34,7 +34,7 @@ def firing_messages(firing: Firing) -> list[dict]:
     return [*head, *firing.pending_messages]
 
 
-def seed_firing_messages(firing: Firing, *, snapshot, repaired: list[dict], seeded: list[dict]) -> None:
+def firing_messages_seed(firing: Firing, *, snapshot, repaired: list[dict], seeded: list[dict]) -> None:
     """Record the seeded list (`seeded` = [system, ...repaired minus system, user]) as prefix + unsaved messages.
 
     When the stored list is kept as it is at the head of `seeded` (one system message, first, unchanged, and a
@@ -103,7 +103,7 @@ def save_pending(firing: Firing, *, context: list[dict] = ()) -> None:
     firing_mark_changed(firing, "stored_prefix", "pending_messages")
 
 
-def rewrite_firing_messages(firing: Firing, messages: list[dict]) -> None:
+def firing_messages_rewrite(firing: Firing, messages: list[dict]) -> None:
     """Make `messages` the firing's whole list (a change inside what is already stored: rare, e.g. an end reason on
     the last answer, or old tool results cleared past the budget); saved with a check that the stored list is still
     the one the firing extends."""

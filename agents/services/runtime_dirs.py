@@ -115,7 +115,7 @@ def runtime_dirs_after_firing(
 
 
 def runtime_dirs_on_firing_end(firing) -> None:
-    """Called by end_firing inside its transaction: schedule the cleanup for after the commit (ids only)."""
+    """Called by firing_end inside its transaction: schedule the cleanup for after the commit (ids only)."""
 
     provider = (firing.agent_config or {}).get("provider")
     if provider not in RUNTIMES:

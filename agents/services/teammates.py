@@ -21,7 +21,7 @@ def delegation_refusal(firing: Firing, binding: dict, task) -> ToolOutcome | Non
     if not isinstance(task, str) or not task.strip():
         return ToolOutcome("Error: give your teammate a `task` (a non-empty string).", is_error=True)
     if len(task) > settings.AGENT_MAX_PROMPT_CHARS:
-        # fire_agent would refuse it; refused inside persist it would roll the whole turn back, every retry alike.
+        # firing_start would refuse it; refused inside persist it would roll the whole turn back, every retry alike.
         return ToolOutcome(
             f"Error: the task is {len(task):,} characters; a teammate takes at most "
             f"{settings.AGENT_MAX_PROMPT_CHARS:,}. Shorten it (say what to do, not everything you know).",
@@ -55,7 +55,7 @@ def teammate_call_in_thread(*, firing: Firing, binding: dict, arguments: dict, c
 
     Idempotent on the call id: a call the runtime repeats reads the child that call already made."""
     from agents.dispatch import steps_in_this_thread
-    from agents.services.firings import fire_agent
+    from agents.services.firings import firing_start
 
     try:
         child = Firing.objects.filter(parent=firing, parent_tool_call_id=call_id).first()
@@ -65,7 +65,7 @@ def teammate_call_in_thread(*, firing: Firing, binding: dict, arguments: dict, c
             if refusal is not None:
                 return refusal.content, True
             with steps_in_this_thread():
-                child_id = fire_agent(
+                child_id = firing_start(
                     firing.workflow,
                     firing.generation,
                     binding["node_id"],

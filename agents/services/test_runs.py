@@ -6,7 +6,7 @@ from opencompany.errors import ServiceError
 from workflows.graph import errors_of, normalize_workflow_graph, trigger_agents, validate_workflow_graph
 from workflows.models import Workflow
 
-from .firings import FiringRefused, fire_agent
+from .firings import FiringRefused, firing_start
 
 
 def firing_test_run(*, workflow: Workflow, prompt: str) -> str:
@@ -29,6 +29,6 @@ def firing_test_run(*, workflow: Workflow, prompt: str) -> str:
             "no_answering_agent", "Wire a chat trigger to an agent first: the test run asks the agent it feeds."
         )
     try:
-        return fire_agent(workflow, 0, agents[0], prompt)
+        return firing_start(workflow, 0, agents[0], prompt)
     except FiringRefused as exc:
         raise ServiceError(exc.code, exc.message) from None

@@ -18,7 +18,7 @@ from django.utils import timezone
 from agents.dispatch import enqueue_step
 from agents.locks import firing_for_update
 from agents.models import Firing, LlmStep
-from agents.services.firings import end_firing
+from agents.services.firings import firing_end
 from agents.usage import record_llm_usage
 
 logger = logging.getLogger("agents.watchdog")
@@ -29,7 +29,7 @@ def _fail(firing_id, code: str, message: str) -> bool:
         firing = firing_for_update(firing_id)
         if firing is None or firing.is_terminal:
             return False
-        end_firing(firing, state=Firing.State.FAILED, error_code=code, error_message=message)
+        firing_end(firing, state=Firing.State.FAILED, error_code=code, error_message=message)
         return True
 
 

@@ -16,7 +16,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents.selectors import FiringOutcome, firing_outcome, firing_saved_a_turn
-from agents.services.firings import FiringRefused, fire_agent
+from agents.services.firings import FiringRefused, firing_start
 from chat.errors import refuse
 from chat.events import (
     forget_run_stream,
@@ -151,7 +151,7 @@ def chat_run_admit(
         event=run_started_event(workflow_id=workflow.pk, kind=kind, state=run.state, user_message_id=user_message.pk),
     )
     try:
-        run.firing_id = fire_agent(workflow, generation, agent_node_id, user_message.text, chat_run=run)
+        run.firing_id = firing_start(workflow, generation, agent_node_id, user_message.text, chat_run=run)
     except FiringRefused as exc:
         raise refuse("invalid_request", exc.message) from None
     run.save(update_fields=["firing_id", "updated_at"])

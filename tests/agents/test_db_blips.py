@@ -9,7 +9,7 @@ from django.db import OperationalError
 
 from agents.models import Firing, LlmStep
 from agents.services import heartbeat
-from agents.services.firings import fire_agent
+from agents.services.firings import firing_start
 from conversations.store import conversation_key, load_conversation
 from tests.agents.factories import assistant_with
 from tests.chat.helpers import texts
@@ -28,7 +28,7 @@ def test_a_stop_check_that_hits_a_database_error_does_not_end_the_call(owner, in
 
     monkeypatch.setattr(heartbeat, "stop_requested", failing_check)
     workflow, generation, ids = assistant_with(owner)
-    firing = Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "a long answer " * 20))
+    firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "a long answer " * 20))
     assert checks, "the stream never asked whether to stop"
     assert firing.state == Firing.State.FINISHED and firing.end_reason == "answered"
     stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
@@ -60,7 +60,7 @@ def test_a_stop_check_backs_off_while_the_database_is_down_then_sees_the_stop(se
 def test_a_failed_heartbeat_write_does_not_end_the_heartbeat(owner, settings, monkeypatch):
     settings.AGENT_STEP_HEARTBEAT_SECONDS = 0.02
     workflow, generation, ids = assistant_with(owner)
-    firing_id = fire_agent(workflow, generation, ids["lead"], "hello")
+    firing_id = firing_start(workflow, generation, ids["lead"], "hello")
     step = LlmStep.objects.create(firing_id=firing_id, iteration=99)
     beats_after_error = threading.Event()
     calls = []
@@ -94,9 +94,9 @@ def test_the_answer_is_saved_once_the_database_is_back(owner, inline, monkeypatc
 
         return real(attempt, **kwargs)
 
-    monkeypatch.setattr("agents.services.steps.retry_on_database_error", flaky_first_attempts)
+    monkeypatch.setattr("agents.services.execute.retry_on_database_error", flaky_first_attempts)
     workflow, generation, ids = assistant_with(owner)
-    firing = Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "are you there?"))
+    firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "are you there?"))
     assert failures == [0]
     assert firing.state == Firing.State.FINISHED
     assert LlmStep.objects.get(firing=firing).state == LlmStep.State.PERSISTED

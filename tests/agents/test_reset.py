@@ -3,8 +3,10 @@
 import pytest
 
 from agents.models import Firing, LlmStep
-from agents.services import steps
-from agents.services.firings import fire_agent
+from agents.services.execute import execute_llm_step
+from agents.services.firings import firing_start
+from agents.services.persist import persist_turn
+from agents.services.prepare import prepare_payload
 from conversations.models import UsageRecord
 from conversations.store import conversation_key, load_conversation
 from tests.agents.factories import assistant_with
@@ -16,8 +18,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_reset_ends_a_live_firing_and_its_late_answer_lands_nowhere(owner, settings):
     settings.AGENT_EXECUTION_MODE = "celery"  # no worker in this test: we drive the steps by hand
     workflow, generation, ids = assistant_with(owner)
-    firing_id = fire_agent(workflow, generation, ids["lead"], "hello")
-    steps.prepare_payload(str(firing_id))
+    firing_id = firing_start(workflow, generation, ids["lead"], "hello")
+    prepare_payload(str(firing_id))
     # The provider call is in flight when the owner resets: the step is recorded as started and then answers.
     step = LlmStep.objects.create(firing_id=firing_id, iteration=1)
     workflow_reset(workflow=workflow, actor=owner)
@@ -31,7 +33,7 @@ def test_reset_ends_a_live_firing_and_its_late_answer_lands_nowhere(owner, setti
             "stop_reason": "end_turn",
         },
     )
-    steps.persist_turn(str(firing_id), 1)
+    persist_turn(str(firing_id), 1)
     assert load_conversation(conversation_key(workflow.pk, generation, ids["lead"])) == []
     assert UsageRecord.objects.filter(idempotency_key=f"llm-step:{step.pk}", outcome="ok").count() == 1
     assert LlmStep.objects.get(pk=step.pk).state == LlmStep.State.PERSISTED
@@ -44,16 +46,16 @@ def test_a_context_cleared_during_a_turn_is_not_written_back(owner, settings):
     workflow, generation, ids = assistant_with(owner, todos=True)
     key = conversation_key(workflow.pk, generation, ids["lead"])
     settings.AGENT_EXECUTION_MODE = "inline"
-    fire_agent(workflow, generation, ids["lead"], "an earlier turn")
+    firing_start(workflow, generation, ids["lead"], "an earlier turn")
     settings.AGENT_EXECUTION_MODE = "celery"
-    firing_id = str(fire_agent(workflow, generation, ids["lead"], "todo: buy milk"))
-    steps.prepare_payload(firing_id)
-    steps.execute_llm_step(firing_id, 1)
-    steps.persist_turn(firing_id, 1)  # saves the call and its result: 6 messages
+    firing_id = str(firing_start(workflow, generation, ids["lead"], "todo: buy milk"))
+    prepare_payload(firing_id)
+    execute_llm_step(firing_id, 1)
+    persist_turn(firing_id, 1)  # saves the call and its result: 6 messages
     assert len(load_conversation(key)) == 6
     clear_conversation(workflow, generation=generation, agent_node_id=ids["lead"])  # the owner clears mid-turn
-    steps.execute_llm_step(firing_id, 2)
-    steps.persist_turn(firing_id, 2)
+    execute_llm_step(firing_id, 2)
+    persist_turn(firing_id, 2)
     firing = Firing.objects.get(pk=firing_id)
     assert firing.state == Firing.State.FINISHED  # the answer still reaches the owner
     assert load_conversation(key) == []  # but the cleared conversation stays cleared

@@ -12,9 +12,11 @@ from django.utils import timezone
 
 from agents import dispatch
 from agents.models import Firing, LlmStep, ToolCallResult
-from agents.services import steps
-from agents.services.firings import fire_agent
+from agents.services.execute import execute_llm_step
+from agents.services.firings import firing_start
 from agents.services.messages import firing_messages
+from agents.services.persist import persist_turn
+from agents.services.prepare import prepare_payload
 from agents.services.watchdog import watchdog_sweep
 from conversations.models import UsageRecord
 from conversations.store import conversation_key, load_conversation
@@ -47,7 +49,7 @@ def _tool_results(messages):
 
 def test_one_task_runs_a_whole_tool_loop_and_sends_nothing_more(owner, broker):
     workflow, generation, ids = assistant_with(owner, memory=True)
-    firing_id = fire_agent(workflow, generation, ids["lead"], "remember: the boat is blue")
+    firing_id = firing_start(workflow, generation, ids["lead"], "remember: the boat is blue")
     assert broker == [("agent.prepare_payload", (str(firing_id),))]
     broker.clear()
 
@@ -66,17 +68,17 @@ def test_one_task_runs_a_whole_tool_loop_and_sends_nothing_more(owner, broker):
 
 def test_a_step_function_called_outside_a_task_sends_its_continuation(owner, broker):
     workflow, generation, ids = assistant_with(owner)
-    firing_id = str(fire_agent(workflow, generation, ids["lead"], "hello"))
+    firing_id = str(firing_start(workflow, generation, ids["lead"], "hello"))
     broker.clear()
-    steps.prepare_payload(firing_id)  # not inside running_steps: nothing to continue in
+    prepare_payload(firing_id)  # not inside running_steps: nothing to continue in
     assert broker == [("agent.execute_llm_step", (firing_id, 1))]
 
 
 def test_a_continuation_lost_before_its_claim_is_restarted_by_the_watchdog_once(owner, broker, settings):
     workflow, generation, ids = assistant_with(owner)
-    firing_id = str(fire_agent(workflow, generation, ids["lead"], "hello"))
+    firing_id = str(firing_start(workflow, generation, ids["lead"], "hello"))
     broker.clear()
-    steps.prepare_payload(firing_id)
+    prepare_payload(firing_id)
     broker.clear()  # the worker died between prepare's commit and the claim of step 1: nothing will run it
 
     assert watchdog_sweep()["restarted_steps"] == 0  # still within the grace period
@@ -100,7 +102,7 @@ def test_a_continuation_lost_before_its_claim_is_restarted_by_the_watchdog_once(
 
 def test_a_prepare_lost_with_its_worker_is_sent_again_once_per_grace_period(owner, broker, settings):
     workflow, generation, ids = assistant_with(owner)
-    firing_id = str(fire_agent(workflow, generation, ids["lead"], "hello"))
+    firing_id = str(firing_start(workflow, generation, ids["lead"], "hello"))
     broker.clear()  # the worker that took agent.prepare_payload (acknowledged early) died before its commit
     assert watchdog_sweep()["resent_prepares"] == 0
     # A few seconds, not the persist grace: a broker restarted empty lost the message, the firing is safe here.
@@ -122,7 +124,7 @@ def test_a_firing_waiting_for_its_conversation_lease_is_not_taken_for_lost(owner
     workflow, generation, ids = assistant_with(owner)
     key = conversation_key(workflow.pk, generation, ids["lead"])
     assert acquire_firing_lease(key, owner_token="someone-else", ttl_seconds=600)
-    firing_id = str(fire_agent(workflow, generation, ids["lead"], "hello"))
+    firing_id = str(firing_start(workflow, generation, ids["lead"], "hello"))
     Firing.objects.filter(pk=firing_id).update(updated_at=timezone.now() - timedelta(minutes=1))
     broker.clear()
     run_as_task("agent.prepare_payload", firing_id)  # busy: it re-queues itself with a countdown
@@ -133,30 +135,30 @@ def test_a_firing_waiting_for_its_conversation_lease_is_not_taken_for_lost(owner
 
 def test_a_firing_waiting_for_its_compaction_is_not_restarted(owner, broker):
     workflow, generation, ids = assistant_with(owner)
-    firing_id = str(fire_agent(workflow, generation, ids["lead"], "hello"))
-    steps.prepare_payload(firing_id)
+    firing_id = str(firing_start(workflow, generation, ids["lead"], "hello"))
+    prepare_payload(firing_id)
     broker.clear()
     Firing.objects.filter(pk=firing_id).update(
         compaction_pending=True, updated_at=timezone.now() - timedelta(minutes=1)
     )
     assert watchdog_sweep()["restarted_steps"] == 0
-    steps.execute_llm_step(firing_id, 1)  # a stray delivery: the compaction continues this firing, not it
+    execute_llm_step(firing_id, 1)  # a stray delivery: the compaction continues this firing, not it
     assert not LlmStep.objects.filter(firing_id=firing_id).exists()
 
 
 def test_a_persist_delivered_again_after_its_commit_adds_the_tool_results_once(owner, broker):
     workflow, generation, ids = assistant_with(owner, memory=True)
-    firing_id = str(fire_agent(workflow, generation, ids["lead"], "remember: tea at four"))
+    firing_id = str(firing_start(workflow, generation, ids["lead"], "remember: tea at four"))
     broker.clear()
-    steps.prepare_payload(firing_id)
-    steps.execute_llm_step(firing_id, 1)
+    prepare_payload(firing_id)
+    execute_llm_step(firing_id, 1)
     assert broker == [("agent.execute_llm_step", (firing_id, 1)), ("agent.persist_turn", (firing_id, 1))]
     broker.clear()
-    steps.persist_turn(firing_id, 1)
+    persist_turn(firing_id, 1)
     assert broker == [("agent.execute_llm_step", (firing_id, 2))]
     after_first = firing_messages(Firing.objects.get(pk=firing_id))
 
-    steps.persist_turn(firing_id, 1)  # a redelivered message, a watchdog's or a teammate's late return
+    persist_turn(firing_id, 1)  # a redelivered message, a watchdog's or a teammate's late return
 
     assert firing_messages(Firing.objects.get(pk=firing_id)) == after_first
     assert broker == [("agent.execute_llm_step", (firing_id, 2))]  # nothing new sent
@@ -171,9 +173,9 @@ def test_a_persist_delivered_again_after_its_commit_adds_the_tool_results_once(o
 
 def test_a_continued_persist_failing_on_the_database_is_handed_to_the_broker(owner, broker, monkeypatch):
     workflow, generation, ids = assistant_with(owner)
-    firing_id = str(fire_agent(workflow, generation, ids["lead"], "hello"))
+    firing_id = str(firing_start(workflow, generation, ids["lead"], "hello"))
     broker.clear()
-    real_persist = steps.persist_turn
+    real_persist = persist_turn
     failures = []
 
     def persist_failing_once(*args):
@@ -198,12 +200,12 @@ def test_a_step_continued_from_a_committed_firing_still_sees_a_stop_that_came_in
     from agents.services.firings import firing_request_stop
 
     workflow, generation, ids = assistant_with(owner)
-    firing_id = str(fire_agent(workflow, generation, ids["lead"], "hello"))
-    steps.prepare_payload(firing_id)
+    firing_id = str(firing_start(workflow, generation, ids["lead"], "hello"))
+    prepare_payload(firing_id)
     committed = Firing.objects.select_related("workflow").get(pk=firing_id)  # as prepare left it
     assert firing_request_stop(firing_id=firing_id)
 
-    steps.execute_llm_step(firing_id, 1, committed=committed)
+    execute_llm_step(firing_id, 1, committed=committed)
 
     assert not LlmStep.objects.filter(firing_id=firing_id).exists()  # no claim, no provider call
     assert Firing.objects.get(pk=firing_id).state == Firing.State.STOPPED
@@ -211,12 +213,12 @@ def test_a_step_continued_from_a_committed_firing_still_sees_a_stop_that_came_in
 
 def test_a_step_continued_from_a_committed_firing_does_not_run_twice(owner, broker):
     workflow, generation, ids = assistant_with(owner)
-    firing_id = str(fire_agent(workflow, generation, ids["lead"], "hello"))
-    steps.prepare_payload(firing_id)
+    firing_id = str(firing_start(workflow, generation, ids["lead"], "hello"))
+    prepare_payload(firing_id)
     committed = Firing.objects.select_related("workflow").get(pk=firing_id)
     broker.clear()
-    steps.execute_llm_step(firing_id, 1)  # the watchdog's copy got there first
-    steps.execute_llm_step(firing_id, 1, committed=committed)
+    execute_llm_step(firing_id, 1)  # the watchdog's copy got there first
+    execute_llm_step(firing_id, 1, committed=committed)
     assert LlmStep.objects.filter(firing_id=firing_id).count() == 1
     assert broker == [("agent.persist_turn", (firing_id, 1))]  # one answer to persist
 
@@ -231,10 +233,10 @@ def test_only_early_acknowledged_tasks_continue_in_process(owner, broker):
     assert tasks.persist_turn.acks_late and tasks.compact_context.acks_late
 
     workflow, generation, ids = assistant_with(owner, memory=True)
-    firing_id = str(fire_agent(workflow, generation, ids["lead"], "remember: the gate code is 42"))
+    firing_id = str(firing_start(workflow, generation, ids["lead"], "remember: the gate code is 42"))
     broker.clear()
-    steps.prepare_payload(firing_id)
-    steps.execute_llm_step(firing_id, 1)
+    prepare_payload(firing_id)
+    execute_llm_step(firing_id, 1)
     broker.clear()
     tasks.persist_turn.run(firing_id, 1)  # as a worker runs a delivered agent.persist_turn
     assert broker == [("agent.execute_llm_step", (firing_id, 2))]
@@ -244,7 +246,7 @@ def test_only_early_acknowledged_tasks_continue_in_process(owner, broker):
 
 
 def test_a_teammate_task_over_the_prompt_limit_is_an_error_the_model_sees(owner, broker, settings, provider_requests):
-    # fire_agent refuses such a prompt; refused inside persist it rolled the turn back on every retry, and the
+    # firing_start refuses such a prompt; refused inside persist it rolled the turn back on every retry, and the
     # firing hung until its deadline. The model gets a tool error instead and the firing goes on.
     nodes = [
         {"id": "trigger", "type": "chatTrigger", "params": {}},
@@ -253,7 +255,7 @@ def test_a_teammate_task_over_the_prompt_limit_is_an_error_the_model_sees(owner,
     ]
     edges = [edge("trigger", "output-main", "lead", "input-main"), edge("a", "output-tool", "lead", "input-tools")]
     workflow, generation, ids = started_workflow(owner, nodes, edges)
-    firing_id = str(fire_agent(workflow, generation, ids["lead"], "ask alice: " + "x" * 300))
+    firing_id = str(firing_start(workflow, generation, ids["lead"], "ask alice: " + "x" * 300))
     settings.AGENT_MAX_PROMPT_CHARS = 200  # the lead's own prompt was admitted; its teammate task is too long
     broker.clear()
     run_as_task("agent.prepare_payload", firing_id)
@@ -273,7 +275,7 @@ def test_a_worker_that_is_shutting_down_hands_the_next_steps_to_the_broker(owner
     assert dispatch.worker_stopping()
 
     workflow, generation, ids = assistant_with(owner)
-    firing_id = str(fire_agent(workflow, generation, ids["lead"], "hello"))
+    firing_id = str(firing_start(workflow, generation, ids["lead"], "hello"))
     broker.clear()
     run_as_task("agent.prepare_payload", firing_id)
     assert broker == [("agent.execute_llm_step", (firing_id, 1))]

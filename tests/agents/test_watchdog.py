@@ -6,7 +6,7 @@ import pytest
 from django.utils import timezone
 
 from agents.models import Firing, LlmStep
-from agents.services.firings import fire_agent
+from agents.services.firings import firing_start
 from agents.services.watchdog import watchdog_sweep
 from conversations.models import UsageRecord
 from tests.agents.factories import assistant_with
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def _queued_firing(owner, settings):
     settings.AGENT_EXECUTION_MODE = "celery"  # sent to a broker nobody listens to in this test
     workflow, generation, ids = assistant_with(owner)
-    return Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "hello"))
+    return Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "hello"))
 
 
 def test_a_firing_no_worker_picked_up_ends_not_delivered(owner, settings):

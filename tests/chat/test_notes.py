@@ -91,10 +91,10 @@ def test_a_stopped_run_whose_turn_was_saved_marks_its_notes_told(owner, inline, 
 
 
 def test_a_run_that_ended_before_its_turn_was_saved_offers_the_notes_again(owner, inline, monkeypatch, settings):
+    from agents.services.steps import prepare_payload
     from django.db import transaction
 
-    from agents.services.firings import end_firing
-    from agents.services.steps import prepare_payload
+    from agents.services.firings import firing_end
     from tests.chat.helpers import HeldDispatch
 
     workflow, _, _, _, (_, rated) = two_turns(owner)
@@ -105,7 +105,7 @@ def test_a_run_that_ended_before_its_turn_was_saved_offers_the_notes_again(owner
     chat_run_stop(workflow=workflow, run_id=run.pk)
     with transaction.atomic():
         firing = Firing.objects.select_for_update().get(pk=run.firing_id)
-        end_firing(firing, state=Firing.State.STOPPED, end_reason="stopped")
+        firing_end(firing, state=Firing.State.STOPPED, end_reason="stopped")
     assert ChatRun.objects.get(pk=run.pk).state == "stopped"
     note = ChatNote.objects.get()
     assert note.told_at is None and note.claimed_by_id is None

@@ -343,10 +343,10 @@ def test_a_note_reaches_the_next_message_and_is_told_only_after_it_answered(owne
 
 
 def test_a_note_is_offered_again_after_a_failed_run(owner, inline, monkeypatch, settings):
+    from agents.services.steps import prepare_payload
     from django.db import transaction
 
-    from agents.services.firings import end_firing
-    from agents.services.steps import prepare_payload
+    from agents.services.firings import firing_end
 
     workflow, _, _, _, _, run = two_turns(owner)
     chat_feedback_set(workflow=workflow, message_id=run.reply_message_id, rating="bad")
@@ -359,7 +359,7 @@ def test_a_note_is_offered_again_after_a_failed_run(owner, inline, monkeypatch, 
     assert ChatNote.objects.get().claimed_by_id == failed.pk
     with transaction.atomic():
         firing = Firing.objects.select_for_update().get(pk=failed.firing_id)
-        end_firing(firing, state=Firing.State.FAILED, error_code="interrupted", error_message="worker lost")
+        firing_end(firing, state=Firing.State.FAILED, error_code="interrupted", error_message="worker lost")
     failed.refresh_from_db()
     assert failed.state == "error" and failed.error_code == "interrupted"
     assert failed.reply_message.status == "error"

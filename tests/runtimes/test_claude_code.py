@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agents.models import Firing
-from agents.services.firings import fire_agent
+from agents.services.firings import firing_start
 from conversations.models import RuntimeSessionBinding, UsageRecord
 from conversations.store import clear_conversation, conversation_key, load_conversation
 from tests.agents.factories import assistant_with
@@ -26,7 +26,7 @@ def _claude_agent(owner, **kwargs):
 
 
 def _fire(workflow, generation, agent, prompt) -> Firing:
-    firing = Firing.objects.get(pk=fire_agent(workflow, generation, agent, prompt))
+    firing = Firing.objects.get(pk=firing_start(workflow, generation, agent, prompt))
     assert firing.state in (Firing.State.FINISHED, Firing.State.STOPPED), (firing.error_code, firing.error_message)
     return firing
 
@@ -163,7 +163,7 @@ def _fire_in_background(workflow, generation, agent, prompt):
 
     def run():
         try:
-            done["id"] = fire_agent(workflow, generation, agent, prompt)
+            done["id"] = firing_start(workflow, generation, agent, prompt)
         finally:
             connections.close_all()
 

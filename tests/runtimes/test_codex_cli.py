@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agents.models import Firing
-from agents.services.firings import fire_agent
+from agents.services.firings import firing_start
 from conversations.models import RuntimeSessionBinding, UsageRecord
 from conversations.store import conversation_key, load_conversation
 from providers.wire import validate_messages
@@ -16,7 +16,7 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 def _fire(workflow, generation, agent, prompt) -> Firing:
-    firing = Firing.objects.get(pk=fire_agent(workflow, generation, agent, prompt))
+    firing = Firing.objects.get(pk=firing_start(workflow, generation, agent, prompt))
     assert firing.state == Firing.State.FINISHED, (firing.error_code, firing.error_message)
     return firing
 
@@ -89,7 +89,7 @@ def _fire_in_background(workflow, generation, agent, prompt):
 
     def run():
         try:
-            done["id"] = fire_agent(workflow, generation, agent, prompt)
+            done["id"] = firing_start(workflow, generation, agent, prompt)
         finally:
             connections.close_all()
 

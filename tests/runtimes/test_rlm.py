@@ -15,7 +15,7 @@ import pytest
 from django.db import connections
 
 from agents.models import Firing
-from agents.services.firings import fire_agent, firing_request_stop
+from agents.services.firings import firing_request_stop, firing_start
 from conversations.models import RuntimeSessionBinding, UsageRecord
 from conversations.store import conversation_key, load_conversation
 from providers.runtimes import rlm_sandbox
@@ -51,7 +51,7 @@ def _answer(content: str) -> Turn:
 
 
 def _fire(workflow, generation, agent, prompt) -> Firing:
-    firing = Firing.objects.get(pk=fire_agent(workflow, generation, agent, prompt))
+    firing = Firing.objects.get(pk=firing_start(workflow, generation, agent, prompt))
     assert firing.state in (Firing.State.FINISHED, Firing.State.STOPPED), (firing.error_code, firing.error_message)
     return firing
 
@@ -205,7 +205,7 @@ def test_a_program_that_loops_forever_is_killed_at_the_wall_clock_limit(owner, b
     workflow, generation, ids = _rlm_agent(owner, rlm_timeout_seconds=5)
     backend.push(_cell("print('spinning')\nwhile True:\n    pass", text="Spin."))
     started = time.monotonic()
-    firing = Firing.objects.get(pk=fire_agent(workflow, generation, ids["lead"], "loop"))
+    firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "loop"))
     assert time.monotonic() - started < 30
     assert firing.state in (Firing.State.FINISHED, Firing.State.STOPPED), (firing.error_code, firing.error_message)
     stored = _stored(workflow, generation, ids["lead"])
@@ -245,7 +245,7 @@ def test_stop_kills_the_sandbox_and_keeps_what_arrived(owner, backend):
 
     def run():
         try:
-            done["id"] = fire_agent(workflow, generation, ids["lead"], "take long")
+            done["id"] = firing_start(workflow, generation, ids["lead"], "take long")
         finally:
             connections.close_all()
 

@@ -9,7 +9,7 @@ import pytest
 from django.db import transaction
 
 from agents.models import Firing
-from agents.services.firings import fire_agent
+from agents.services.firings import firing_start
 from agents.services.runtime_dirs import (
     conversation_dirs_remove,
     runtime_dirs_after_firing,
@@ -27,7 +27,7 @@ MODEL = "claude-sonnet-4-5"
 
 
 def _fire(workflow, generation, agent, prompt) -> Firing:
-    firing = Firing.objects.get(pk=fire_agent(workflow, generation, agent, prompt))
+    firing = Firing.objects.get(pk=firing_start(workflow, generation, agent, prompt))
     assert firing.state == Firing.State.FINISHED, (firing.error_code, firing.error_message)
     return firing
 

@@ -1,0 +1,189 @@
+"""Context pressure after a turn and `agent.compact_context` (docs/invariants.md#compaction): summarize outside any
+lock, activate by compare-and-swap, then continue (or end) the firing."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from django.db import transaction
+
+from agents.dispatch import continue_step
+from agents.locks import firing_for_update
+from agents.models import Firing, LlmStep
+from agents.services.firings import (
+    firing_end,
+    firing_key,
+    firing_mark_changed,
+    firing_save_changes,
+)
+from agents.services.messages import firing_messages
+from agents.services.runtime_runs import summary_provider
+from agents.wiring import AgentNotFound, agent_wiring
+
+from .prepare import agent_config_of
+from .provider_request import provider_request_of
+
+logger = logging.getLogger("agents.step")
+
+
+def pressure_record_after_turn(firing: Firing, step: LlmStep, *, added_messages: list[dict]) -> bool:
+    """Store the agent's active context pressure; True when the projected next request crosses its threshold."""
+    if not firing.uses_conversation:
+        return False
+    from providers.context import Pressure, estimate_tokens
+    from providers.types import ChatRequest
+
+    config = firing.agent_config
+    usage = step.result.get("usage") or {}
+    # The provider counted the request it just served (usage.input_tokens); what this turn added (the answer and
+    # its tool results) is estimated here, inside persist, where no provider call may be made.
+    request = provider_request_of(firing, added_messages, credentials=False)  # for the model and settings only
+    added = estimate_tokens(ChatRequest(provider=request.provider, model=request.model, messages=added_messages))
+    pressure = Pressure(int(usage.get("input_tokens", 0)) + added, 0, _context_window(request), "estimate")
+    key = firing_key(firing)
+    _store_pressure(key, pressure, request)
+    # After commit, outside every lock: the provider's own token counter replaces the estimate where it has one.
+    transaction.on_commit(lambda: _count_pressure(key, firing))
+    window = pressure.context_window_tokens
+    return bool(window) and pressure.input_tokens >= window * float(config["compaction_threshold"])
+
+
+def _context_window(request) -> int:
+    from providers import capabilities
+
+    return capabilities(request.provider, request.model).context_window
+
+
+def _store_pressure(key, pressure, request) -> None:
+    from conversations import store
+    from providers.context import output_headroom
+
+    # Headroom is the output the request will actually allow, within what the window leaves.
+    headroom = min(output_headroom(request), max(pressure.context_window_tokens - pressure.input_tokens, 0))
+    store.conversation_pressure_record(
+        key,
+        input_tokens=pressure.input_tokens,
+        output_headroom_tokens=headroom,
+        context_window_tokens=pressure.context_window_tokens,
+    )
+
+
+def _count_pressure(key, firing: Firing) -> None:
+    """The next request as the provider counts it (its free count endpoint), with the owner's key."""
+    from providers.context import COUNTING_PROVIDERS, measure_pressure
+
+    if firing.agent_config["provider"] not in COUNTING_PROVIDERS:
+        return  # the estimate stored in persist is all there is
+    try:
+        request = provider_request_of(firing, firing_messages(firing))
+        pressure = measure_pressure(request)
+        if pressure.method == "provider_count":
+            _store_pressure(key, pressure, request)
+    except Exception:  # display only: a failed count keeps the estimate
+        logger.warning("context pressure count failed", extra=key.as_log())
+
+
+def compact_context(
+    workflow_id: int, generation: int, agent_node_id: str, firing_id: str | None = None, next_iteration: int = 0
+) -> None:
+    """Compact the stored conversation; with `firing_id`, then continue that firing at `next_iteration`."""
+    from conversations import store
+    from conversations.services import usage_record_append
+    from conversations.store import CompactionError, conversation_key
+    from provider_keys.selectors import owner_request_overrides
+    from providers import summarize
+    from providers.billing import ledger_fields
+    from providers.context import estimate_tokens
+    from providers.types import ChatRequest, Usage
+    from workflows.models import WorkflowGeneration
+
+    generation_row = (
+        WorkflowGeneration.objects.select_related("workflow").filter(workflow_id=workflow_id, number=generation).first()
+    )
+    if generation_row is None:
+        return
+    try:
+        config = agent_config_of(agent_wiring(generation_row.graph, agent_node_id).node)
+    except AgentNotFound:
+        return
+    key = conversation_key(workflow_id, generation, agent_node_id)
+    calls = []
+    spent = Usage()
+
+    def summarize_messages(messages: list[dict]) -> str:
+        calls.append(len(messages))
+        provider = summary_provider(config)  # RLM: its backend (a summary runs no code, so no sandbox)
+        overrides = owner_request_overrides(owner_id=generation_row.workflow.owner_id, provider=provider)
+        summary = summarize(
+            provider=provider,
+            model=config["model"],
+            messages=messages,
+            # A Vertex agent needs its own project and agent to run at all.
+            runtime_params=(config.get("runtime_params") or None) if provider == config["provider"] else None,
+            **overrides,
+        )
+        used = getattr(summary, "usage", None)  # the real usage of the call, billed below
+        for name in ("input_tokens", "cached_tokens", "output_tokens", "reasoning_tokens", "cache_creation_tokens"):
+            setattr(spent, name, getattr(spent, name) + getattr(used, name, 0))
+        return summary
+
+    def count_tokens(messages: list[dict]) -> int:
+        return estimate_tokens(ChatRequest(provider=config["provider"], model=config["model"], messages=messages))
+
+    outcome_label = "ok"
+    try:
+        outcome = store.compact_conversation(key, summarize=summarize_messages, count_tokens=count_tokens)
+    except CompactionError as exc:
+        outcome_label = "error"
+        logger.warning("compaction failed", extra=key.as_log())
+        if firing_id:
+            _end_after_compaction_failure(firing_id, exc)
+            return
+        raise
+    finally:
+        if calls:  # compaction usage is billed like any call (docs/invariants.md#compaction)
+            usage_record_append(
+                idempotency_key=f"compaction:{key.workflow_id}:{key.generation}:{key.agent_node_id}:{uuid.uuid4().hex}",
+                kind="compaction",
+                provider=config["provider"],
+                model=config["model"],
+                outcome=outcome_label,
+                owner_id=generation_row.workflow.owner_id,
+                workflow_id=workflow_id,
+                generation=generation,
+                agent_node_id=agent_node_id,
+                **ledger_fields(provider=summary_provider(config), model=config["model"], usage=spent.to_dict()),
+            )
+    logger.info("compaction", extra={**key.as_log(), "status": outcome.status, "reason": outcome.reason})
+    if firing_id:
+        _continue_after_compaction(firing_id, next_iteration, compacted=outcome.compacted)
+
+
+def _continue_after_compaction(firing_id: str, next_iteration: int, *, compacted: bool) -> None:
+    from conversations import store
+
+    with transaction.atomic():
+        firing = firing_for_update(firing_id)
+        if firing is None or firing.state != Firing.State.RUNNING or firing.iteration != next_iteration - 1:
+            return
+        if compacted:
+            # The firing continues from the compacted list (its unsaved messages, if any, are in it: compaction
+            # keeps the latest turn verbatim).
+            snapshot = store.load_conversation_snapshot(firing_key(firing))
+            repaired = store.close_unanswered_tool_calls(snapshot.messages)
+            firing.stored_prefix = store.StoredPrefix.of_snapshot(snapshot).as_dict()
+            firing.pending_messages = []
+            if repaired is not snapshot.messages:
+                firing.stored_prefix, firing.pending_messages = {"replaces": snapshot.version}, repaired
+            firing_mark_changed(firing, "pending_messages", "stored_prefix")
+        firing.compaction_pending = False
+        firing_save_changes(firing, "compaction_pending")
+        continue_step("agent.execute_llm_step", str(firing.pk), next_iteration)
+
+
+def _end_after_compaction_failure(firing_id: str, exc) -> None:
+    with transaction.atomic():
+        firing = firing_for_update(firing_id)
+        if firing is not None:
+            firing_end(firing, state=Firing.State.FAILED, error_code=exc.code, error_message=exc.message)

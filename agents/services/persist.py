@@ -1,0 +1,251 @@
+"""Step 3, `agent.persist_turn`: under the firing's lock, bill the answer, save `[...sent, assistant]`
+(docs/invariants.md#save-after-call), run the tool calls in order, and continue with step n+1 or end the firing."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import transaction
+
+from agents import observers
+from agents.dispatch import continue_step, enqueue_step
+from agents.locks import firing_for_update, llm_step_for_update
+from agents.models import Firing, LlmStep, ToolCallResult
+from agents.services.firings import (
+    firing_end,
+    firing_key,
+    firing_mark_changed,
+    firing_save_changes,
+)
+from agents.services.messages import firing_append, firing_messages, firing_messages_rewrite
+from agents.services.runtime_runs import runtime_binding_record
+from agents.tools import (
+    ToolOutcome,
+    run_tool,
+    unknown_tool_outcome,
+)
+from agents.usage import record_llm_usage
+from conversations.selectors import owner_tool_result_max_chars
+
+from .compaction import pressure_record_after_turn
+from .delegation import teammate_delegate
+
+STOPPED_TOOL_TEXT = "Not run: the owner stopped this answer."
+
+
+def persist_turn(firing_id: str, iteration: int) -> None:
+    with transaction.atomic():
+        firing = firing_for_update(firing_id, with_workflow=True)
+        if firing is None:
+            return
+        step = llm_step_for_update(firing=firing, iteration=iteration)
+        if step is None:
+            return
+        if firing.is_terminal:
+            _bill_orphan_step(firing, step)  # ended meanwhile (a reset): the call still cost money
+            return
+        if step.state == LlmStep.State.COMPLETED:
+            _save_assistant_turn(firing, step)
+        elif step.state != LlmStep.State.PERSISTED:
+            return  # failed or ambiguous: the firing was ended by whoever recorded that
+        elif _tool_phase_done(firing, step):
+            # A duplicate delivery after this step's commit (a redelivered message, a second teammate's end): the
+            # results are in the list and the next step was started (or, lost, is found by the watchdog).
+            return
+        _advance_tools(firing, step)
+        firing_save_changes(firing)
+
+
+def _bill_orphan_step(firing: Firing, step: LlmStep) -> None:
+    if step.state != LlmStep.State.COMPLETED:
+        return
+    usage = (step.result or {}).get("usage") or {}
+    record_llm_usage(firing, idempotency_key=f"llm-step:{step.pk}", kind="llm", outcome="ok", usage=usage)
+    step.state = LlmStep.State.PERSISTED
+    step.save(update_fields=["state"])
+
+
+def _save_assistant_turn(firing: Firing, step: LlmStep) -> None:
+    from conversations import store
+
+    result = step.result
+    assistant = result["message"]
+    usage = result.get("usage") or {}
+    firing.iteration = step.iteration
+    firing.tokens_used += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
+    record_llm_usage(firing, idempotency_key=f"llm-step:{step.pk}", kind="llm", outcome="ok", usage=usage)
+    step.state = LlmStep.State.PERSISTED
+    step.save(update_fields=["state"])
+    firing_mark_changed(firing, "iteration", "tokens_used")
+    # The exact sent list plus the answer, after the provider call (docs/invariants.md#save-after-call).
+    firing_append(firing, result.get("observed") or [assistant])
+    runtime_binding_record(firing, step)  # agent runtimes: the session this conversation continues in
+    if firing.uses_conversation and _tool_calls(assistant):  # more steps follow: keep the conversation ours
+        store.renew_firing_lease(
+            firing_key(firing), owner_token=firing.lease_token, ttl_seconds=settings.FIRING_LEASE_TTL_SECONDS
+        )
+
+
+def _tool_phase_done(firing: Firing, step: LlmStep) -> bool:
+    """Whether this persisted step's tool results were already added to the firing's list (until they are, a
+    teammate it waits for or a retry after a rollback brings persist back here)."""
+    if firing.state != Firing.State.RUNNING or firing.iteration != step.iteration:
+        return firing.iteration > step.iteration
+    return firing.results_iteration >= step.iteration
+
+
+def _tool_calls(message: dict) -> list[dict]:
+    return [b for b in message.get("blocks", []) if b.get("type") == "tool_call"]
+
+
+def _text(message: dict) -> str:
+    return "".join(b.get("text", "") for b in message.get("blocks", []) if b.get("type") == "text")
+
+
+def _advance_tools(firing: Firing, step: LlmStep) -> None:
+    """Answer the turn's tool calls in order; re-entrant, so a retry or a teammate's return continues here."""
+    from conversations import store
+
+    assistant = step.result["message"]
+    # An agent runtime's run answered its own tool calls: they are in its observed messages, none is run here.
+    calls = [] if "observed" in step.result else _tool_calls(assistant)
+    stopped = firing.stop_requested or step.result.get("stop_reason") == "stopped"
+    answered = (
+        {r.tool_call_id: r for r in ToolCallResult.objects.filter(firing=firing, iteration=step.iteration)}
+        if calls
+        else {}
+    )
+    bindings = {b["name"]: b for b in firing.tool_bindings}
+    cap = None  # the owner's tool-result cap, read once when a tool answers
+    for call in calls:
+        if call["id"] in answered:
+            continue
+        if stopped:
+            outcome = ToolOutcome(STOPPED_TOOL_TEXT, is_error=True)
+        else:
+            binding = bindings.get(call.get("name"))
+            if binding is None:
+                outcome = unknown_tool_outcome(call.get("name", ""), list(bindings))
+            elif binding["is_teammate"]:
+                outcome = teammate_delegate(firing, step, call, binding)
+                if outcome is None:
+                    return  # the teammate is working; its end brings us back here
+            else:
+                if firing.chat_run_id:
+                    observers.notify_tool_step(firing=firing, tool_call=call, phase="started")
+                outcome = run_tool(firing=firing, binding=binding, call=call)
+                if cap is None:
+                    cap = owner_tool_result_max_chars(firing.workflow.owner_id)
+                outcome = ToolOutcome(store.cap_tool_result(outcome.content, cap), outcome.is_error)
+        answered[call["id"]] = ToolCallResult.objects.create(
+            firing=firing,
+            iteration=step.iteration,
+            tool_call_id=call["id"],
+            name=call.get("name", ""),
+            content=outcome.content,
+            is_error=outcome.is_error,
+        )
+        if firing.chat_run_id:
+            observers.notify_tool_step(
+                firing=firing, tool_call=call, phase="finished", result={"is_error": outcome.is_error}
+            )
+    results = [
+        {
+            "role": "tool",
+            "blocks": [
+                {
+                    "type": "tool_result",
+                    "tool_call_id": call["id"],
+                    "name": call.get("name", ""),
+                    "content": answered[call["id"]].content,
+                    "is_error": answered[call["id"]].is_error,
+                }
+            ],
+        }
+        for call in calls
+    ]
+    firing.results_iteration = step.iteration
+    firing_mark_changed(firing, "results_iteration")
+    if results:
+        firing.state = Firing.State.RUNNING
+        firing_mark_changed(firing, "state")
+        firing_append(firing, results, context=[assistant])
+        _clear_old_tool_results(firing)
+    _after_turn(firing, step, results=results, stopped=stopped)
+
+
+def _clear_old_tool_results(firing: Firing) -> None:
+    """Past the stored conversation's tool-result budget, turn the oldest results of earlier turns into placeholders
+    (docs/invariants.md#old-results-cleared). Checked when a turn's results are saved and the stored size (known from
+    the save, no read) is over the budget; the rewrite goes down to half the budget, so it happens once per half a
+    budget of new results, not every turn."""
+    from conversations import store
+
+    prefix = firing.stored_prefix or {}
+    size = prefix.get("size_bytes")
+    if "length" not in prefix or size is None or size <= settings.CONVERSATION_TOOL_RESULT_BUDGET_BYTES:
+        return
+    sizes = store.clearable_result_sizes(firing_key(firing), store.StoredPrefix.from_dict(prefix))
+    if sizes is None:
+        return  # no result of an earlier turn left to clear: decided from the rows' columns, nothing loaded
+    try:
+        messages = firing_messages(firing)
+    except (store.ConversationConflict, store.ConversationLoadFailed, store.ConversationTooLarge):
+        return
+    teammates = {b["name"] for b in firing.tool_bindings if b["is_teammate"]}
+    cleared = store.clear_old_tool_results(messages, teammate_tools=teammates, sizes=sizes)
+    if len(cleared) == len(messages) and all(a is b for a, b in zip(cleared, messages, strict=True)):
+        return  # nothing of earlier turns left to clear
+    firing_messages_rewrite(firing, cleared)
+
+
+def firing_end_for_limit(firing: Firing, limit: str) -> None:
+    """End a firing that reached a limit, the reason marked on its last answer (a rewrite of that answer and what
+    follows it: rare, once per firing)."""
+    from conversations import store
+
+    try:
+        messages = list(firing_messages(firing))
+    except (store.ConversationConflict, store.ConversationLoadFailed, store.ConversationTooLarge):
+        messages = []
+    last_text = ""
+    for index in range(len(messages) - 1, -1, -1):
+        if messages[index].get("role") == "assistant":
+            # A new dict: a message loaded from the store is read-only (providers/readonly.py).
+            messages[index] = {**messages[index], "meta": {**(messages[index].get("meta") or {}), "end_reason": limit}}
+            last_text = _text(messages[index])
+            firing_messages_rewrite(firing, messages)
+            break
+    firing_end(firing, state=Firing.State.FINISHED, end_reason=limit, final_text=last_text)
+
+
+def _after_turn(firing: Firing, step: LlmStep, *, results: list[dict], stopped: bool) -> None:
+    assistant = step.result["message"]
+    had_tool_calls = bool(results)
+    compaction_due = pressure_record_after_turn(firing, step, added_messages=[assistant, *results])
+    continues = not stopped and had_tool_calls and step.iteration < firing.agent_config["max_iterations"]
+    if continues:
+        if compaction_due:
+            # Compact before the next request, and continue from the compacted list: a summarizer failure then
+            # ends this firing (docs/invariants.md#compaction), and the next save cannot undo the compaction. Until
+            # then no execute_llm_step of this firing runs (a watchdog's or a duplicate's).
+            firing.compaction_pending = True
+            firing_mark_changed(firing, "compaction_pending")
+            enqueue_step(
+                "agent.compact_context",
+                firing.workflow_id,
+                firing.generation,
+                firing.agent_node_id,
+                str(firing.pk),
+                step.iteration + 1,
+            )
+        else:
+            continue_step("agent.execute_llm_step", str(firing.pk), step.iteration + 1, firing=firing)
+        return
+    if stopped:
+        firing_end(firing, state=Firing.State.STOPPED, end_reason="stopped", final_text=_text(assistant))
+    elif not had_tool_calls:
+        firing_end(firing, state=Firing.State.FINISHED, end_reason="answered", final_text=_text(assistant))
+    else:
+        firing_end_for_limit(firing, "max_iterations")
+    if compaction_due:  # the firing is over: the next one starts from the compacted list
+        enqueue_step("agent.compact_context", firing.workflow_id, firing.generation, firing.agent_node_id)

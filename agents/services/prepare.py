@@ -1,0 +1,139 @@
+"""Step 1 of a firing, `agent.prepare_payload`: resolve the agent and its tools from the generation's graph, take
+the conversation's firing lease (docs/architecture.md#firing-lease), load and seed the list
+(docs/invariants.md#seeding), let the chat record its cursor, and continue with step 1."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from agents import observers
+from agents.dispatch import continue_step, enqueue_step
+from agents.locks import firing_for_update
+from agents.models import Firing
+from agents.services.firings import (
+    firing_deadline,
+    firing_end,
+    firing_key,
+)
+from agents.services.messages import firing_messages_seed
+from agents.tools import (
+    ToolUnavailable,
+    tool_definition,
+)
+from agents.wiring import AgentNotFound, agent_wiring
+
+logger = logging.getLogger("agents.step")
+
+
+def _generation_graph(firing: Firing) -> dict:
+    from opencompany.errors import NotFoundError
+    from workflows.selectors import generation_graph
+
+    try:
+        return generation_graph(firing.workflow, firing.generation, normalize=False)
+    except NotFoundError:
+        return {}  # the agent is then not found, and the firing fails saying so
+
+
+def agent_config_of(node: dict) -> dict:
+    params = node.get("params") or {}
+    return {
+        "name": params.get("name") or node["id"],
+        "provider": params.get("provider") or "offline",
+        "model": params.get("model") or "offline-echo",
+        "system_prompt": params.get("system_prompt") or "",
+        "temperature": params.get("temperature"),
+        "max_output_tokens": params.get("max_output_tokens"),
+        "thinking": params.get("thinking"),
+        "max_iterations": params.get("max_iterations") or settings.AGENT_MAX_ITERATIONS,
+        "max_wall_seconds": params.get("max_wall_seconds") or settings.AGENT_MAX_WALL_SECONDS,
+        "max_tokens_per_firing": params.get("max_tokens_per_firing") or settings.AGENT_MAX_TOKENS_PER_FIRING,
+        "compaction_threshold": params.get("compaction_threshold") or settings.AGENT_COMPACTION_THRESHOLD,
+        "runtime_tools": params.get("runtime_tools") or [],  # agent runtimes: the built-in tools allowed
+        "runtime_params": {k: params[k] for k in ("project", "location", "agent", "environment") if params.get(k)},
+        "rlm": {k.removeprefix("rlm_"): v for k, v in params.items() if k.startswith("rlm_")},  # RLM's options
+    }
+
+
+def prepare_payload(firing_id: str) -> None:
+    from conversations import store
+
+    with transaction.atomic():
+        firing = firing_for_update(firing_id, with_workflow=True)
+        if firing is None or firing.state != Firing.State.QUEUED:
+            return  # already prepared or ended: a duplicate delivery
+        if firing.stop_requested:
+            firing_end(firing, state=Firing.State.STOPPED, end_reason="stopped")
+            return
+        graph = _generation_graph(firing)
+        try:
+            wiring = agent_wiring(graph, firing.agent_node_id)
+        except AgentNotFound as exc:
+            firing_end(firing, state=Firing.State.FAILED, error_code="agent_not_found", error_message=str(exc))
+            return
+        config = agent_config_of(wiring.node)
+        uses_conversation = wiring.context_node_id is not None and firing.generation > 0
+        key = firing_key(firing)
+        if uses_conversation:
+            token = firing.lease_token or uuid.uuid4().hex
+            if not store.acquire_firing_lease(key, owner_token=token, ttl_seconds=settings.FIRING_LEASE_TTL_SECONDS):
+                # Another firing of this conversation is mid-turn (docs/invariants.md#one-firing-per-conversation):
+                # come back later instead of blocking a worker. The lease row is locked by this statement until
+                # prepare commits (docs/architecture.md#lock-order, 2a). Touching the firing row tells the watchdog
+                # this firing is not lost.
+                enqueue_step("agent.prepare_payload", str(firing.pk), countdown=settings.AGENT_LEASE_RETRY_SECONDS)
+                firing.save(update_fields=["updated_at"])
+                return
+            firing.lease_token = token
+        try:
+            snapshot = store.load_conversation_snapshot(key) if uses_conversation else None
+        except (store.ConversationLoadFailed, store.ConversationTooLarge) as exc:
+            firing.uses_conversation = uses_conversation
+            firing_end(firing, state=Firing.State.FAILED, error_code=exc.code, error_message=exc.message)
+            return
+        stored = store.close_unanswered_tool_calls(snapshot.messages) if snapshot else []
+        contribution = observers.PrepareContribution()
+        if firing.chat_run_id:
+            contribution = observers.notify_prepared(firing=firing, stored_messages=stored)
+        system_prompt = config["system_prompt"] + contribution.system_suffix
+        user_prompt = contribution.user_prefix + firing.prompt
+        firing.uses_conversation = uses_conversation
+        firing_messages_seed(
+            firing, snapshot=snapshot, repaired=stored, seeded=store.seed_request(system_prompt, stored, user_prompt)
+        )
+        firing.agent_config = config
+        graph_nodes = {n["id"]: n for n in graph.get("nodes", [])}
+        try:
+            firing.tool_bindings = [_binding_with_definition(b.to_dict(), graph_nodes) for b in wiring.tools]
+        except ToolUnavailable as exc:
+            firing_end(firing, state=Firing.State.FAILED, error_code="tool_unavailable", error_message=str(exc))
+            return
+        firing.state = Firing.State.RUNNING
+        firing.started_at = timezone.now()
+        firing.deadline_at = firing_deadline(config["max_wall_seconds"])
+        firing.save(
+            update_fields=[
+                "pending_messages",
+                "stored_prefix",
+                "agent_config",
+                "tool_bindings",
+                "uses_conversation",
+                "lease_token",
+                "state",
+                "started_at",
+                "deadline_at",
+                "updated_at",
+            ]
+        )
+        continue_step("agent.execute_llm_step", str(firing.pk), 1, firing=firing)
+    logger.info("firing prepared", extra={"firing_id": firing_id, "stored_messages": len(stored)})
+
+
+def _binding_with_definition(binding: dict, graph_nodes: dict) -> dict:
+    definition = tool_definition(binding, graph_nodes)
+    return {**binding, "description": definition.description, "parameters": definition.parameters}
