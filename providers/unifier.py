@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import importlib
 
-from conversations.store.readonly import ReadOnlyDict
-
 from .adapters.common import Stream
 from .errors import InvalidRequestError, UnknownProviderError
+from .readonly import ReadOnlyDict
 from .types import PROVIDERS, ChatRequest, ChatResult, EventCallback, StopCheck
 from .wire import MessageWire, WireError
 

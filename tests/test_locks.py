@@ -15,9 +15,6 @@ from tests.test_layers import ROOT, _declared_layers
 
 ROW_LOCK_SQL = re.compile(r"\bFOR\s+(NO\s+KEY\s+UPDATE|UPDATE|KEY\s+SHARE|SHARE)\b", re.I)
 
-# Until the runtime's step module and the store's persistence module are split (issue 22, second part).
-PENDING = {"conversations/store/persistence.py"}
-
 
 def _is_lock_module(path: Path) -> bool:
     return path.name == "locks.py"
@@ -49,7 +46,7 @@ def test_row_locks_are_taken_only_in_lock_modules():
     found = []
     for path in _source_files():
         relative = str(path.relative_to(ROOT))
-        if _is_lock_module(path) or relative in PENDING:
+        if _is_lock_module(path):
             continue
         found += [f"{relative}:{line}" for line in row_locks_in(path.read_text(), relative)]
     assert found == [], "row locks outside a locks.py helper:\n" + "\n".join(found)

@@ -1,8 +1,12 @@
-"""The conversation store (SPEC §2): the public API other apps call. Import from here, not from submodules."""
+"""The conversation store (docs/architecture.md#conversation-store): the public API other apps call. Import from
+here, not from submodules."""
 
 from conversations.events import ConversationChange, register_conversation_listener, unregister_conversation_listener
 
+from .appending import append_conversation
+from .clearing import clear_conversation, clearable_result_sizes
 from .compaction import CompactionOutcome, compact_conversation, compaction_candidate, should_compact
+from .copies import forget_process_copies
 from .errors import (
     CompactionError,
     ConversationConflict,
@@ -19,28 +23,18 @@ from .leases import (
     release_firing_lease,
     renew_firing_lease,
 )
-from .persistence import (
-    LoadedConversation,
-    LockedConversation,
-    SaveResult,
-    StoredPrefix,
-    append_conversation,
-    clear_conversation,
-    clearable_result_sizes,
+from .listing import conversation_pressure_record, list_conversations
+from .loading import (
     conversation_prefix_messages,
-    conversation_pressure_record,
-    forget_process_copies,
-    list_conversations,
     load_conversation,
     load_conversation_snapshot,
-    lock_conversations,
-    replace_conversation_locked,
-    save_conversation,
-    save_conversation_safely,
     stored_cursor,
     stored_starts_with,
 )
+from .locks import lock_conversations
+from .results import LoadedConversation, LockedConversation, SaveResult, StoredPrefix
 from .retained import prune_retained
+from .saving import replace_conversation_locked, save_conversation, save_conversation_safely
 from .transcript import (
     CLEARED_PLACEHOLDER,
     COMPACTION_SUMMARY_HEADER,

@@ -1,4 +1,4 @@
-"""Compaction (SPEC §2 invariant 8): summarize the turns before the latest one, activate by compare-and-swap.
+"""Compaction (docs/invariants.md#compaction): summarize the turns before the latest one, activate by compare-and-swap.
 
 The summarizer and the token counter are passed in by the provider layer, so this module never calls a provider
 and is testable without one. Usage of the summarizer call is billed by the caller like any provider call.
@@ -16,8 +16,10 @@ from providers.wire import WireError, validate_messages
 
 from .errors import CompactionError
 from .keys import ConversationKey
-from .persistence import _lock_header, _write_locked, load_conversation_snapshot
+from .loading import load_conversation_snapshot
+from .locks import conversation_header_for_update
 from .retained import retain_for_lease_holders
+from .rows import _write_locked
 from .transcript import COMPACTION_SUMMARY_HEADER, latest_turn_start, stored_json
 
 logger = logging.getLogger(__name__)
@@ -102,7 +104,7 @@ def compact_conversation(
         return CompactionOutcome("discarded", "candidate is not smaller", before, after, len(messages))
 
     with transaction.atomic():
-        header = _lock_header(key, create=False)
+        header = conversation_header_for_update(key, create=False)
         # Compare-and-swap: the list summarized must still be the stored one, else a concurrent turn would be lost.
         if header is None or header[1] != snapshot.version:
             return CompactionOutcome("conflict", "the conversation changed meanwhile", before, after, len(messages))

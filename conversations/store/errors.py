@@ -26,7 +26,7 @@ class ConversationConflict(ConflictError):
 
 
 class CompactionError(ServiceError):
-    """The summarizer failed: terminal for the run (SPEC §2 invariant 8)."""
+    """The summarizer failed: terminal for the run (docs/invariants.md#compaction)."""
 
     status = 502
     default_code = "compaction_failed"

@@ -1,4 +1,4 @@
-"""Per-key serialization of firings (SPEC §2 invariant 10).
+"""Per-key serialization of firings (docs/invariants.md#one-firing-per-conversation).
 
 A firing holds its conversation's lease across its steps (prepare, LLM step, tools, persist), which span several
 Celery tasks and transactions, so a row lock cannot do it. The lease is a row claimed with one conditional upsert:

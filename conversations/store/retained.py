@@ -14,9 +14,9 @@ import json
 from django.db import connection
 
 from conversations.models import AgentConversation, ConversationMessage, FiringLease, RetainedConversation
+from providers.readonly import read_only
 
 from .keys import ConversationKey
-from .readonly import read_only
 
 _HEADER = AgentConversation._meta.db_table
 _ROWS = ConversationMessage._meta.db_table

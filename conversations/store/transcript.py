@@ -1,7 +1,7 @@
 """Pure functions over message lists (MessageWire dicts): hashing, cursors, seeding, repair, caps and clearing.
 
 None of these touch the database, and none mutates its input: a changed message is a new dict, so a list the
-caller is about to send is never altered behind its back (SPEC §2 invariant 1).
+caller is about to send is never altered behind its back (docs/invariants.md#store-observes).
 """
 
 from __future__ import annotations
@@ -129,7 +129,8 @@ def close_unanswered_tool_calls(messages: list[dict]) -> list[dict]:
 
 
 def seed_request(system_prompt: str | dict | None, stored: list[dict], user_prompt: str | dict | None) -> list[dict]:
-    """A firing's initial list (SPEC §2 invariant 2): this firing's system prompt, the stored messages minus stored
+    """A firing's initial list (docs/invariants.md#seeding): this firing's system prompt, the stored messages minus
+    stored
     system messages (so a changed prompt takes effect), this firing's user prompt last."""
     head: list[dict] = []
     if isinstance(system_prompt, dict):

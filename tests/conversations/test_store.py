@@ -152,11 +152,11 @@ def test_loaded_messages_are_read_only_and_a_rebuilt_message_is_still_detected(k
 
 
 def test_an_unchanged_loaded_prefix_is_found_by_identity(key):
-    from conversations.store import persistence
+    from conversations.store import copies
 
     save_conversation(key, [system(), *turn(1)])
     loaded = load_conversation(key)
-    copy_held = persistence._copies.get(key).messages
+    copy_held = copies._copies.get(key).messages
     # The same objects, so the list comparison of the prefix stops at each pointer and never walks a message.
     assert copy_held is not loaded and all(a is b for a, b in zip(loaded, copy_held, strict=True))
     result = save_conversation(key, [*loaded, *turn(2)])
@@ -197,7 +197,7 @@ def test_invalid_messages_are_refused_by_save_and_swallowed_by_the_safe_save(key
                                                  "content": "c", "is_error": False}]}  # fmt: skip
     with pytest.raises(ConversationInvalid):
         save_conversation(key, [user("hi"), orphan_result])
-    with caplog.at_level(logging.ERROR, logger="conversations.store.persistence"):
+    with caplog.at_level(logging.ERROR, logger="conversations.store"):
         assert save_conversation_safely(key, [user("hi"), orphan_result]) is None
     record = next(r for r in caplog.records if "save failed" in r.getMessage())
     assert (record.workflow_id, record.generation, record.agent_node_id) == (
@@ -212,7 +212,7 @@ def test_invalid_messages_are_refused_by_save_and_swallowed_by_the_safe_save(key
 def test_a_save_that_fails_in_the_database_does_not_raise(key, caplog):
     # Given a save PostgreSQL refuses at commit (its workflow was deleted meanwhile: a foreign key violation)
     gone = conversation_key(key.workflow_id + 10_000, 1, "agent")
-    with caplog.at_level(logging.ERROR, logger="conversations.store.persistence"):
+    with caplog.at_level(logging.ERROR, logger="conversations.store"):
         result = save_conversation_safely(gone, [system(), user("after a billed call")])
     # Then the turn goes on: no exception, None, and a log line naming the key
     assert result is None
@@ -384,7 +384,7 @@ def test_a_stale_writer_with_expected_version_is_refused_not_applied(key):
 
 
 def test_process_copies_are_bounded_and_the_store_stays_correct_without_them(workflow, settings):
-    from conversations.store import persistence
+    from conversations.store import copies
 
     settings.CONVERSATION_CACHE_MAX_BYTES = 3000
     small, large = conversation_key(workflow.pk, 1, "small"), conversation_key(workflow.pk, 1, "large")
@@ -392,22 +392,22 @@ def test_process_copies_are_bounded_and_the_store_stays_correct_without_them(wor
     save_conversation(large, [user("l" * 5000)])
     load_conversation(small)
     load_conversation(large)
-    assert persistence._copies.get(small) is not None
-    assert persistence._copies.get(large) is None  # over the byte bound: never kept
+    assert copies._copies.get(small) is not None
+    assert copies._copies.get(large) is None  # over the byte bound: never kept
     result = save_conversation(large, [*load_conversation(large), assistant("ok")])
     assert (result.kept, result.written) == (1, 1)
     assert _without_ts(load_conversation(large)) == [user("l" * 5000), assistant("ok")]
 
 
 def test_an_append_after_another_process_wrote_falls_back_to_the_locked_path(key):
-    from conversations.store import persistence
+    from conversations.store import copies
 
     save_conversation(key, [user("q1"), assistant("a1")])
     mine = load_conversation(key)
-    stale = persistence._copies.get(key)  # this process's copy, at the current version
+    stale = copies._copies.get(key)  # this process's copy, at the current version
     # another process rewrites the row; this process's copy does not hear of it
     save_conversation(key, [user("q1"), assistant("theirs")])
-    persistence._copies._entries[key] = stale
+    copies._copies._entries[key] = stale
     result = save_conversation(key, [*mine, user("q2")])
     # the one-statement append did not apply; the locked path compared the stored hashes and rewrote from 1
     assert result.kept == 1 and result.written == 2
@@ -435,17 +435,17 @@ def test_a_non_message_anywhere_in_the_list_is_refused(key):
 
 
 def test_a_process_holding_a_copy_reads_only_the_rows_past_it(key):
-    from conversations.store import persistence
+    from conversations.store import copies
 
     base = [system("s"), *turn(1, tool=False)]
     save_conversation(key, base)
     load_conversation_snapshot(key)
-    held = persistence._copies.get(key)
+    held = copies._copies.get(key)
     grown = save_conversation(key, [*load_conversation_snapshot(key).messages, *turn(2, tool=False)])
     # Another process wrote the new turn: this one still holds the copy of the first messages. Its first message
     # is marked so the test can see whether the load took it from the copy or read it again.
     marked = {**held.messages[0], "meta": {"from": "copy"}}
-    persistence._copies._entries[key] = persistence._Copy(
+    copies._copies._entries[key] = copies._Copy(
         held.conversation_id, held.version, [marked, *held.messages[1:]], held.size_bytes, held.digest
     )
     snapshot = load_conversation_snapshot(key)
@@ -455,14 +455,14 @@ def test_a_process_holding_a_copy_reads_only_the_rows_past_it(key):
 
 
 def test_a_copy_whose_prefix_was_rewritten_is_not_reused(key):
-    from conversations.store import persistence
+    from conversations.store import copies
 
     save_conversation(key, [system("s"), *turn(1, tool=False)])
     load_conversation_snapshot(key)
-    held = persistence._copies.get(key)
+    held = copies._copies.get(key)
     with lock_conversations([key]):
         replace_conversation_locked(key, [system("s"), user("rewritten"), *turn(2, tool=False)])
-    persistence._copies._entries[key] = held  # stale: same length, other content
+    copies._copies._entries[key] = held  # stale: same length, other content
     snapshot = load_conversation_snapshot(key)
     assert snapshot.messages[1]["blocks"][0]["text"] == "rewritten"
 

@@ -1,6 +1,7 @@
-"""Read-only JSON containers for loaded messages.
+"""Read-only JSON containers for MessageWire messages the conversation store validated when it wrote them.
 
-A load hands the caller the very message objects this process keeps as its copy of the stored list, so a save of
+The unifier does not validate them again on every request (they cannot have changed). A store load hands the caller
+the very message objects this process keeps as its copy of the stored list, so a save of
 `[*loaded, *new]` finds the stored prefix by identity (a pointer per message) instead of walking every message.
 That is only sound if nobody can change those objects, so they refuse every change; a caller that wants a
 different message builds a new dict (`{**message, "meta": ...}`), which the save then compares by content.
