@@ -19,7 +19,6 @@ CITATION = re.compile(r"((?:docs/)?[A-Za-z_]+\.md|providers/README\.md)#([a-z0-9
 UNREADABLE = re.compile(r"SPEC\s*§|\bSPEC\b(?!\.md)|\binvariants? \d+|\binv\. \d+|RFC-\d+")
 
 
-
 def _files():
     suffixes = {pattern.removeprefix("*") for pattern in SCANNED}
     for folder, subfolders, names in os.walk(ROOT):

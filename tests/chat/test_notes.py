@@ -91,10 +91,10 @@ def test_a_stopped_run_whose_turn_was_saved_marks_its_notes_told(owner, inline, 
 
 
 def test_a_run_that_ended_before_its_turn_was_saved_offers_the_notes_again(owner, inline, monkeypatch, settings):
-    from agents.services.steps import prepare_payload
     from django.db import transaction
 
     from agents.services.firings import firing_end
+    from agents.services.prepare import prepare_payload
     from tests.chat.helpers import HeldDispatch
 
     workflow, _, _, _, (_, rated) = two_turns(owner)

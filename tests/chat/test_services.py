@@ -343,10 +343,10 @@ def test_a_note_reaches_the_next_message_and_is_told_only_after_it_answered(owne
 
 
 def test_a_note_is_offered_again_after_a_failed_run(owner, inline, monkeypatch, settings):
-    from agents.services.steps import prepare_payload
     from django.db import transaction
 
     from agents.services.firings import firing_end
+    from agents.services.prepare import prepare_payload
 
     workflow, _, _, _, _, run = two_turns(owner)
     chat_feedback_set(workflow=workflow, message_id=run.reply_message_id, rating="bad")
