@@ -46,6 +46,13 @@ class ChatObserver(FiringObserver):
             batcher.flush()
 
     def stream_event(self, *, firing, event: dict) -> None:
+        if event.get("type") == "runtime_step" and isinstance(event.get("tool_call"), dict):
+            # An agent runtime's own tool call or REPL cell (RLM), with its result when it finished: shown as a step
+            # like the firing's tool calls (a teammate's too); its result is the one observed, there is no
+            # ToolCallResult for it.
+            phase = event.get("phase") or "started"
+            self.tool_step(firing=firing, tool_call=event["tool_call"], phase=phase, result=event.get("result"))
+            return
         if firing.parent_id is not None:
             return  # a teammate's text is its answer to the lead, not to the owner
         if event.get("type") == "text_delta":
