@@ -55,9 +55,16 @@ def agent_config_of(node: dict) -> dict:
         "max_tokens_per_firing": params.get("max_tokens_per_firing") or settings.AGENT_MAX_TOKENS_PER_FIRING,
         "compaction_threshold": params.get("compaction_threshold") or settings.AGENT_COMPACTION_THRESHOLD,
         "runtime_tools": params.get("runtime_tools") or [],  # agent runtimes: the built-in tools allowed
-        "runtime_params": {k: params[k] for k in ("project", "location", "agent", "environment") if params.get(k)},
-        "rlm": {k.removeprefix("rlm_"): v for k, v in params.items() if k.startswith("rlm_")},  # RLM's options
+        "runtime_params": _runtime_params(params),
     }
+
+
+def _runtime_params(params: dict) -> dict:
+    """An agent runtime's own params, as RuntimeRun.params carries them: RLM's backend and limits (its `rlm_` params,
+    unprefixed), else where a Vertex agent lives (project, location, agent, environment)."""
+    if params.get("provider") == "rlm":
+        return {k.removeprefix("rlm_"): v for k, v in params.items() if k.startswith("rlm_")}
+    return {k: params[k] for k in ("project", "location", "agent", "environment") if params.get(k)}
 
 
 def prepare_payload(firing_id: str) -> None:

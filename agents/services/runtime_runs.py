@@ -130,9 +130,9 @@ def runtime_run_attach(firing: Firing, request) -> None:
     from providers.runtimes import RuntimeRun
 
     left = (firing.deadline_at - timezone.now()).total_seconds() if firing.deadline_at else 600.0
-    options = dict(firing.agent_config.get(firing.agent_config["provider"]) or {})
+    params = dict(firing.agent_config.get("runtime_params") or {})
     if firing.agent_config["provider"] == "rlm":
-        _use_backend_key(firing, request, options.get("backend") or "openai")
+        _use_backend_key(firing, request, params.get("backend") or "openai")
     request.runtime = RuntimeRun(
         home=runtime_home(firing),
         resume=_binding_for(firing) if firing.agent_config["provider"] in RESUMABLE else None,
@@ -143,8 +143,7 @@ def runtime_run_attach(firing: Firing, request) -> None:
         ],
         allowed_builtin_tools=list(firing.agent_config.get("runtime_tools") or []),
         wall_seconds=max(left, 1.0),
-        params=dict(firing.agent_config.get("runtime_params") or {}),
-        options=options,
+        params=params,
     )
 
 
@@ -152,7 +151,7 @@ def summary_provider(config: dict) -> str:
     """The provider a compaction summary of this agent's conversation is asked of: RLM's backend (a summary is one
     plain completion; nothing about it needs the sandbox), else the agent's own provider."""
     if config.get("provider") == "rlm":
-        return (config.get("rlm") or {}).get("backend") or "openai"
+        return (config.get("runtime_params") or {}).get("backend") or "openai"
     return config.get("provider") or "offline"
 
 

@@ -82,8 +82,8 @@ class RuntimeRun:
     tools: list[RuntimeTool] = field(default_factory=list)
     allowed_builtin_tools: list[str] = field(default_factory=list)  # the owner's allowlist; empty: none
     wall_seconds: float = 600.0
-    params: dict = field(default_factory=dict)  # the runtime's own agent params (Vertex: project, location...)
-    options: dict = field(default_factory=dict)  # the runtime's own agent params (RLM: backend and limits)
+    # The runtime's own agent params (Vertex: project, location, agent, environment; RLM: backend and limits).
+    params: dict = field(default_factory=dict)
 
 
 def split_request(messages: list[dict]) -> tuple[str, list[dict], str]:

@@ -89,7 +89,7 @@ def network_namespace_prefix() -> tuple[str, ...]:
 
 def _options(run: RuntimeRun | None) -> dict:
     options = dict(DEFAULTS)
-    options.update({k: v for k, v in ((run.options if run is not None else None) or {}).items() if v is not None})
+    options.update({k: v for k, v in ((run.params if run is not None else None) or {}).items() if v is not None})
     if options["backend"] not in BACKENDS:
         options["backend"] = "openai"
     return options
