@@ -2,6 +2,7 @@ import ipaddress
 import itertools
 import json
 import socket
+import sys
 
 import pytest
 
@@ -47,6 +48,14 @@ def pytest_configure(config):
     socket.socket.connect = _guarded_connect
     socket.socket.connect_ex = _guarded_connect_ex
     socket.getaddrinfo = _guarded_getaddrinfo
+
+
+@pytest.fixture(autouse=True)
+def _end_sockets_left_open():
+    yield
+    realtime = sys.modules.get("tests.realtime")
+    if realtime is not None:
+        realtime.SocketClient.end_all()
 
 
 _user_numbers = itertools.count(1)

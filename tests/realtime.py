@@ -27,6 +27,9 @@ class SocketClient:
 
     _loop: asyncio.AbstractEventLoop | None = None
     _loop_lock = threading.Lock()
+    # Every socket made in this process, so the end of a test can end the ones it left open: a consumer whose
+    # client never said goodbye keeps its periodic session re-check running into the next tests.
+    _made: list[SocketClient] = []
 
     @classmethod
     def _shared_loop(cls) -> asyncio.AbstractEventLoop:
@@ -47,6 +50,20 @@ class SocketClient:
         self.communicator = self._run(self._make(application, path, headers))
         self.connected = False
         self.close_code = None
+        SocketClient._made.append(self)
+
+    @classmethod
+    def end_all(cls) -> None:
+        """Say goodbye for every socket still running its consumer (also the ones the server closed: a consumer
+        that closed keeps running until the client's disconnect arrives, as it would from daphne)."""
+        made, cls._made = cls._made, []
+        for client in made:
+            if not client.communicator.future.done():
+                try:
+                    client._run(client.communicator.disconnect(timeout=5), timeout=10)
+                except (Exception, asyncio.CancelledError):  # an app that already failed has nothing left to end
+                    pass
+            client.connected = False
 
     async def _make(self, application, path, headers):
         return WebsocketCommunicator(application, path, headers=headers)

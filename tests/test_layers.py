@@ -8,7 +8,11 @@ still makes the importing module depend on the imported one; it only hides the c
 from __future__ import annotations
 
 import ast
+import functools
+import json
 import re
+import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -148,10 +152,20 @@ def import_circles(edges) -> list[list[str]]:
     return circles
 
 
+@functools.cache
 def _graph():
     apps, project = _declared_layers()
     modules = _modules(apps)
-    return apps, project, modules, import_edges(modules)
+    return apps, project, modules, _edges_in_a_quiet_interpreter()
+
+
+def _edges_in_a_quiet_interpreter() -> dict[str, dict[str, int]]:
+    # CPython 3.11 keeps one AST-building depth counter per interpreter, so an `ast.parse` in another thread
+    # (3.11's traceback printing parses source lines to draw its carets) can make ours fail with "AST constructor
+    # recursion depth mismatch". A fresh interpreter with no other threads walks the sources alone.
+    done = subprocess.run([sys.executable, __file__], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
 
 
 def test_every_app_is_in_the_layer_order():
@@ -189,3 +203,7 @@ def test_the_walk_sees_function_local_imports_and_circles(tmp_path):
     assert edges["low.a"] == {"high.b": 2}
     assert import_circles(edges) == [["high.b", "low.a"]]
     assert upward_imports(edges, ["low", "high"], set()) == ["low.a:2 imports high.b (high is above low)"]
+
+
+if __name__ == "__main__":
+    print(json.dumps(import_edges(_modules(_declared_layers()[0]))))
