@@ -17,6 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+HOLD_LIMIT_S = 60.0
+
 # --- the provider-neutral script a test writes -------------------------------------------------------------------
 
 
@@ -59,6 +61,9 @@ class Turn:
     cut: str | None = None
     chunk_delay_s: float = 0.0
     pause_after_first_text_s: float = 0.0  # a slow provider: a long silence right after the first text delta
+    # The stream waits after its first text delta until the test sets this: a test can look at a streaming answer
+    # for as long as it needs, instead of racing a stream that may be over before the page is looked at.
+    hold_after_first_text: threading.Event | None = None
 
 
 @dataclass
@@ -93,6 +98,7 @@ class SSE:
     cut_at: int | None = None
     delay_s: float = 0.0
     pauses: dict[int, float] = field(default_factory=dict)  # frame index -> seconds of silence after it
+    holds: dict[int, threading.Event] = field(default_factory=dict)  # frame index -> wait for the event after it
 
 
 class Rejected(Exception):
@@ -266,6 +272,8 @@ class FakeProviderServer:
                     time.sleep(sse.delay_s)
                 if index in sse.pauses:
                     time.sleep(sse.pauses[index])
+                if index in sse.holds:
+                    sse.holds[index].wait(timeout=HOLD_LIMIT_S)  # a test that never releases still ends
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client dropped the stream (Stop): that is allowed
         handler.close_connection = True
@@ -298,4 +306,7 @@ def stream_of(frames: list[bytes], labels: list[str], turn: Turn) -> SSE:
     pauses = {}
     if turn.pause_after_first_text_s and "text_delta" in labels:
         pauses[labels.index("text_delta")] = turn.pause_after_first_text_s
-    return SSE(frames, cut_index(labels, turn.cut), turn.chunk_delay_s, pauses)
+    holds = {}
+    if turn.hold_after_first_text is not None and "text_delta" in labels:
+        holds[labels.index("text_delta")] = turn.hold_after_first_text
+    return SSE(frames, cut_index(labels, turn.cut), turn.chunk_delay_s, pauses, holds)
