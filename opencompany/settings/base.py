@@ -126,6 +126,9 @@ REDIS_URL = env_str("REDIS_URL") or embedded.ensure_redis()
 USING_EMBEDDED_SERVICES = not env_str("DATABASE_URL") or not env_str("REDIS_URL")
 
 
+CHANNEL_LAYER_SOCKET_TIMEOUT_SECONDS = env_float("CHANNEL_LAYER_SOCKET_TIMEOUT_SECONDS", 15.0)
+
+
 def _channel_layer_host(url: str) -> dict:
     # A Redis restart leaves dead sockets in the layer's pools: check idle connections before use and retry a
     # command on a fresh connection, so the first socket after a restart does not fail.
@@ -136,6 +139,11 @@ def _channel_layer_host(url: str) -> dict:
 
     return {
         "address": url,
+        # The layer's receive blocks in BZPOPMIN for up to 5 s; redis-py 8 reads with a 5 s socket timeout by
+        # default, so an idle socket's receive timed out, was retried, and after ~27 s closed the page's socket
+        # with 1011. Reads get room beyond the blocking wait; connecting stays quick.
+        "socket_timeout": CHANNEL_LAYER_SOCKET_TIMEOUT_SECONDS,
+        "socket_connect_timeout": 2,
         "health_check_interval": 5,
         "socket_keepalive": True,
         "retry": Retry(ExponentialBackoff(cap=1.0, base=0.05), 4),

@@ -39,3 +39,22 @@ def test_a_foreign_origin_is_refused(owner):
     workflow = Workflow.objects.create(owner=owner, name="w")
     socket = SocketClient(f"/ws/workflows/{workflow.pk}/", user=owner, origin="http://evil.example")
     assert not socket.connect()
+
+
+def test_an_idle_socket_s_receive_outlasts_the_layer_s_blocking_wait():
+    # An open page with nothing to hear sits in the layer's BZPOPMIN; with the client's read timeout at or below
+    # that wait (redis-py 8's default is 5 s, the layer's wait 5 s) every idle page was dropped with 1011 after
+    # the retries ran out. One blocking wait on an empty channel must end with "nothing", not a timeout.
+    import asyncio
+
+    from channels_redis.core import RedisChannelLayer
+    from django.conf import settings
+
+    async def wait_on_an_empty_channel():
+        layer = RedisChannelLayer(**settings.CHANNEL_LAYERS["default"]["CONFIG"])
+        try:
+            return await layer.connection(0).bzpopmin("test-idle-channel-nobody-sends-to", timeout=layer.brpop_timeout)
+        finally:
+            await layer.flush()
+
+    assert asyncio.run(wait_on_an_empty_channel()) is None
