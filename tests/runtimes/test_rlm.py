@@ -18,8 +18,8 @@ from agents.models import Firing
 from agents.services.firings import firing_request_stop, firing_start
 from conversations.models import RuntimeSessionBinding, UsageRecord
 from conversations.store import conversation_key, load_conversation
-from providers.runtimes import rlm_sandbox
-from providers.runtimes.rlm import SCRIPT, network_namespace_prefix
+from providers.runtimes.rlm.launch import SCRIPT, network_namespace_prefix
+from providers.runtimes.rlm.sandbox import confinement as rlm_sandbox
 from providers.wire import validate_messages
 from tests.agents.factories import assistant_with
 from tests.fakes import FakeChatCompletions

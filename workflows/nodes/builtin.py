@@ -119,7 +119,7 @@ class AgentParams(BaseModel):
             raise ValueError("a vertex_agent needs project and agent")
         return self
 
-    # RLM only (provider "rlm", providers/runtimes/rlm.py): where its model runs and the limits of one run.
+    # RLM only (provider "rlm", providers/runtimes/rlm/): where its model runs and the limits of one run.
     rlm_backend: Literal["openai", "openai_compatible"] | None = Field(
         None,
         title="RLM backend",
