@@ -11,13 +11,15 @@ from django.db.models.functions import TruncDate
 
 from providers.runtimes import fidelity_of
 from workflows.graph.wiring import agent_for_context, node_by_id
-from workflows.models import Workflow, WorkflowGeneration
+from workflows.models import Workflow
 from workflows.nodes import IS_CONTEXT_PANEL, get_node_spec
+from workflows.selectors import live_graph
 
 from .models import (
     AgentConversation,
     ConversationMessage,
     OwnerConversationSettings,
+    RuntimeInteractionPoint,
     RuntimeSessionBinding,
     UsageRecord,
 )
@@ -31,18 +33,6 @@ class ContextTarget:
     label: str = ""  # what the owner calls it: the node's name, else "Context of <agent>"
 
 
-def live_graph(workflow: Workflow) -> dict:
-    """The live generation's graph snapshot (empty when the workflow was never started)."""
-    if not workflow.live_generation:
-        return {}
-    graph = (
-        WorkflowGeneration.objects.filter(workflow=workflow, number=workflow.live_generation)
-        .values_list("graph", flat=True)
-        .first()
-    )
-    return graph if isinstance(graph, dict) else {}
-
-
 def _label(node: dict | None) -> str:
     if not node:
         return ""
@@ -52,7 +42,7 @@ def _label(node: dict | None) -> str:
 
 def live_context_targets(workflow: Workflow) -> list[ContextTarget]:
     """Every Context node of the live generation and the agent it serves (docs/invariants.md#panel-live-only)."""
-    graph = live_graph(workflow)
+    graph = live_graph(workflow=workflow)
     targets = []
     for node in graph.get("nodes", []):
         spec = get_node_spec(node.get("type")) if isinstance(node, dict) else None
@@ -70,7 +60,7 @@ def live_context_targets(workflow: Workflow) -> list[ContextTarget]:
 
 def agent_model(workflow: Workflow, agent_node_id: str) -> tuple[str, str] | None:
     """(provider, model) of an agent node of the live generation."""
-    node = node_by_id(live_graph(workflow), agent_node_id) or {}
+    node = node_by_id(live_graph(workflow=workflow), agent_node_id) or {}
     params = node.get("params") or {}
     if not params.get("provider"):
         return None
@@ -221,7 +211,7 @@ def agent_runtime(workflow: Workflow, agent_node_id: str) -> dict | None:
     """What the live agent's conversation keeps beyond its messages: its provider's fidelity and, for Claude Code,
     the session binding (providers/README.md#fidelity). None when the agent is not in the live graph."""
 
-    node = node_by_id(live_graph(workflow), agent_node_id)
+    node = node_by_id(live_graph(workflow=workflow), agent_node_id)
     if node is None or node.get("type") != "agent":
         return None
     provider = (node.get("params") or {}).get("provider") or "offline"
@@ -245,7 +235,6 @@ def agent_runtime(workflow: Workflow, agent_node_id: str) -> dict | None:
 def _vertex_binding(workflow: Workflow, node: dict) -> dict | None:
     """The Vertex interaction (and environment) the next firing continues: the one recorded at the stored
     conversation's current cursor, or None when the next firing starts a new interaction from the record."""
-    from .models import RuntimeInteractionPoint
     from .store import conversation_key, stored_cursor
 
     cursor = stored_cursor(conversation_key(workflow.pk, workflow.live_generation, node["id"]))
@@ -295,4 +284,20 @@ def runtime_session_binding(key) -> RuntimeSessionBinding | None:
     """The agent runtime session (Claude Code) this stored conversation continues in, if one was recorded."""
     return RuntimeSessionBinding.objects.filter(
         workflow_id=key.workflow_id, generation=key.generation, agent_node_id=key.agent_node_id
+    ).first()
+
+
+def runtime_interaction_point(
+    key, *, runtime: str, agent_ref: str, cursor_length: int, cursor_digest: str
+) -> RuntimeInteractionPoint | None:
+    """The Vertex interaction recorded at exactly this stored cursor of the conversation, for this remote agent
+    (`agent_ref`: project/location/agent), if one was recorded."""
+    return RuntimeInteractionPoint.objects.filter(
+        workflow_id=key.workflow_id,
+        generation=key.generation,
+        agent_node_id=key.agent_node_id,
+        runtime=runtime,
+        agent_ref=agent_ref,
+        cursor_length=cursor_length,
+        cursor_digest=cursor_digest,
     ).first()

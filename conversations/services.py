@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from decimal import Decimal
 
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from opencompany.errors import ServiceError
 
-from .models import OwnerConversationSettings, RuntimeSessionBinding, UsageRecord
+from .models import OwnerConversationSettings, RuntimeInteractionPoint, RuntimeSessionBinding, UsageRecord
 from .store import clear_conversation
 
 _context_cleared_listeners: list = []
@@ -147,3 +147,35 @@ def runtime_session_binding_record(
         },
     )
     return binding
+
+
+def runtime_interaction_point_record(
+    *,
+    key,
+    runtime: str,
+    agent_ref: str,
+    cursor_length: int,
+    cursor_digest: str,
+    interaction_id: str,
+    environment_id: str,
+) -> RuntimeInteractionPoint | None:
+    """Keep which interaction (and environment) a conversation continues from at this stored cursor. None when a
+    concurrent save recorded the same point first (the other one is just as right)."""
+    try:
+        with transaction.atomic():
+            point, _ = RuntimeInteractionPoint.objects.update_or_create(
+                workflow_id=key.workflow_id,
+                generation=key.generation,
+                agent_node_id=key.agent_node_id,
+                cursor_length=cursor_length,
+                cursor_digest=cursor_digest,
+                defaults={
+                    "runtime": runtime,
+                    "agent_ref": agent_ref,
+                    "interaction_id": interaction_id,
+                    "environment_id": environment_id,
+                },
+            )
+    except IntegrityError:
+        return None
+    return point

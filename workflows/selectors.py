@@ -196,3 +196,27 @@ def live_generation_snapshot(*, workflow_id: int) -> LiveGeneration | None:
 
 def workflow_never_started(*, workflow_id: int) -> bool:
     return Workflow.objects.filter(pk=workflow_id, live_generation=0).exists()
+
+
+def live_graph(*, workflow: Workflow) -> dict:
+    """The graph snapshot of the generation `workflow` names live (empty when the workflow was never started)."""
+    if not workflow.live_generation:
+        return {}
+    graph = (
+        WorkflowGeneration.objects.filter(workflow=workflow, number=workflow.live_generation)
+        .values_list("graph", flat=True)
+        .first()
+    )
+    return graph if isinstance(graph, dict) else {}
+
+
+def generation_with_workflow(*, workflow_id: int, number: int) -> WorkflowGeneration | None:
+    """Generation `number` of the workflow, its workflow row read in the same query; None when it has none."""
+    return WorkflowGeneration.objects.select_related("workflow").filter(workflow_id=workflow_id, number=number).first()
+
+
+def generation_is_live(*, workflow_id: int, number: int) -> bool:
+    """Whether generation `number` is still live (an ended generation's conversations are never continued)."""
+    return WorkflowGeneration.objects.filter(
+        workflow_id=workflow_id, number=number, state=WorkflowGeneration.State.LIVE
+    ).exists()

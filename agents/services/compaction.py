@@ -96,11 +96,9 @@ def compact_context(
     from providers.billing import ledger_fields
     from providers.context import estimate_tokens
     from providers.types import ChatRequest, Usage
-    from workflows.models import WorkflowGeneration
+    from workflows.selectors import generation_with_workflow
 
-    generation_row = (
-        WorkflowGeneration.objects.select_related("workflow").filter(workflow_id=workflow_id, number=generation).first()
-    )
+    generation_row = generation_with_workflow(workflow_id=workflow_id, number=generation)
     if generation_row is None:
         return
     try:

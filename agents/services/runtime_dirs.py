@@ -30,6 +30,7 @@ from conversations import store
 from conversations.selectors import runtime_session_binding
 from conversations.store import conversation_key
 from providers.types import RUNTIMES
+from workflows.selectors import generation_is_live
 
 from .runtime_paths import conversation_runtime_home, firing_runtime_home
 
@@ -78,11 +79,7 @@ def _bound_home(workflow_id: int, generation: int, agent_node_id: str, home: Pat
 
 def _generation_live(workflow_id: int, generation: int) -> bool:
     """An ended generation's conversations are never continued (a new generation is a new key)."""
-    from workflows.models import WorkflowGeneration
-
-    return WorkflowGeneration.objects.filter(
-        workflow_id=workflow_id, number=generation, state=WorkflowGeneration.State.LIVE
-    ).exists()
+    return generation_is_live(workflow_id=workflow_id, number=generation)
 
 
 def conversation_dirs_remove(*, workflow_id: int, generation: int, agent_node_id: str) -> None:

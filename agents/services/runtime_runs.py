@@ -19,8 +19,14 @@ from django.utils import timezone
 from agents.models import Firing, LlmStep
 from agents.services.firings import firing_key
 from agents.services.runtime_paths import conversation_runtime_home, firing_runtime_home
-from conversations.selectors import runtime_session_binding
-from conversations.services import runtime_session_binding_record
+from agents.services.teammates import teammate_call_in_thread
+from agents.tools import prepare_tool_calls, run_tool
+from conversations import store
+from conversations.selectors import owner_tool_result_max_chars, runtime_interaction_point, runtime_session_binding
+from conversations.services import runtime_interaction_point_record, runtime_session_binding_record
+from provider_keys.selectors import owner_request_overrides
+from providers.runtimes import RuntimeRun, RuntimeTool
+from providers.types import RUNTIMES, ToolDefinition
 
 logger = logging.getLogger("agents.runtime")
 
@@ -30,8 +36,6 @@ POINTED = ("vertex_agent",)
 
 
 def is_runtime(firing: Firing) -> bool:
-    from providers.types import RUNTIMES
-
     return (firing.agent_config or {}).get("provider") in RUNTIMES
 
 
@@ -68,17 +72,13 @@ def _binding_for(firing: Firing) -> dict | None:
 def _point_for(firing: Firing, key, prefix: dict) -> dict | None:
     """The interaction recorded at exactly the stored cursor the firing extends (the latest turn's, or an earlier
     one a branch move rewound to), or None: then a new interaction starts from the record."""
-    from conversations.models import RuntimeInteractionPoint
-
-    point = RuntimeInteractionPoint.objects.filter(
-        workflow_id=key.workflow_id,
-        generation=key.generation,
-        agent_node_id=key.agent_node_id,
+    point = runtime_interaction_point(
+        key,
         runtime=firing.agent_config["provider"],
         agent_ref=agent_ref(firing),
         cursor_length=prefix["length"],
         cursor_digest=prefix["digest"],
-    ).first()
+    )
     if point is None:
         return None
     return {"interaction_id": point.interaction_id, "environment_id": point.environment_id}
@@ -91,12 +91,6 @@ def agent_ref(firing: Firing) -> str:
 
 
 def _project_tool(firing: Firing, binding: dict):
-    from agents.tools import prepare_tool_calls, run_tool
-    from conversations import store
-    from conversations.selectors import owner_tool_result_max_chars
-    from providers.runtimes import RuntimeTool
-    from providers.types import ToolDefinition
-
     def call(arguments: dict, call_id: str) -> tuple[str, bool]:
         # Runs on a thread of the runtime's event loop, while the CLI waits for the answer: its own connection,
         # closed after, and the same tool contract (and receipt key per call) as a native tool call.
@@ -113,10 +107,6 @@ def _project_tool(firing: Firing, binding: dict):
 
 
 def _teammate_tool(firing: Firing, binding: dict):
-    from agents.services.teammates import teammate_call_in_thread
-    from providers.runtimes import RuntimeTool
-    from providers.types import ToolDefinition
-
     def call(arguments: dict, call_id: str) -> tuple[str, bool]:
         return teammate_call_in_thread(firing=firing, binding=binding, arguments=arguments, call_id=call_id)
 
@@ -127,8 +117,6 @@ def runtime_run_attach(firing: Firing, request) -> None:
     """Put the RuntimeRun on `request` when the agent's provider is a runtime (a no-op otherwise)."""
     if not is_runtime(firing):
         return
-    from providers.runtimes import RuntimeRun
-
     left = (firing.deadline_at - timezone.now()).total_seconds() if firing.deadline_at else 600.0
     params = dict(firing.agent_config.get("runtime_params") or {})
     if firing.agent_config["provider"] == "rlm":
@@ -158,8 +146,6 @@ def summary_provider(config: dict) -> str:
 def _use_backend_key(firing: Firing, request, backend: str) -> None:
     """RLM calls its backend (OpenAI or an OpenAI-compatible server) from the worker: the owner's key for that
     backend when they stored one, else the environment's (providers.config)."""
-    from provider_keys.selectors import owner_request_overrides
-
     overrides = owner_request_overrides(owner_id=firing.workflow.owner_id, provider=backend)
     request.api_key = overrides.get("api_key")
     request.base_url = overrides.get("base_url")
@@ -200,28 +186,18 @@ def runtime_binding_record(firing: Firing, step: LlmStep) -> None:
 
 def _point_record(firing: Firing, key, prefix: dict, ids: dict) -> None:
     """Keep which interaction (and environment) the stored list's new cursor continues from."""
-    from django.db import IntegrityError, transaction
-
-    from conversations.models import RuntimeInteractionPoint
-
     if ids.get("status") not in ("completed", "incomplete", "budget_exceeded"):
         # Ended waiting for a function result nobody sent (a round limit, the deadline): that interaction cannot
         # take a new message, so the next firing starts from the record.
         return
-    try:
-        with transaction.atomic():
-            RuntimeInteractionPoint.objects.update_or_create(
-                workflow_id=key.workflow_id,
-                generation=key.generation,
-                agent_node_id=key.agent_node_id,
-                cursor_length=prefix["length"],
-                cursor_digest=prefix["digest"],
-                defaults={
-                    "runtime": firing.agent_config["provider"],
-                    "agent_ref": agent_ref(firing),
-                    "interaction_id": ids["interaction_id"],
-                    "environment_id": ids.get("environment_id") or "",
-                },
-            )
-    except IntegrityError:  # a concurrent save of the same point: the other one is just as right
+    point = runtime_interaction_point_record(
+        key=key,
+        runtime=firing.agent_config["provider"],
+        agent_ref=agent_ref(firing),
+        cursor_length=prefix["length"],
+        cursor_digest=prefix["digest"],
+        interaction_id=ids["interaction_id"],
+        environment_id=ids.get("environment_id") or "",
+    )
+    if point is None:  # a concurrent save of the same point: the other one is just as right
         logger.info("interaction point recorded twice", extra={"firing_id": str(firing.pk)})
