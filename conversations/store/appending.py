@@ -11,12 +11,20 @@ from conversations.events import ConversationChange, announce_change_on_commit
 from conversations.models import EMPTY_DIGEST
 from providers.wire import WireError, validate_messages
 
-from .copies import _copies, _Copy
+from .copies import ProcessCopy as _Copy
+from .copies import process_copies as _copies
 from .errors import ConversationConflict, ConversationInvalid
 from .keys import ConversationKey
 from .locks import conversation_header_for_update
-from .results import _HEADER, _INSERT_CHUNK, _ROWS, SaveResult, StoredPrefix
-from .rows import _check_list, _common_prefix, _NewRows, _validate_suffix, _write_rows_locked
+from .results import HEADER as _HEADER
+from .results import INSERT_CHUNK as _INSERT_CHUNK
+from .results import ROWS as _ROWS
+from .results import SaveResult, StoredPrefix
+from .rows import NewRows as _NewRows
+from .rows import check_list as _check_list
+from .rows import common_prefix as _common_prefix
+from .rows import validate_suffix as _validate_suffix
+from .rows import write_rows_locked as _write_rows_locked
 
 
 def _append_where(key: ConversationKey, rows: _NewRows, claim: str, claim_params: list, *, version: int) -> bool:
@@ -48,7 +56,7 @@ def _append_where(key: ConversationKey, rows: _NewRows, claim: str, claim_params
     return True
 
 
-def _append_in_one_statement(
+def append_in_one_statement(
     key: ConversationKey, messages: list[dict], expected_version: int | None
 ) -> SaveResult | None:
     """The common case — this process holds the verified copy and the caller appended a turn — as one statement
@@ -87,7 +95,7 @@ def _extend_copy_on_commit(key: ConversationKey, prefix: StoredPrefix, rows: _Ne
     transaction.on_commit(lambda: _copies.put(key, entry))
 
 
-def _append_after_known_prefix(key: ConversationKey, messages: list[dict], prefix: StoredPrefix) -> SaveResult | None:
+def append_after_known_prefix(key: ConversationKey, messages: list[dict], prefix: StoredPrefix) -> SaveResult | None:
     """An appended turn when the caller vouches that `messages[:prefix.length]` is the stored list it knows.
 
     No part of the stored list is read or compared: the header update is conditional on (version, digest,

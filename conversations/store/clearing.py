@@ -7,10 +7,10 @@ from django.db import connection, transaction
 
 from conversations.events import ConversationChange, announce_change_on_commit
 
-from .copies import _copies
+from .copies import process_copies
 from .keys import ConversationKey
 from .locks import conversation_headers_for_update
-from .results import _HEADER, _ROWS, StoredPrefix
+from .results import HEADER, ROWS, StoredPrefix
 from .retained import retain_for_lease_holders
 
 
@@ -32,14 +32,14 @@ def clear_conversation(workflow, generation: int | None = None, agent_node_id: s
             return 0
         ids = [row[0] for row in rows]
         retain_for_lease_holders(ids)
-        cursor.execute(f"DELETE FROM {_ROWS} WHERE conversation_id = ANY(%s)", [ids])
-        cursor.execute(f"DELETE FROM {_HEADER} WHERE id = ANY(%s)", [ids])
+        cursor.execute(f"DELETE FROM {ROWS} WHERE conversation_id = ANY(%s)", [ids])
+        cursor.execute(f"DELETE FROM {HEADER} WHERE id = ANY(%s)", [ids])
         # A runtime session continuing a cleared conversation would remember what the owner cleared.
         cursor.execute(f"DELETE FROM conversations_runtimesessionbinding WHERE {' AND '.join(where)}", params)
         cursor.execute(f"DELETE FROM conversations_runtimeinteractionpoint WHERE {' AND '.join(where)}", params)
         for _, gen, node in rows:
             key = ConversationKey(workflow_id, gen, node)
-            _copies.drop(key)
+            process_copies.drop(key)
             announce_change_on_commit(ConversationChange(workflow_id, gen, node, 0, 0, "clear"))
     return len(rows)
 
@@ -53,13 +53,13 @@ def clearable_result_sizes(key: ConversationKey, prefix: StoredPrefix) -> list[i
     serialization of itself every turn."""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"WITH c AS (SELECT id FROM {_HEADER} WHERE workflow_id = %s AND generation = %s AND agent_node_id = %s "
+            f"WITH c AS (SELECT id FROM {HEADER} WHERE workflow_id = %s AND generation = %s AND agent_node_id = %s "
             "AND version = %s AND digest = %s), "
-            f"latest AS (SELECT coalesce(max(m.position), 0) AS start FROM {_ROWS} m, c WHERE m.conversation_id = c.id "
+            f"latest AS (SELECT coalesce(max(m.position), 0) AS start FROM {ROWS} m, c WHERE m.conversation_id = c.id "
             "AND m.role = 'user' AND coalesce(m.data->'meta'->>'compaction_summary', '') <> 'true') "
-            f"SELECT CASE WHEN EXISTS (SELECT 1 FROM {_ROWS} m, c, latest WHERE m.conversation_id = c.id "
+            f"SELECT CASE WHEN EXISTS (SELECT 1 FROM {ROWS} m, c, latest WHERE m.conversation_id = c.id "
             "AND m.role = 'tool' AND m.position < latest.start AND coalesce(m.data->'meta'->>'cleared', '') <> 'true') "
-            f"THEN (SELECT array_agg(m.size_bytes ORDER BY m.position) FROM {_ROWS} m, c "
+            f"THEN (SELECT array_agg(m.size_bytes ORDER BY m.position) FROM {ROWS} m, c "
             "WHERE m.conversation_id = c.id) END",
             [key.workflow_id, key.generation, key.agent_node_id, prefix.version, prefix.digest],
         )

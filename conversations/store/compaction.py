@@ -19,7 +19,7 @@ from .keys import ConversationKey
 from .loading import load_conversation_snapshot
 from .locks import conversation_header_for_update
 from .retained import retain_for_lease_holders
-from .rows import _write_locked
+from .rows import write_locked
 from .transcript import COMPACTION_SUMMARY_HEADER, latest_turn_start, stored_json
 
 logger = logging.getLogger(__name__)
@@ -109,6 +109,6 @@ def compact_conversation(
         if header is None or header[1] != snapshot.version:
             return CompactionOutcome("conflict", "the conversation changed meanwhile", before, after, len(messages))
         retain_for_lease_holders([header[0]])
-        result = _write_locked(key, header, candidate, reason="compaction")
+        result = write_locked(key, header, candidate, reason="compaction")
     logger.info("conversation compacted", extra={**key.as_log(), "tokens_before": before, "tokens_after": after})
     return CompactionOutcome("compacted", "ok", before, after, result.message_count, result.version)

@@ -25,7 +25,7 @@ from .keys import ConversationKey
 
 
 @dataclass
-class _Copy:
+class ProcessCopy:
     conversation_id: int
     version: int
     messages: list[dict] = field(repr=False)  # parsed from the stored JSON; never handed to a caller
@@ -33,19 +33,19 @@ class _Copy:
     digest: str = EMPTY_DIGEST
 
 
-class _Copies:
+class ProcessCopies:
     def __init__(self) -> None:
-        self._entries: OrderedDict[ConversationKey, _Copy] = OrderedDict()
+        self._entries: OrderedDict[ConversationKey, ProcessCopy] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: ConversationKey) -> _Copy | None:
+    def get(self, key: ConversationKey) -> ProcessCopy | None:
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
                 self._entries.move_to_end(key)
             return entry
 
-    def put(self, key: ConversationKey, entry: _Copy) -> None:
+    def put(self, key: ConversationKey, entry: ProcessCopy) -> None:
         limit, max_bytes = settings.CONVERSATION_CACHE_ENTRIES, settings.CONVERSATION_CACHE_MAX_BYTES
         if limit <= 0 or entry.size_bytes > max_bytes:
             self.drop(key)
@@ -75,20 +75,20 @@ class _Copies:
             self._entries.clear()
 
 
-_copies = _Copies()
+process_copies = ProcessCopies()
 
 
 def forget_process_copies(key: ConversationKey | None = None) -> None:
     """Drop this process's copy of `key` (or of every key), as if another process had written last. Tests and the
     benchmark use it to exercise the cold path."""
     if key is None:
-        _copies.clear()
+        process_copies.clear()
     else:
-        _copies.drop(key)
+        process_copies.drop(key)
 
 
 @contextmanager
-def _gc_paused():
+def gc_paused():
     # Parsing a long conversation allocates tens of thousands of containers; letting the cyclic collector run
     # in the middle of it (and traverse the whole process) costs more than the parse itself.
     enabled = gc.isenabled()

@@ -13,10 +13,14 @@ from conversations.models import EMPTY_DIGEST, AgentConversation, ConversationMe
 from providers.readonly import read_only
 from providers.wire import ROLES, WireError
 
-from .copies import _copies, _Copy, _gc_paused
+from .copies import ProcessCopy as _Copy
+from .copies import gc_paused as _gc_paused
+from .copies import process_copies as _copies
 from .errors import ConversationConflict, ConversationLoadFailed, ConversationTooLarge
 from .keys import ConversationKey
-from .results import _HEADER, _ROWS, LoadedConversation, StoredPrefix
+from .results import HEADER as _HEADER
+from .results import ROWS as _ROWS
+from .results import LoadedConversation, StoredPrefix
 from .transcript import close_unanswered_tool_calls
 
 logger = logging.getLogger("conversations.store")

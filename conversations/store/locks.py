@@ -15,13 +15,13 @@ from django.db import connection, transaction
 from conversations.models import EMPTY_DIGEST
 
 from .keys import ConversationKey
-from .results import _HEADER, LockedConversation
+from .results import HEADER, LockedConversation
 
 
 def conversation_header_for_update(key: ConversationKey, *, create: bool) -> tuple | None:
     """Lock the conversation's header row (creating it when asked). Every write of its messages holds this lock."""
     select = (
-        f"SELECT id, version, message_count, size_bytes, digest FROM {_HEADER} "
+        f"SELECT id, version, message_count, size_bytes, digest FROM {HEADER} "
         "WHERE workflow_id = %s AND generation = %s AND agent_node_id = %s FOR UPDATE"
     )
     params = [key.workflow_id, key.generation, key.agent_node_id]
@@ -31,7 +31,7 @@ def conversation_header_for_update(key: ConversationKey, *, create: bool) -> tup
         if row is None and create:
             # ON CONFLICT: a concurrent creator wins the insert and we wait for its lock instead of failing.
             cursor.execute(
-                f"INSERT INTO {_HEADER} (workflow_id, generation, agent_node_id, message_count, size_bytes, version, "
+                f"INSERT INTO {HEADER} (workflow_id, generation, agent_node_id, message_count, size_bytes, version, "
                 "digest, created_at, updated_at) VALUES (%s, %s, %s, 0, 0, 0, %s, now(), now()) "
                 "ON CONFLICT (workflow_id, generation, agent_node_id) DO NOTHING",
                 [*params, EMPTY_DIGEST],
@@ -47,7 +47,7 @@ def conversation_headers_for_update(*, where: list[str], params: list) -> list[t
     move: byte order, as Python sorts `ConversationKey`s."""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT id, generation, agent_node_id FROM {_HEADER} WHERE {' AND '.join(where)} "
+            f"SELECT id, generation, agent_node_id FROM {HEADER} WHERE {' AND '.join(where)} "
             'ORDER BY generation, agent_node_id COLLATE "C" FOR UPDATE',
             params,
         )

@@ -8,13 +8,9 @@ from conversations.models import AgentConversation, ConversationMessage
 
 from .keys import ConversationKey
 
-_HEADER = AgentConversation._meta.db_table
-
-
-_ROWS = ConversationMessage._meta.db_table
-
-
-_INSERT_CHUNK = 1000
+HEADER = AgentConversation._meta.db_table  # one header row per stored conversation
+ROWS = ConversationMessage._meta.db_table  # its messages, one row each
+INSERT_CHUNK = 1000  # message rows per INSERT statement; a longer append takes the locked path
 
 
 @dataclass(frozen=True)

@@ -14,14 +14,14 @@ from conversations.events import ConversationChange, announce_change_on_commit
 from providers.readonly import read_only
 from providers.wire import WireError, validate_messages
 
-from .copies import _copies, _Copy
+from .copies import ProcessCopy, process_copies
 from .errors import ConversationInvalid
 from .keys import ConversationKey
-from .results import _HEADER, _INSERT_CHUNK, _ROWS, SaveResult
+from .results import HEADER, INSERT_CHUNK, ROWS, SaveResult
 from .transcript import EMPTY_CHAIN, chain_of, message_hash, stored_json, without_ts
 
 
-def _common_prefix(messages: list[dict], stored: list[dict], stored_count: int) -> int:
+def common_prefix(messages: list[dict], stored: list[dict], stored_count: int) -> int:
     limit = min(len(messages), stored_count)
     index = 0
     while index < limit:
@@ -46,7 +46,7 @@ def _common_prefix_by_hash(messages: list[dict], hashes: list[bytes]) -> int:
     return limit
 
 
-def _validate_suffix(messages: list[dict], start: int) -> None:
+def validate_suffix(messages: list[dict], start: int) -> None:
     """Validate what is about to be written, with enough context before it to pair tool results with calls."""
     if start >= len(messages):
         return
@@ -59,13 +59,13 @@ def _validate_suffix(messages: list[dict], start: int) -> None:
         raise ConversationInvalid(message=f"Refusing to store an invalid conversation: {exc}") from exc
 
 
-def _check_list(messages) -> None:
+def check_list(messages) -> None:
     if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
         raise ConversationInvalid(message="messages must be a list of MessageWire dicts")
 
 
 @dataclass(frozen=True)
-class _NewRows:
+class NewRows:
     """What a save writes for `messages[start:]`: each message with its `ts` stamped, as stored JSON, its hash and
     the chain continuing from the prefix's digest. Built before any write, so a message that cannot be stored
     fails the save before it changes anything."""
@@ -79,11 +79,11 @@ class _NewRows:
     previous: bytes
 
     @classmethod
-    def after(cls, messages: list[dict], start: int, previous: bytes) -> _NewRows:
+    def after(cls, messages: list[dict], start: int, previous: bytes) -> NewRows:
         return cls.of_suffix(messages[start:], start, previous)
 
     @classmethod
-    def of_suffix(cls, new_messages: list[dict], start: int, previous: bytes) -> _NewRows:
+    def of_suffix(cls, new_messages: list[dict], start: int, previous: bytes) -> NewRows:
         now = timezone.now().isoformat()
         suffix = [m if m.get("ts") else {**m, "ts": now} for m in new_messages]
         try:
@@ -119,22 +119,22 @@ class _NewRows:
         return [read_only(json.loads(text)) for text in self.texts]
 
 
-def _write_locked(key: ConversationKey, header: tuple, messages: list[dict], *, reason: str) -> SaveResult:
+def write_locked(key: ConversationKey, header: tuple, messages: list[dict], *, reason: str) -> SaveResult:
     conversation_id, version, stored_count, stored_size, stored_digest = header
-    copy = _copies.get(key)
+    copy = process_copies.get(key)
     if copy is not None and (copy.conversation_id, copy.version) != (conversation_id, version):
         copy = None
     if copy is not None and len(copy.messages) == stored_count:
-        kept = _common_prefix(messages, copy.messages, stored_count)
+        kept = common_prefix(messages, copy.messages, stored_count)
     else:
         copy = None
         with connection.cursor() as cursor:
-            cursor.execute(f"SELECT hash FROM {_ROWS} WHERE conversation_id = %s ORDER BY position", [conversation_id])
+            cursor.execute(f"SELECT hash FROM {ROWS} WHERE conversation_id = %s ORDER BY position", [conversation_id])
             kept = _common_prefix_by_hash(messages, [bytes(row[0]) for row in cursor.fetchall()])
     if kept == len(messages) == stored_count:
         # Nothing changed: no write, no version bump, no event (an idempotent replay announces nothing).
         return SaveResult(key, False, stored_count, kept, 0, 0, version, stored_digest, size_bytes=stored_size)
-    _validate_suffix(messages, kept)
+    validate_suffix(messages, kept)
     removed = stored_count - kept
 
     with connection.cursor() as cursor:
@@ -144,14 +144,14 @@ def _write_locked(key: ConversationKey, header: tuple, messages: list[dict], *, 
             previous = EMPTY_CHAIN
         else:
             cursor.execute(
-                f"SELECT chain FROM {_ROWS} WHERE conversation_id = %s AND position = %s", [conversation_id, kept - 1]
+                f"SELECT chain FROM {ROWS} WHERE conversation_id = %s AND position = %s", [conversation_id, kept - 1]
             )
             previous = bytes(cursor.fetchone()[0])
-        rows = _NewRows.after(messages, kept, previous)  # raises before anything is written
+        rows = NewRows.after(messages, kept, previous)  # raises before anything is written
         removed_size = 0
         if removed:
             cursor.execute(
-                f"WITH gone AS (DELETE FROM {_ROWS} WHERE conversation_id = %s AND position >= %s "
+                f"WITH gone AS (DELETE FROM {ROWS} WHERE conversation_id = %s AND position >= %s "
                 "RETURNING size_bytes) "
                 "SELECT coalesce(sum(size_bytes), 0) FROM gone",
                 [conversation_id, kept],
@@ -159,21 +159,21 @@ def _write_locked(key: ConversationKey, header: tuple, messages: list[dict], *, 
             removed_size = cursor.fetchone()[0]
         count, digest, size = len(messages), rows.digest, stored_size - removed_size + rows.size
         header_update = (
-            f"UPDATE {_HEADER} SET message_count = %s, size_bytes = %s, version = version + 1, digest = %s, "
+            f"UPDATE {HEADER} SET message_count = %s, size_bytes = %s, version = version + 1, digest = %s, "
             "updated_at = now() WHERE id = %s"
         )
         header_params = [count, size, digest, conversation_id]
-        starts = list(range(0, len(rows.texts), _INSERT_CHUNK))
+        starts = list(range(0, len(rows.texts), INSERT_CHUNK))
         if not starts:
             cursor.execute(header_update, header_params)
         for first in starts:
-            chunk = range(first, min(first + _INSERT_CHUNK, len(rows.texts)))
+            chunk = range(first, min(first + INSERT_CHUNK, len(rows.texts)))
             values = ", ".join(["(%s, %s, %s, %s::json, %s, %s, %s)"] * len(chunk))
             params: list = []
             for i in chunk:
                 params += [conversation_id, *rows.values(i)]
             insert = (
-                f"INSERT INTO {_ROWS} (conversation_id, position, role, data, hash, chain, size_bytes) VALUES {values}"
+                f"INSERT INTO {ROWS} (conversation_id, position, role, data, hash, chain, size_bytes) VALUES {values}"
             )
             if first == starts[-1]:
                 # The last insert and the header update travel as one statement: one round trip fewer per turn.
@@ -183,39 +183,39 @@ def _write_locked(key: ConversationKey, header: tuple, messages: list[dict], *, 
     new_version = version + 1
 
     if copy is not None:
-        entry = _Copy(conversation_id, new_version, copy.messages[:kept] + rows.parsed(), size, digest)
+        entry = ProcessCopy(conversation_id, new_version, copy.messages[:kept] + rows.parsed(), size, digest)
         # Only a committed state may be trusted as "what is stored".
-        transaction.on_commit(lambda: _copies.put(key, entry))
+        transaction.on_commit(lambda: process_copies.put(key, entry))
     else:
-        _copies.drop(key)
+        process_copies.drop(key)
     announce_change_on_commit(
         ConversationChange(key.workflow_id, key.generation, key.agent_node_id, count, new_version, reason)
     )
     return SaveResult(key, True, count, kept, len(rows.texts), removed, new_version, digest, size_bytes=size)
 
 
-def _write_rows_locked(key: ConversationKey, header: tuple, rows: _NewRows, count: int, *, reason: str) -> SaveResult:
+def write_rows_locked(key: ConversationKey, header: tuple, rows: NewRows, count: int, *, reason: str) -> SaveResult:
     """Insert `rows` after the locked header's list (which has exactly `rows.start` messages)."""
     conversation_id, version, _stored_count, stored_size, _digest = header
     with connection.cursor() as cursor:
-        for first in range(0, len(rows.texts), _INSERT_CHUNK):
-            chunk = range(first, min(first + _INSERT_CHUNK, len(rows.texts)))
+        for first in range(0, len(rows.texts), INSERT_CHUNK):
+            chunk = range(first, min(first + INSERT_CHUNK, len(rows.texts)))
             values = ", ".join(["(%s, %s, %s, %s::json, %s, %s, %s)"] * len(chunk))
             params: list = []
             for i in chunk:
                 params += [conversation_id, *rows.values(i)]
             cursor.execute(
-                f"INSERT INTO {_ROWS} (conversation_id, position, role, data, hash, chain, size_bytes) VALUES {values}",
+                f"INSERT INTO {ROWS} (conversation_id, position, role, data, hash, chain, size_bytes) VALUES {values}",
                 params,
             )
         size = stored_size + rows.size
         cursor.execute(
-            f"UPDATE {_HEADER} SET message_count = %s, size_bytes = %s, version = version + 1, digest = %s, "
+            f"UPDATE {HEADER} SET message_count = %s, size_bytes = %s, version = version + 1, digest = %s, "
             "updated_at = now() WHERE id = %s",
             [count, size, rows.digest, conversation_id],
         )
     new_version = version + 1
-    _copies.drop(key)
+    process_copies.drop(key)
     announce_change_on_commit(
         ConversationChange(key.workflow_id, key.generation, key.agent_node_id, count, new_version, reason)
     )

@@ -9,13 +9,15 @@ from django.db import connection, transaction
 
 from conversations.models import EMPTY_DIGEST
 
-from .appending import _append_after_known_prefix, _append_in_one_statement
+from .appending import append_after_known_prefix as _append_after_known_prefix
+from .appending import append_in_one_statement as _append_in_one_statement
 from .errors import ConversationConflict, ConversationInvalid
 from .keys import ConversationKey
 from .locks import conversation_header_for_update
 from .results import SaveResult, StoredPrefix
 from .retained import retain_for_lease_holders
-from .rows import _check_list, _write_locked
+from .rows import check_list as _check_list
+from .rows import write_locked as _write_locked
 
 logger = logging.getLogger("conversations.store")
 

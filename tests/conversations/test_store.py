@@ -156,7 +156,7 @@ def test_an_unchanged_loaded_prefix_is_found_by_identity(key):
 
     save_conversation(key, [system(), *turn(1)])
     loaded = load_conversation(key)
-    copy_held = copies._copies.get(key).messages
+    copy_held = copies.process_copies.get(key).messages
     # The same objects, so the list comparison of the prefix stops at each pointer and never walks a message.
     assert copy_held is not loaded and all(a is b for a, b in zip(loaded, copy_held, strict=True))
     result = save_conversation(key, [*loaded, *turn(2)])
@@ -392,8 +392,8 @@ def test_process_copies_are_bounded_and_the_store_stays_correct_without_them(wor
     save_conversation(large, [user("l" * 5000)])
     load_conversation(small)
     load_conversation(large)
-    assert copies._copies.get(small) is not None
-    assert copies._copies.get(large) is None  # over the byte bound: never kept
+    assert copies.process_copies.get(small) is not None
+    assert copies.process_copies.get(large) is None  # over the byte bound: never kept
     result = save_conversation(large, [*load_conversation(large), assistant("ok")])
     assert (result.kept, result.written) == (1, 1)
     assert _without_ts(load_conversation(large)) == [user("l" * 5000), assistant("ok")]
@@ -404,10 +404,10 @@ def test_an_append_after_another_process_wrote_falls_back_to_the_locked_path(key
 
     save_conversation(key, [user("q1"), assistant("a1")])
     mine = load_conversation(key)
-    stale = copies._copies.get(key)  # this process's copy, at the current version
+    stale = copies.process_copies.get(key)  # this process's copy, at the current version
     # another process rewrites the row; this process's copy does not hear of it
     save_conversation(key, [user("q1"), assistant("theirs")])
-    copies._copies._entries[key] = stale
+    copies.process_copies._entries[key] = stale
     result = save_conversation(key, [*mine, user("q2")])
     # the one-statement append did not apply; the locked path compared the stored hashes and rewrote from 1
     assert result.kept == 1 and result.written == 2
@@ -440,12 +440,12 @@ def test_a_process_holding_a_copy_reads_only_the_rows_past_it(key):
     base = [system("s"), *turn(1, tool=False)]
     save_conversation(key, base)
     load_conversation_snapshot(key)
-    held = copies._copies.get(key)
+    held = copies.process_copies.get(key)
     grown = save_conversation(key, [*load_conversation_snapshot(key).messages, *turn(2, tool=False)])
     # Another process wrote the new turn: this one still holds the copy of the first messages. Its first message
     # is marked so the test can see whether the load took it from the copy or read it again.
     marked = {**held.messages[0], "meta": {"from": "copy"}}
-    copies._copies._entries[key] = copies._Copy(
+    copies.process_copies._entries[key] = copies.ProcessCopy(
         held.conversation_id, held.version, [marked, *held.messages[1:]], held.size_bytes, held.digest
     )
     snapshot = load_conversation_snapshot(key)
@@ -459,10 +459,10 @@ def test_a_copy_whose_prefix_was_rewritten_is_not_reused(key):
 
     save_conversation(key, [system("s"), *turn(1, tool=False)])
     load_conversation_snapshot(key)
-    held = copies._copies.get(key)
+    held = copies.process_copies.get(key)
     with lock_conversations([key]):
         replace_conversation_locked(key, [system("s"), user("rewritten"), *turn(2, tool=False)])
-    copies._copies._entries[key] = held  # stale: same length, other content
+    copies.process_copies._entries[key] = held  # stale: same length, other content
     snapshot = load_conversation_snapshot(key)
     assert snapshot.messages[1]["blocks"][0]["text"] == "rewritten"
 
