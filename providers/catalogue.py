@@ -65,19 +65,20 @@ def _read(path: str) -> dict:
     return json.loads(Path(path).read_text())
 
 
-def _load() -> dict:
+def catalogue_data() -> dict:
+    """The whole model catalogue: per provider, its model families and their numbers (cached per file)."""
     # PROVIDER_CATALOGUE_PATH lets a deployment ship its own families without a code change.
     return _read(str(config.setting("PROVIDER_CATALOGUE_PATH") or CATALOGUE_PATH))
 
 
 def catalogue_entries(provider: str) -> dict[str, dict]:
-    return {name: entry for name, entry in _load().get(provider, {}).items() if name != "*"}
+    return {name: entry for name, entry in catalogue_data().get(provider, {}).items() if name != "*"}
 
 
 def capabilities(provider: str, model: str) -> Capabilities:
     if provider not in PROVIDERS:
         raise UnknownProviderError(f"unknown provider {provider!r}", provider=provider)
-    entries = _load().get(provider, {})
+    entries = catalogue_data().get(provider, {})
     bare = model.removeprefix("models/")  # Gemini accepts both spellings
     # Dated snapshots ("gpt-4.1-2025-04-14") share their family's numbers: longest matching prefix wins.
     prefixes = sorted((name for name in entries if name != "*" and bare.startswith(name)), key=len, reverse=True)

@@ -8,7 +8,7 @@ the palette; the Context is added from an agent's context handle instead.
 from __future__ import annotations
 
 from providers import config as provider_config
-from providers.catalogue import _load
+from providers.catalogue import catalogue_data
 from providers.types import PROVIDERS
 
 from .nodes import IS_AGENT, IS_CONTEXT_PANEL, IS_TRIGGER, REQUIRES_CONTEXT, SYSTEM_MANAGED, NodeSpec, node_specs
@@ -63,9 +63,7 @@ def node_type_data(spec: NodeSpec) -> dict:
 
 
 def _catalogue_entries() -> dict:
-    # providers/ exposes prices per model but no listing yet; its loader is the one source of the catalogue data.
-
-    return _load()
+    return catalogue_data()
 
 
 def provider_catalogue() -> list[dict]:

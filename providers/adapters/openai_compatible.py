@@ -29,7 +29,7 @@ from .common import (
     system_text,
 )
 from .openai_errors import map_openai_error
-from .openai_responses import _client
+from .openai_responses import openai_client
 
 PROVIDER = "openai_compatible"
 
@@ -50,7 +50,7 @@ def make_client(request: ChatRequest) -> tuple[openai.OpenAI, str | None]:
         check_outbound_url(base_url, allowed_hosts=policy.allowed_hosts, allow_http=policy.allow_http)
         return _guarded_client(api_key or "not-needed", base_url, connect, read, policy), api_key
     # Local servers usually take any key; the client is cached like the Responses one.
-    return _client(api_key or "not-needed", base_url, connect, read), api_key
+    return openai_client(api_key or "not-needed", base_url, connect, read), api_key
 
 
 @lru_cache(maxsize=32)

@@ -30,12 +30,12 @@ REASONING_EFFORT = {"low": "low", "medium": "medium", "high": "high", "minimal":
 def make_client(request: ChatRequest) -> tuple[openai.OpenAI, str | None]:
     api_key = config.api_key_for(PROVIDER, request.api_key)
     connect, read = config.timeouts()
-    client = _client(api_key or "missing-api-key", config.base_url_for(PROVIDER, request.base_url), connect, read)
+    client = openai_client(api_key or "missing-api-key", config.base_url_for(PROVIDER, request.base_url), connect, read)
     return client, api_key
 
 
 @lru_cache(maxsize=32)
-def _client(api_key: str, base_url: str | None, connect: float, read: float) -> openai.OpenAI:
+def openai_client(api_key: str, base_url: str | None, connect: float, read: float) -> openai.OpenAI:
     # Cached: building a client loads the CA bundle (~0.1 s), and a shared client reuses its connections.
     return openai.OpenAI(
         api_key=api_key,
