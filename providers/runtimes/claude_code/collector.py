@@ -5,6 +5,17 @@ from __future__ import annotations
 
 import json
 
+from claude_agent_sdk import (
+    AssistantMessage,
+    ResultMessage,
+    StreamEvent,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    UserMessage,
+)
+
 from ...types import ChatRequest, ChatResult, Usage
 from ...wire import text_block, tool_call_block, tool_result_message
 from .session import PROVIDER
@@ -24,8 +35,6 @@ class Collector:
         self._partial_id: str | None = None
 
     def add(self, item) -> None:
-        from claude_agent_sdk import AssistantMessage, ResultMessage, StreamEvent, UserMessage
-
         if isinstance(item, StreamEvent):
             self._event(item.event)
         elif isinstance(item, AssistantMessage):
@@ -71,8 +80,6 @@ class Collector:
                 self.stream.emit({"type": "thinking_end"})
 
     def _assistant(self, item) -> None:
-        from claude_agent_sdk import TextBlock, ThinkingBlock, ToolUseBlock
-
         blocks = []
         for block in item.content:
             if isinstance(block, TextBlock):
@@ -102,8 +109,6 @@ class Collector:
         self.observed.append(message)
 
     def _user(self, item) -> None:
-        from claude_agent_sdk import ToolResultBlock
-
         if not isinstance(item.content, list):
             return  # the prompt (already the firing's user message) or a runtime-injected text
         for block in item.content:

@@ -10,6 +10,9 @@ import threading
 import time
 from pathlib import Path
 
+import claude_agent_sdk
+from claude_agent_sdk import create_sdk_mcp_server, tool
+
 from ... import config
 from ...types import ChatRequest
 from .. import RuntimeRun
@@ -53,14 +56,10 @@ for _name in ("claude_agent_sdk._internal.query", "claude_agent_sdk._internal.tr
 
 
 def _bundled_cli() -> str:
-    import claude_agent_sdk
-
     return str(Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude")
 
 
 def _mcp_server(run: RuntimeRun):
-    from claude_agent_sdk import create_sdk_mcp_server, tool
-
     tools = []
     for item in run.tools:
 

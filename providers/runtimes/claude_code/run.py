@@ -11,6 +11,8 @@ import threading
 import time
 from pathlib import Path
 
+from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient
+
 from ...errors import AuthError, NetworkError, ProviderError, RateLimitedError, ServerError
 from ...types import ChatRequest, ChatResult
 from .. import RuntimeRun, split_request
@@ -40,8 +42,6 @@ def _chat(request: ChatRequest, stream, run: RuntimeRun) -> ChatResult:
     inbox: queue.Queue = queue.Queue()
 
     def produce() -> None:
-        from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient
-
         async def main() -> None:
             async with ClaudeSDKClient(ClaudeAgentOptions(**options_kwargs)) as client:
                 await client.query(session.prompt)

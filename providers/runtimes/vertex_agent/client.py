@@ -5,6 +5,14 @@ from __future__ import annotations
 
 import json
 
+import google.oauth2.credentials
+from google import genai
+from google.auth import exceptions as auth_exceptions
+from google.auth.transport.requests import Request
+from google.genai import _interactions_errors as interaction_errors
+from google.genai import types
+from google.oauth2 import service_account
+
 from ... import config
 from ...errors import AuthError, NetworkError, ProviderError, RateLimitedError, ServerError, classify_status
 from ...types import ChatRequest
@@ -32,9 +40,6 @@ def _secret(request: ChatRequest) -> str | None:
 def credentials_from(secret: str | None):
     """A service account JSON (its own token endpoint signs us in) or an OAuth access token. Never the metadata
     server or gcloud's defaults: a worker must not quietly act as whatever identity its host happens to have."""
-    import google.oauth2.credentials
-    from google.oauth2 import service_account
-
     if not secret:
         raise AuthError(
             "no Vertex credentials: store a service account JSON or an access token on the provider keys page, or "
@@ -63,9 +68,6 @@ def credentials_from(secret: str | None):
 
 
 def make_client(request: ChatRequest, params: VertexParams, *, wall_seconds: float):
-    from google import genai
-    from google.genai import types
-
     credentials = credentials_from(_secret(request))
     base_url = config.base_url_for(PROVIDER, request.base_url)
     connect, read = config.timeouts()
@@ -84,14 +86,11 @@ def make_client(request: ChatRequest, params: VertexParams, *, wall_seconds: flo
 
 
 def map_error(exc: BaseException) -> ProviderError:
-    from google.auth import exceptions as auth_exceptions
-    from google.genai import _interactions_errors as errors
-
     if isinstance(exc, ProviderError):
         return exc
     if isinstance(exc, auth_exceptions.GoogleAuthError):
         return AuthError(f"{PROVIDER}: signing in failed: {exc}", provider=PROVIDER)
-    if isinstance(exc, errors.APIStatusError):
+    if isinstance(exc, interaction_errors.APIStatusError):
         body = exc.body if isinstance(exc.body, dict) else {}
         detail = body.get("error") if isinstance(body.get("error"), dict) else body
         text = str((detail or {}).get("message") or exc.message or "error")
@@ -99,7 +98,7 @@ def map_error(exc: BaseException) -> ProviderError:
         if status == 429:
             return RateLimitedError(f"{PROVIDER} returned 429: {text}", provider=PROVIDER, status=429)
         return classify_status(status, text, provider=PROVIDER)
-    if isinstance(exc, errors.APIConnectionError | OSError):
+    if isinstance(exc, interaction_errors.APIConnectionError | OSError):
         return NetworkError(f"{PROVIDER}: connection failed ({type(exc).__name__})", provider=PROVIDER)
     return ServerError(f"{PROVIDER}: unexpected {type(exc).__name__}: {exc}", provider=PROVIDER)
 
@@ -107,8 +106,6 @@ def map_error(exc: BaseException) -> ProviderError:
 def check_credentials(request: ChatRequest) -> None:
     """Prove the stored credentials sign in: a service account gets an access token from its token endpoint (no
     interaction, nothing billed); an access token is taken as given (Google checks it on the first call)."""
-    from google.auth.transport.requests import Request
-
     credentials = credentials_from(_secret(request))
     if getattr(credentials, "token", None) and not hasattr(credentials, "service_account_email"):
         return
