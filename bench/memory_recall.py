@@ -341,9 +341,10 @@ def measure(
 ):
     # remember: the service with no embedder (no projection row, no task), into the benchmark namespace
     selectors.get_embedder = lambda name=None: NoEmbedder()
-    import memory.services as services_module
+    import memory.services.announce as announce_module
+    import memory.services.embeddings as embeddings_module
 
-    services_module.get_embedder = lambda name=None: NoEmbedder()
+    embeddings_module.get_embedder = lambda name=None: NoEmbedder()
     counter = iter(range(10**9))
 
     def remember_once():
@@ -359,12 +360,12 @@ def measure(
     with_broadcast_ms = timed(remember_once, remember_n)
     # The on-commit `memory.updated` broadcast (opencompany.realtime) runs in the caller's thread after the commit;
     # measured apart so the figure is memory's own write.
-    real_publish = services_module.publish_memory_updated
-    services_module.publish_memory_updated = lambda **kwargs: None
+    real_publish = announce_module.publish_memory_updated
+    announce_module.publish_memory_updated = lambda **kwargs: None
     try:
         remember_ms = timed(remember_once, remember_n)
     finally:
-        services_module.publish_memory_updated = real_publish
+        announce_module.publish_memory_updated = real_publish
 
     # The floor under any durable write here: one single-row INSERT committed (WAL flush) on the same server.
     with connection.cursor() as cursor:

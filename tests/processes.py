@@ -142,11 +142,11 @@ def wait_for_port(port: int, process: ManagedProcess | None = None, *, timeout: 
 
 
 def start_spare_redis(tmp_path: Path) -> tuple[subprocess.Popen, str]:
-    from opencompany.embedded import _redis_server_binary
+    from opencompany.embedded import redis_server_binary
 
     port = free_port()
     process = subprocess.Popen(
-        [_redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(tmp_path)],
+        [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", str(tmp_path)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -46,13 +46,13 @@ def test_405_is_json(owner_client):
 
 
 def test_an_unhandled_api_error_is_a_json_500(owner_client):
-    with mock.patch("workflows.apis.workflows_for_owner", side_effect=RuntimeError("boom")):
+    with mock.patch("workflows.apis.workflows.workflows_for_owner", side_effect=RuntimeError("boom")):
         body = assert_error_shape(owner_client.get("/api/workflows/"), 500, "server_error")
     assert "boom" not in json.dumps(body)
 
 
 def test_a_database_error_answers_503_unavailable_with_retry_after(owner_client, settings):
-    with mock.patch("workflows.apis.workflows_for_owner", side_effect=OperationalError("connection refused")):
+    with mock.patch("workflows.apis.workflows.workflows_for_owner", side_effect=OperationalError("connection refused")):
         response = owner_client.get("/api/workflows/")
     assert_error_shape(response, 503, "unavailable")
     assert response["Retry-After"] == str(settings.UNAVAILABLE_RETRY_AFTER_SECONDS)
@@ -66,7 +66,9 @@ def test_a_database_error_during_token_authentication_answers_503(client, owner)
 
 
 def test_a_redis_error_answers_503(owner_client):
-    with mock.patch("workflows.apis.workflows_for_owner", side_effect=redis.exceptions.ConnectionError("down")):
+    with mock.patch(
+        "workflows.apis.workflows.workflows_for_owner", side_effect=redis.exceptions.ConnectionError("down")
+    ):
         assert_error_shape(owner_client.get("/api/workflows/"), 503, "unavailable")
 
 

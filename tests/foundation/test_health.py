@@ -40,10 +40,10 @@ def test_healthz_names_redis_when_it_is_down_and_recovers(client, settings, tmp_
             process.kill()
     # The same port comes back: health follows without a restart of the web process.
     port = url.rsplit(":", 1)[1].split("/")[0]
-    from opencompany.embedded import _redis_server_binary
+    from opencompany.embedded import redis_server_binary
 
     again = subprocess.Popen(
-        [_redis_server_binary(), "--port", port, "--bind", "127.0.0.1", "--save", ""],
+        [redis_server_binary(), "--port", port, "--bind", "127.0.0.1", "--save", ""],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

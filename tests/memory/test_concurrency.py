@@ -37,7 +37,7 @@ def test_two_writers_with_the_same_expected_version_exactly_one_wins(owner, make
         # With the row lock the second writer queues behind us; without it, it would read version 1 and finish.
         wait_until(lambda: competitor.done or waiting_on_a_lock(pid=competitor.pid), what="the second writer")
 
-    with run_after("memory.services.memory_item_live_for_update", second_writer_arrives):
+    with run_after("memory.services.items.memory_item_live_for_update", second_writer_arrives):
         first = _update(namespace, item_id, "left")
     assert (first, competitors[0].result()) == ("won", "version_conflict")
     item = MemoryItem.objects.get(pk=item_id)

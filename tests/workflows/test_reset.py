@@ -16,6 +16,7 @@ from workflows import services
 from workflows.listeners import register_reset_listener, reset_listeners, unregister_reset_listener
 from workflows.models import WorkflowGeneration
 from workflows.nodes import node_specs
+from workflows.services import reset as reset_service
 from workflows.todos import todos_list, todos_tool
 
 from .factories import agent, context_edge, node, tool_edge, trigger_edge
@@ -144,7 +145,8 @@ def _code_without_docstrings(function) -> str:
 
 def test_the_reset_service_names_no_node_type_and_no_other_app():
     source = "".join(
-        _code_without_docstrings(f) for f in (services.workflow_reset, services._reset_attempt, services._reset_nodes)
+        _code_without_docstrings(f)
+        for f in (services.workflow_reset, reset_service._reset_attempt, reset_service._reset_nodes)
     )
     assert "reset_execution_state" in source and "reset_listeners" in source
     for spec in node_specs():

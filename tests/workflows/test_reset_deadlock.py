@@ -65,7 +65,7 @@ def test_a_reset_that_deadlocks_with_a_prepare_is_tried_again_and_succeeds(owner
     attempts = []
     with (
         run_before("chat.services.thread.firing_request_stop", compete),
-        run_before("workflows.services._reset_attempt", lambda **kw: attempts.append(1), once=False),
+        run_before("workflows.services.reset._reset_attempt", lambda **kw: attempts.append(1), once=False),
     ):
         response = owner_client.post(f"/api/workflows/{workflow.pk}/reset/", {}, format="json")
     assert competitors[0].result() == "prepared"  # the prepare went on once the aborted attempt let go

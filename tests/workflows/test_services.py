@@ -343,10 +343,10 @@ def test_a_new_node_never_takes_the_id_of_a_deleted_one(create_workflow, archive
 
 def test_persisting_the_same_legacy_import_twice_keeps_one_record(create_workflow):
     from workflows.graph import normalize_workflow_graph
-    from workflows.services import _persist_legacy_imports
+    from workflows.services.prepare import persist_legacy_imports
 
     workflow = create_workflow({"nodes": [], "edges": []})
     result = normalize_workflow_graph(LEGACY, workflow_id=workflow.pk)
-    _persist_legacy_imports(workflow, result)
-    _persist_legacy_imports(workflow, result)  # a retried job
+    persist_legacy_imports(workflow, result)
+    persist_legacy_imports(workflow, result)  # a retried job
     assert LegacyImportRecord.objects.filter(workflow=workflow).count() == 1
