@@ -66,6 +66,20 @@ class WorkflowConsumer(AsyncJsonWebsocketConsumer):
     _rejoin_task: asyncio.Task | None = None
     _epoch: str = ""
 
+    async def __call__(self, scope, receive, send):
+        try:
+            return await super().__call__(scope, receive, send)
+        finally:
+            # However the connection ends (a disconnect, or the server cancelling an application that did not end
+            # within its close timeout), the periodic tasks end with it: left running, each would keep querying
+            # and re-joining groups for a socket that is gone, for the life of the process.
+            self._stop_periodic_tasks()
+
+    def _stop_periodic_tasks(self) -> None:
+        for task in (self._recheck_task, self._rejoin_task):
+            if task is not None:
+                task.cancel()
+
     async def connect(self):
         user = self.scope.get("user")
         workflow_id = self.scope["url_route"]["kwargs"]["workflow_id"]
@@ -124,9 +138,7 @@ class WorkflowConsumer(AsyncJsonWebsocketConsumer):
                 await self._hello()
 
     async def disconnect(self, code):
-        for task in (self._recheck_task, self._rejoin_task):
-            if task is not None:
-                task.cancel()
+        self._stop_periodic_tasks()
         for group in self.group_names:
             with contextlib.suppress(Exception):
                 await self.channel_layer.group_discard(group, self.channel_name)

@@ -1,3 +1,5 @@
+import contextlib
+
 import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -58,3 +60,29 @@ def test_an_idle_socket_s_receive_outlasts_the_layer_s_blocking_wait():
             await layer.flush()
 
     assert asyncio.run(wait_on_an_empty_channel()) is None
+
+
+def test_a_socket_whose_application_is_cancelled_leaves_no_periodic_task_behind(owner):
+    # daphne cancels an application that does not end within its close timeout; the consumer's session re-check
+    # and group re-join loops are tasks of their own and must end with it, not run on for the life of the process.
+    import asyncio
+
+    async def periodic_tasks():
+        return {t for t in asyncio.all_tasks() if "_periodically" in t.get_coro().__qualname__ and not t.done()}
+
+    workflow = Workflow.objects.create(owner=owner, name="w")
+    socket = SocketClient(f"/ws/workflows/{workflow.pk}/", user=owner)
+    before = socket._run(periodic_tasks())
+    assert socket.connect()
+    assert socket.receive()["type"] == "hello"
+    assert len(socket._run(periodic_tasks()) - before) == 2
+
+    async def cancel_the_application():
+        socket.communicator.future.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await socket.communicator.future
+        await asyncio.sleep(0)  # let the cancelled tasks run their cancellation
+
+    socket._run(cancel_the_application())
+    socket.connected = False
+    assert socket._run(periodic_tasks()) - before == set()
