@@ -219,8 +219,15 @@ class _Collector:
             self.turn_failed = str((event.get("error") or {}).get("message") or "the turn failed")
         elif kind == "error":
             self.turn_failed = str(event.get("message") or "error")
+        elif kind == "item.started" and (event.get("item") or {}).get("type") == "command_execution":
+            self._command_step("started", event["item"])
         elif kind == "item.completed":
             self._item(event.get("item") or {})
+
+    def _command_step(self, phase: str, item: dict, result: dict | None = None) -> None:
+        # Shown as a step of the chat run while it runs, like a native tool call (chat/observer.py).
+        call = {"id": str(item.get("id")), "name": "command_execution", "arguments": {"command": item.get("command")}}
+        self.stream.emit({"type": "runtime_step", "phase": phase, "tool_call": call, "result": result})
 
     def _item(self, item: dict) -> None:
         kind = item.get("type")
@@ -241,14 +248,13 @@ class _Collector:
             )
             output = item.get("aggregated_output") or ""
             exit_code = item.get("exit_code")
+            content = f"{output}\n[exit code {exit_code}]" if exit_code is not None else output
+            is_error = item.get("status") == "failed" or (exit_code not in (None, 0))
             self.observed.append(
-                tool_result_message(
-                    tool_call_id=call_id,
-                    name="command_execution",
-                    content=f"{output}\n[exit code {exit_code}]" if exit_code is not None else output,
-                    is_error=item.get("status") == "failed" or (exit_code not in (None, 0)),
-                )
+                tool_result_message(tool_call_id=call_id, name="command_execution", content=content, is_error=is_error)
             )
+            self._command_step("started", item)  # a no-op when item.started came first: one step per call
+            self._command_step("finished", item, {"is_error": is_error, "content": content})
         else:
             # error, file_change, mcp_tool_call, web_search, todo_list...: kept as observed, under its own type.
             self._assistant()["blocks"].append({"type": f"codex_{kind}", "item": item})

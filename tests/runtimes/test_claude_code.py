@@ -399,3 +399,22 @@ def test_a_teammate_asked_from_claude_code_answers_within_the_run(owner, anthrop
     # What the CLI sent the model next carries that answer too.
     follow_up = json.dumps(anthropic_fake.requests[1].body)
     assert "count the sheep" in follow_up
+
+
+def test_claude_code_s_tool_calls_are_steps_of_the_chat_run_named_as_the_agent_knows_them(owner, anthropic_fake):
+    from chat.models import ChatRunStep
+    from chat.services import chat_message_send
+
+    workflow, generation, ids = _claude_agent(owner, memory=True)
+    anthropic_fake.push(
+        Turn([Think("Store it."), Call("mcp__project__memory", json.dumps({"operation": "remember", "content": CAT}))]),
+        Turn([Text("Remembered.")]),
+    )
+    _, run, _ = chat_message_send(workflow=workflow, text="remember my cat is Miso")
+    [step] = ChatRunStep.objects.filter(run=run)
+    assert (step.name, step.state, step.is_error) == ("memory", "finished", False)
+    assert step.arguments == {"operation": "remember", "content": CAT}
+    assert "Miso" in step.result
+    # The stored conversation keeps the name as Claude Code used it.
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    assert stored[2]["blocks"][-1]["name"] == "mcp__project__memory"

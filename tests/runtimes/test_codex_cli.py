@@ -167,3 +167,29 @@ def test_the_wall_clock_limit_kills_codex_and_keeps_what_arrived(owner, openai_f
     assert stored[-1]["meta"]["runtime"]["end_reason"] == "max_wall_time"
     assert stored[-1]["blocks"][-1]["stopped"] is True
     assert not list(runtime_dir.glob("codex_cli/*"))
+
+
+def test_a_command_codex_runs_is_a_chat_step_from_its_start_to_its_result():
+    # The `codex exec --json` item events as documented (../shared/RUNTIMES.md): a command is announced by
+    # item.started and completed with its output and exit code. Fed straight to the collector: the default agent
+    # allows no shell, so the real CLI never runs one in these tests.
+    from providers.runtimes.codex_cli import _Collector
+
+    class Recorder:
+        def __init__(self):
+            self.emitted = []
+
+        def emit(self, event):
+            self.emitted.append(event)
+
+    stream = Recorder()
+    collector = _Collector(stream)
+    item = {"id": "item_3", "type": "command_execution", "command": "ls", "status": "in_progress"}
+    collector.add({"type": "item.started", "item": item})
+    done = {**item, "status": "failed", "aggregated_output": "ls: cannot open\n", "exit_code": 2}
+    collector.add({"type": "item.completed", "item": done})
+    steps = [(e["phase"], e["tool_call"]["id"], e["result"]) for e in stream.emitted if e["type"] == "runtime_step"]
+    assert steps[0] == ("started", "item_3", None)
+    assert steps[-1] == ("finished", "item_3", {"is_error": True, "content": "ls: cannot open\n\n[exit code 2]"})
+    first_call = stream.emitted[0]["tool_call"]
+    assert first_call == {"id": "item_3", "name": "command_execution", "arguments": {"command": "ls"}}

@@ -480,3 +480,19 @@ def test_a_binding_of_another_agent_is_never_continued(owner, vertex_fake):
     _fire(workflow, generation, ids["lead"], "again")
     body = vertex_fake.creates()[-1].body
     assert "previous_interaction_id" not in body and "<transcript>" in body["input"]
+
+
+def test_a_memory_call_inside_the_interaction_is_a_step_of_the_chat_run(owner, vertex_fake):
+    from chat.models import ChatRunStep
+    from chat.services import chat_message_send
+
+    workflow, generation, ids = _vertex_agent(owner, memory=True)
+    vertex_fake.push(
+        Turn([Call("memory", json.dumps({"operation": "remember", "content": "The cat is Miso."}), id="call-1")]),
+        Turn([Text("Saved.")]),
+    )
+    _, run, _ = chat_message_send(workflow=workflow, text="remember that the cat is Miso")
+    [step] = ChatRunStep.objects.filter(run=run)
+    assert (step.tool_call_id, step.name, step.state, step.is_error) == ("call-1", "memory", "finished", False)
+    assert step.arguments == {"operation": "remember", "content": "The cat is Miso."}
+    assert "Miso" in step.result

@@ -18,7 +18,16 @@ from claude_agent_sdk import (
 
 from ...types import ChatRequest, ChatResult, Usage
 from ...wire import text_block, tool_call_block, tool_result_message
+from .launch import MCP_SERVER
 from .session import PROVIDER
+
+_PROJECT_TOOL_PREFIX = f"mcp__{MCP_SERVER}__"
+
+
+def _step_call(call_id: str, name: str, arguments) -> dict:
+    # The chat names a project tool as the agent's form does ("memory"), not by its MCP address; the stored
+    # conversation keeps the name as observed.
+    return {"id": call_id, "name": name.removeprefix(_PROJECT_TOOL_PREFIX), "arguments": arguments}
 
 
 class Collector:
@@ -90,6 +99,9 @@ class Collector:
             elif isinstance(block, ToolUseBlock):
                 self.call_names[block.id] = block.name
                 blocks.append(tool_call_block(id=block.id, name=block.name, arguments_raw=json.dumps(block.input)))
+                # Shown as a step while the run goes on, like a native tool call (chat/observer.py).
+                step = _step_call(block.id, block.name, block.input)
+                self.stream.emit({"type": "runtime_step", "phase": "started", "tool_call": step, "result": None})
             else:  # a block kind this version does not model: kept as observed, under its own type
                 data = getattr(block, "__dict__", {})
                 data = json.loads(json.dumps(data, default=str))
@@ -118,6 +130,9 @@ class Collector:
             if isinstance(content, list):
                 content = "\n".join(part.get("text", "") for part in content if isinstance(part, dict))
             self.answered.add(block.tool_use_id)
+            step = _step_call(block.tool_use_id, self.call_names.get(block.tool_use_id, ""), None)
+            outcome = {"is_error": bool(block.is_error), "content": content or ""}
+            self.stream.emit({"type": "runtime_step", "phase": "finished", "tool_call": step, "result": outcome})
             self.observed.append(
                 tool_result_message(
                     tool_call_id=block.tool_use_id,

@@ -204,6 +204,9 @@ class Collector:
         return list(self._calls)
 
     def answer(self, call: dict, by_name: dict) -> dict:
+        # Shown as a step while it runs, like a native tool call (chat/observer.py).
+        step = {"id": call["id"], "name": call["name"], "arguments": call.get("arguments")}
+        self.stream.emit({"type": "runtime_step", "phase": "started", "tool_call": step, "result": None})
         tool = by_name.get(call["name"])
         if tool is None:
             content, is_error = f"There is no tool named {call['name']!r}.", True
@@ -220,6 +223,8 @@ class Collector:
         self.observed.append(
             tool_result_message(tool_call_id=call["id"], name=call["name"], content=content, is_error=is_error)
         )
+        outcome = {"is_error": is_error, "content": content}
+        self.stream.emit({"type": "runtime_step", "phase": "finished", "tool_call": step, "result": outcome})
         result = {"type": "function_result", "call_id": call["id"], "name": call["name"], "result": content}
         if is_error:
             result["is_error"] = True
