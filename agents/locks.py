@@ -10,24 +10,83 @@ only reference the firing, so inserting one need not wait for a step that holds 
 
 from __future__ import annotations
 
+import functools
+
 from django.db import connection, transaction
 
+from workflows.models import Workflow
+
 from .models import Firing, LlmStep
+from .rows import columns_of, instance_of, select_columns
 
 
 def firing_for_update(firing_id, *, with_workflow: bool = False, state: str | None = None) -> Firing | None:
     """The firing row, locked for this transaction (None if it does not exist, or is not in `state`).
 
     `with_workflow` reads the workflow (its owner and ids, not its draft graph, which only a test run on generation
-    0 reads, and then loads on its own) in the same query but locks the firing alone (`of=("self",)`): locking the
-    joined workflow row too would serialize every firing of a workflow and take a workflow row after a firing."""
-    rows = Firing.objects.select_for_update(of=("self",), no_key=True)
+    0 reads, and then loads on its own) in the same query but locks the firing alone (`OF` the firing): locking the
+    joined workflow row too would serialize every firing of a workflow and take a workflow row after a firing.
+    Every step starts here, so the statement is built once per process (agents/rows.py)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_firing_sql(with_workflow, state is not None), [firing_id, *([state] if state else [])])
+        row = cursor.fetchone()
+    return None if row is None else _firing_of(row, with_workflow)
+
+
+def firing_and_step_for_update(firing_id, iteration: int) -> tuple[Firing, LlmStep] | None:
+    """The firing (with its workflow, as `firing_for_update(with_workflow=True)`) and its step `iteration`, both
+    locked by one statement, the firing first (the rows of `FOR ... OF f, s` are locked in that order); None when
+    either does not exist. What persist decides under (lock order 2, then its step)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_firing_and_step_sql(), [iteration, firing_id])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    firing = _firing_of(row, True)
+    step = instance_of(LlmStep, row[-len(columns_of(LlmStep)) :])
+    LlmStep.firing.field.set_cached_value(step, firing)
+    return firing, step
+
+
+_WORKFLOW_LEFT_OUT = ("graph", "node_numbers")
+
+
+def _firing_of(row, with_workflow: bool) -> Firing:
+    count = len(columns_of(Firing))
+    firing = instance_of(Firing, row[:count])
     if with_workflow:
-        rows = rows.select_related("workflow").defer("workflow__graph", "workflow__node_numbers")
-    rows = rows.filter(pk=firing_id)
-    if state is not None:
-        rows = rows.filter(state=state)
-    return rows.first()
+        workflow_count = len(columns_of(Workflow, _WORKFLOW_LEFT_OUT))
+        workflow = instance_of(Workflow, row[count : count + workflow_count], leave_out=_WORKFLOW_LEFT_OUT)
+        Firing.workflow.field.set_cached_value(firing, workflow)
+    return firing
+
+
+@functools.cache
+def _firing_sql(with_workflow: bool, with_state: bool) -> str:
+    columns = select_columns(Firing, "f")
+    join = ""
+    if with_workflow:
+        columns += ", " + select_columns(Workflow, "w", leave_out=_WORKFLOW_LEFT_OUT)
+        join = f' JOIN "{Workflow._meta.db_table}" w ON w."id" = f."workflow_id"'
+    state = ' AND f."state" = %s' if with_state else ""
+    return f'SELECT {columns} FROM "{Firing._meta.db_table}" f{join} WHERE f."id" = %s{state} FOR NO KEY UPDATE OF f'
+
+
+@functools.cache
+def _firing_and_step_sql() -> str:
+    columns = ", ".join(
+        [
+            select_columns(Firing, "f"),
+            select_columns(Workflow, "w", leave_out=_WORKFLOW_LEFT_OUT),
+            select_columns(LlmStep, "s"),
+        ]
+    )
+    return (
+        f'SELECT {columns} FROM "{Firing._meta.db_table}" f '
+        f'JOIN "{Workflow._meta.db_table}" w ON w."id" = f."workflow_id" '
+        f'JOIN "{LlmStep._meta.db_table}" s ON s."firing_id" = f."id" AND s."iteration" = %s '
+        'WHERE f."id" = %s FOR NO KEY UPDATE OF f, s'
+    )
 
 
 def firings_live_for_update(*, workflow_id) -> list[Firing]:

@@ -13,6 +13,7 @@ from agents import observers
 from agents.dispatch import enqueue_step
 from agents.locks import firing_for_update
 from agents.models import Firing
+from agents.rows import update_fields
 from agents.services.runtime_dirs import runtime_dirs_on_firing_end
 from conversations import store
 from conversations.store import conversation_key
@@ -157,7 +158,7 @@ def firing_save_changes(firing: Firing, *fields: str) -> None:
     """Write `fields` and every field marked changed, in one UPDATE (nothing when there are none)."""
     changed = firing.__dict__.pop("_unsaved_fields", set()) | set(fields)
     if changed:
-        firing.save(update_fields=[*sorted(changed), "updated_at"])
+        update_fields(firing, [*changed, "updated_at"])
 
 
 def firing_key(firing: Firing):

@@ -8,8 +8,9 @@ from django.db import transaction
 
 from agents import observers
 from agents.dispatch import continue_step, enqueue_step
-from agents.locks import firing_for_update, llm_step_for_update
+from agents.locks import firing_and_step_for_update
 from agents.models import Firing, LlmStep, ToolCallResult
+from agents.rows import update_fields
 from agents.services.firings import (
     firing_end,
     firing_key,
@@ -34,12 +35,10 @@ STOPPED_TOOL_TEXT = "Not run: the owner stopped this answer."
 
 def persist_turn(firing_id: str, iteration: int) -> None:
     with transaction.atomic():
-        firing = firing_for_update(firing_id, with_workflow=True)
-        if firing is None:
+        locked = firing_and_step_for_update(firing_id, iteration)
+        if locked is None:
             return
-        step = llm_step_for_update(firing=firing, iteration=iteration)
-        if step is None:
-            return
+        firing, step = locked
         if firing.is_terminal:
             _bill_orphan_step(firing, step)  # ended meanwhile (a reset): the call still cost money
             return
@@ -61,7 +60,7 @@ def _bill_orphan_step(firing: Firing, step: LlmStep) -> None:
     usage = (step.result or {}).get("usage") or {}
     record_llm_usage(firing, idempotency_key=f"llm-step:{step.pk}", kind="llm", outcome="ok", usage=usage)
     step.state = LlmStep.State.PERSISTED
-    step.save(update_fields=["state"])
+    update_fields(step, ["state"])
 
 
 def _save_assistant_turn(firing: Firing, step: LlmStep) -> None:
@@ -74,7 +73,7 @@ def _save_assistant_turn(firing: Firing, step: LlmStep) -> None:
     firing.tokens_used += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
     record_llm_usage(firing, idempotency_key=f"llm-step:{step.pk}", kind="llm", outcome="ok", usage=usage)
     step.state = LlmStep.State.PERSISTED
-    step.save(update_fields=["state"])
+    update_fields(step, ["state"])
     firing_mark_changed(firing, "iteration", "tokens_used")
     # The exact sent list plus the answer, after the provider call (docs/invariants.md#save-after-call).
     firing_append(firing, result.get("observed") or [assistant])

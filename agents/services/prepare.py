@@ -15,6 +15,7 @@ from agents import observers
 from agents.dispatch import continue_step, enqueue_step
 from agents.locks import firing_for_update
 from agents.models import Firing
+from agents.rows import update_fields
 from agents.services.firings import (
     firing_deadline,
     firing_end,
@@ -123,8 +124,9 @@ def prepare_payload(firing_id: str) -> None:
         firing.state = Firing.State.RUNNING
         firing.started_at = timezone.now()
         firing.deadline_at = firing_deadline(config["max_wall_seconds"])
-        firing.save(
-            update_fields=[
+        update_fields(
+            firing,
+            [
                 "pending_messages",
                 "stored_prefix",
                 "agent_config",
@@ -135,7 +137,7 @@ def prepare_payload(firing_id: str) -> None:
                 "started_at",
                 "deadline_at",
                 "updated_at",
-            ]
+            ],
         )
         continue_step("agent.execute_llm_step", str(firing.pk), 1, firing=firing)
     logger.info("firing prepared", extra={"firing_id": firing_id, "stored_messages": len(stored)})
