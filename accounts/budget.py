@@ -84,6 +84,17 @@ def _limit_rows(owner_id: int, workflow_id: int | None = None) -> list[SpendingL
     return list(SpendingLimit.objects.filter(scope))
 
 
+def limits_may_apply_sql(*, owner_id: int, workflow_id: int) -> tuple[str, list]:
+    """An SQL boolean (with its params): does any row `budget_check` reads exist? For a caller that sends a statement
+    right before the check anyway (the runtime's step claim) and so learns, in that statement, that the common case
+    — no limit anywhere — needs no query of its own. The same rows as `_limit_rows`."""
+    return (
+        f"EXISTS (SELECT 1 FROM {SpendingLimit._meta.db_table} WHERE (workflow_id IS NULL AND (user_id = %s "
+        "OR user_id IS NULL)) OR (user_id = %s AND workflow_id = %s))",
+        [owner_id, owner_id, workflow_id],
+    )
+
+
 def owner_limits(*, owner_id: int) -> Limits:
     """The owner's override where it sets a field, else the staff default."""
     return _owner_limits_from(_limit_rows(owner_id), owner_id)
@@ -102,9 +113,13 @@ def _first_exceeded(scope: str, limits: Limits, spent_by_period: dict) -> Budget
     return None
 
 
-def budget_check(*, owner_id: int | None, workflow_id: int | None = None) -> BudgetExceeded | None:
-    """None while the owner (and the workflow) may spend; else the first limit that is reached."""
-    if owner_id is None:
+def budget_check(
+    *, owner_id: int | None, workflow_id: int | None = None, limits_may_apply: bool = True
+) -> BudgetExceeded | None:
+    """None while the owner (and the workflow) may spend; else the first limit that is reached.
+
+    `limits_may_apply=False`: the caller read `limits_may_apply_sql` just before and no row exists."""
+    if owner_id is None or not limits_may_apply:
         return None
     rows = _limit_rows(owner_id, workflow_id)
     if not rows:

@@ -61,31 +61,35 @@ def _firing_of(row, with_workflow: bool) -> Firing:
     return firing
 
 
+# Columns are named by their tables (as the ORM names them), so what a blocked step waits on reads the same in
+# pg_stat_activity (`SELECT "agents_firing"...`) whichever helper sent it.
+_F, _W, _S = (f'"{model._meta.db_table}"' for model in (Firing, Workflow, LlmStep))
+
+
 @functools.cache
 def _firing_sql(with_workflow: bool, with_state: bool) -> str:
-    columns = select_columns(Firing, "f")
+    columns = select_columns(Firing, _F)
     join = ""
     if with_workflow:
-        columns += ", " + select_columns(Workflow, "w", leave_out=_WORKFLOW_LEFT_OUT)
-        join = f' JOIN "{Workflow._meta.db_table}" w ON w."id" = f."workflow_id"'
-    state = ' AND f."state" = %s' if with_state else ""
-    return f'SELECT {columns} FROM "{Firing._meta.db_table}" f{join} WHERE f."id" = %s{state} FOR NO KEY UPDATE OF f'
+        columns += ", " + select_columns(Workflow, _W, leave_out=_WORKFLOW_LEFT_OUT)
+        join = f' JOIN {_W} ON {_W}."id" = {_F}."workflow_id"'
+    state = f' AND {_F}."state" = %s' if with_state else ""
+    return f'SELECT {columns} FROM {_F}{join} WHERE {_F}."id" = %s{state} FOR NO KEY UPDATE OF {_F}'
 
 
 @functools.cache
 def _firing_and_step_sql() -> str:
     columns = ", ".join(
         [
-            select_columns(Firing, "f"),
-            select_columns(Workflow, "w", leave_out=_WORKFLOW_LEFT_OUT),
-            select_columns(LlmStep, "s"),
+            select_columns(Firing, _F),
+            select_columns(Workflow, _W, leave_out=_WORKFLOW_LEFT_OUT),
+            select_columns(LlmStep, _S),
         ]
     )
     return (
-        f'SELECT {columns} FROM "{Firing._meta.db_table}" f '
-        f'JOIN "{Workflow._meta.db_table}" w ON w."id" = f."workflow_id" '
-        f'JOIN "{LlmStep._meta.db_table}" s ON s."firing_id" = f."id" AND s."iteration" = %s '
-        'WHERE f."id" = %s FOR NO KEY UPDATE OF f, s'
+        f'SELECT {columns} FROM {_F} JOIN {_W} ON {_W}."id" = {_F}."workflow_id" '
+        f'JOIN {_S} ON {_S}."firing_id" = {_F}."id" AND {_S}."iteration" = %s '
+        f'WHERE {_F}."id" = %s FOR NO KEY UPDATE OF {_F}, {_S}'
     )
 
 
@@ -101,22 +105,27 @@ def llm_step_for_update(*, firing, iteration: int) -> LlmStep | None:
     return LlmStep.objects.select_for_update(no_key=True).filter(firing=firing, iteration=iteration).first()
 
 
-def llm_step_claim_if_firing_unchanged(*, firing_id, iteration: int, worker: str, now) -> int | None:
+def llm_step_claim_if_firing_unchanged(
+    *, firing_id, iteration: int, worker: str, now, also_return: tuple[str, list] = ("true", [])
+) -> tuple | None:
     """Insert step `iteration` as started in one statement that locks the firing row, only while the firing is
-    running at `iteration - 1` with no compaction pending and no Stop; the new step's id, or None (the condition
-    failed, or the step was claimed already).
+    running at `iteration - 1` with no compaction pending and no Stop; (the new step's id, `also_return`'s value),
+    or None (the condition failed, or the step was claimed already). `also_return`: an SQL expression and its
+    params read in the same statement (the spending-limit check's "may any limit apply", agents/services/budget.py).
 
     The statement waits for a reset or Stop in progress and then sees it. It runs in its own transaction, not in
     autocommit: a claim waiting on the lock when its worker dies must not be committed by the orphaned backend
     once the lock frees (that would leave a step nobody calls for)."""
+    extra_sql, extra_params = also_return
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {LlmStep._meta.db_table} "
             "(firing_id, iteration, state, worker, error_code, started_at, heartbeat_at) "
             f"SELECT id, %s, %s, %s, '', %s, %s FROM {Firing._meta.db_table} "
             "WHERE id = %s AND state = %s AND iteration = %s AND NOT compaction_pending AND NOT stop_requested "
-            "FOR NO KEY UPDATE ON CONFLICT (firing_id, iteration) DO NOTHING RETURNING id",
-            [iteration, LlmStep.State.STARTED, worker, now, now, firing_id, Firing.State.RUNNING, iteration - 1],
+            f"FOR NO KEY UPDATE ON CONFLICT (firing_id, iteration) DO NOTHING RETURNING id, {extra_sql}",
+            [iteration, LlmStep.State.STARTED, worker, now, now, firing_id, Firing.State.RUNNING, iteration - 1]
+            + extra_params,
         )
         row = cursor.fetchone()
-    return row[0] if row is not None else None
+    return row

@@ -65,3 +65,23 @@ def update_fields(instance: models.Model, names) -> None:
         cursor.execute(sql, [*params, instance.pk])
         if cursor.rowcount != 1:
             raise DatabaseError("Save with update_fields did not affect any rows.")
+
+
+@functools.cache
+def _update_where_sql(model: type[models.Model], names: tuple[str, ...], where: tuple[str, ...]) -> tuple[str, tuple]:
+    fields = tuple(model._meta.get_field(name) for name in names)
+    conditions = tuple(model._meta.get_field(name) for name in where)
+    assignments = ", ".join(f'"{f.column}" = %s' for f in fields)
+    matches = " AND ".join(f'"{f.column}" = %s' for f in conditions)
+    return f'UPDATE "{model._meta.db_table}" SET {assignments} WHERE {matches}', fields + conditions
+
+
+def update_where(model: type[models.Model], where: dict, **values) -> int:
+    """`model.objects.filter(**where).update(**values)` (equality conditions only) as one UPDATE built once per
+    model and set of names; the number of rows changed. Values go through their fields' `get_db_prep_save`."""
+    names, keys = tuple(sorted(values)), tuple(sorted(where))
+    sql, fields = _update_where_sql(model, names, keys)
+    params = [*(values[n] for n in names), *(where[k] for k in keys)]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [f.get_db_prep_save(v, connection) for f, v in zip(fields, params, strict=True)])
+        return cursor.rowcount

@@ -14,7 +14,8 @@ from agents import observers
 from agents.dispatch import continue_step
 from agents.locks import firing_for_update, llm_step_claim_if_firing_unchanged
 from agents.models import Firing, LlmStep
-from agents.services.budget import refuse_step_over_budget
+from agents.rows import update_where
+from agents.services.budget import refuse_step_over_budget, step_claim_budget_sql
 from agents.services.firings import (
     firing_end,
     firing_save_changes,
@@ -54,8 +55,8 @@ def execute_llm_step(firing_id: str, iteration: int, *, committed: Firing | None
     from providers.errors import ProviderError
 
     firing = committed
-    step = _claim_step_if_unchanged(firing, iteration) if firing is not None and not _limit_reached(firing) else None
-    if step is None:
+    claimed = _claim_step_if_unchanged(firing, iteration) if firing is not None and not _limit_reached(firing) else None
+    if claimed is None:
         with transaction.atomic():
             firing = firing_for_update(firing_id, with_workflow=True)
             if firing is None or firing.state != Firing.State.RUNNING or firing.iteration != iteration - 1:
@@ -71,10 +72,12 @@ def execute_llm_step(firing_id: str, iteration: int, *, committed: Firing | None
                 firing_save_changes(firing)
                 return
             # Recorded before the call, so a worker lost mid-call leaves a row the watchdog turns into `ambiguous`.
-            step = _claim_step(firing, iteration)
-            if step is None:
+            claimed = _claim_step(firing, iteration)
+            if claimed is None:
                 return  # this iteration was already attempted: one attempt, never a second call
-    if refuse_step_over_budget(firing, step):  # spending limits (accounts.budget): no call once one is reached
+    step, limits_may_apply = claimed
+    # Spending limits (accounts.budget): no call once one is reached. The claim read whether any limit may apply.
+    if refuse_step_over_budget(firing, step, limits_may_apply=limits_may_apply):
         return
     try:
         # Outside any transaction: the stored list comes from this process's copy or one read, never under a lock.
@@ -103,7 +106,9 @@ def execute_llm_step(firing_id: str, iteration: int, *, committed: Firing | None
             # watchdog). A database that is down right now costs time, not the answer: it is retried (the heartbeat
             # goes on meanwhile, so the watchdog does not take the step for lost) until the firing's deadline.
             saved = retry_on_database_error(
-                lambda: LlmStep.objects.filter(pk=step.pk, state=LlmStep.State.STARTED).update(
+                lambda: update_where(
+                    LlmStep,
+                    {"id": step.pk, "state": LlmStep.State.STARTED},
                     state=LlmStep.State.COMPLETED,
                     result={
                         "message": result.message,
@@ -145,29 +150,32 @@ def execute_llm_step(firing_id: str, iteration: int, *, committed: Firing | None
     )
 
 
-def _claim_step(firing: Firing, iteration: int) -> LlmStep | None:
-    """Insert `LlmStep(firing, iteration)` as started; None when that step was already claimed.
+def _claim_step(firing: Firing, iteration: int) -> tuple[LlmStep, bool] | None:
+    """Insert `LlmStep(firing, iteration)` as started; None when that step was already claimed. With the step, whether
+    a spending limit may apply (read by the same statement, `step_claim_budget_sql`).
 
     One statement (no savepoint): the unique (firing, iteration) index decides, and a loser is told by the empty
     RETURNING instead of an error.
     """
     now = timezone.now()
     step = LlmStep(firing=firing, iteration=iteration, worker=_worker_name(), started_at=now, heartbeat_at=now)
+    budget_sql, budget_params = step_claim_budget_sql(firing)
     with connection.cursor() as cursor:
         cursor.execute(
             f"INSERT INTO {LlmStep._meta.db_table} "
             "(firing_id, iteration, state, worker, error_code, started_at, heartbeat_at) "
-            "VALUES (%s, %s, %s, %s, '', %s, %s) ON CONFLICT (firing_id, iteration) DO NOTHING RETURNING id",
-            [firing.pk, iteration, LlmStep.State.STARTED, step.worker, now, now],
+            "VALUES (%s, %s, %s, %s, '', %s, %s) ON CONFLICT (firing_id, iteration) DO NOTHING "
+            f"RETURNING id, {budget_sql}",
+            [firing.pk, iteration, LlmStep.State.STARTED, step.worker, now, now, *budget_params],
         )
         row = cursor.fetchone()
     if row is None:
         return None
     step.pk = row[0]
-    return step
+    return step, row[1]
 
 
-def _claim_step_if_unchanged(firing: Firing, iteration: int) -> LlmStep | None:
+def _claim_step_if_unchanged(firing: Firing, iteration: int) -> tuple[LlmStep, bool] | None:
     """`_claim_step` in one statement, only while the firing row is as `firing` says (agents.locks).
 
     Running at iteration n-1 with no compaction pending, its message list, tools and limits can only have been
@@ -176,8 +184,13 @@ def _claim_step_if_unchanged(firing: Firing, iteration: int) -> LlmStep | None:
     """
     now = timezone.now()
     step = LlmStep(firing=firing, iteration=iteration, worker=_worker_name(), started_at=now, heartbeat_at=now)
-    step.pk = llm_step_claim_if_firing_unchanged(firing_id=firing.pk, iteration=iteration, worker=step.worker, now=now)
-    return step if step.pk is not None else None
+    row = llm_step_claim_if_firing_unchanged(
+        firing_id=firing.pk, iteration=iteration, worker=step.worker, now=now, also_return=step_claim_budget_sql(firing)
+    )
+    if row is None:
+        return None
+    step.pk = row[0]
+    return step, row[1]
 
 
 def _refresh_connection_after(duration_ms: int) -> None:

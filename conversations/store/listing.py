@@ -3,11 +3,13 @@ the display-only context pressure (docs/architecture.md#usage-and-pressure)."""
 
 from __future__ import annotations
 
+from django.db import connection
 from django.utils import timezone
 
 from conversations.models import AgentConversation
 
 from .keys import ConversationKey
+from .results import _HEADER
 
 
 def list_conversations(workflow) -> list[dict]:
@@ -32,13 +34,22 @@ def list_conversations(workflow) -> list[dict]:
 def conversation_pressure_record(
     key: ConversationKey, *, input_tokens: int, output_headroom_tokens: int, context_window_tokens: int | None
 ) -> bool:
-    """Store the agent's active context pressure (for display; never a usage figure). False when no row exists."""
-    updated = AgentConversation.objects.filter(
-        workflow_id=key.workflow_id, generation=key.generation, agent_node_id=key.agent_node_id
-    ).update(
-        pressure_input_tokens=max(0, int(input_tokens)),
-        pressure_output_tokens=max(0, int(output_headroom_tokens)),
-        context_window_tokens=context_window_tokens,
-        pressure_measured_at=timezone.now(),
-    )
-    return updated == 1
+    """Store the agent's active context pressure (for display; never a usage figure). False when no row exists.
+
+    Written after every turn, so in SQL written once rather than an ORM update compiled each time."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {_HEADER} SET pressure_input_tokens = %s, pressure_output_tokens = %s, "
+            "context_window_tokens = %s, pressure_measured_at = %s "
+            "WHERE workflow_id = %s AND generation = %s AND agent_node_id = %s",
+            [
+                max(0, int(input_tokens)),
+                max(0, int(output_headroom_tokens)),
+                context_window_tokens,
+                timezone.now(),
+                key.workflow_id,
+                key.generation,
+                key.agent_node_id,
+            ],
+        )
+        return cursor.rowcount == 1
