@@ -51,7 +51,7 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 
-from agents.models import Firing  # noqa: E402
+from agents.models import Firing, LlmStep  # noqa: E402
 from agents.services.firings import firing_start  # noqa: E402
 from workflows.services import workflow_create, workflow_start  # noqa: E402
 
@@ -121,13 +121,28 @@ def start_worker(concurrency: int) -> subprocess.Popen:
     return process
 
 
-def latency(conversations, turns: int) -> list[float]:
+def latency(conversations, turns: int, phases: dict[str, list[float]]) -> list[float]:
+    """p50 samples; `phases` gets where each turn's time went, by the rows' own timestamps (read after the turn)."""
     samples = []
     for i in range(turns):
         workflow, generation, agent = conversations[i % len(conversations)]
         firing = wait_finished(firing_start(workflow, generation, agent, f"turn {i}: how are you?"))
         samples.append((firing.finished_at - firing.created_at).total_seconds() * 1000)
+        step = LlmStep.objects.filter(firing_id=firing.pk, iteration=1).values("started_at", "finished_at").first()
+        started = Firing.objects.filter(pk=firing.pk).values_list("started_at", flat=True).first()
+        if step and started:
+            marks = [firing.created_at, started, step["started_at"], step["finished_at"], firing.finished_at]
+            for name, (a, b) in zip(PHASES, zip(marks, marks[1:], strict=False), strict=True):
+                phases.setdefault(name, []).append((b - a).total_seconds() * 1000)
     return samples
+
+
+PHASES = (
+    "firing_start -> prepared (broker hop, task start, prepare's lock, lease, load, seed)",
+    "-> step 1 claimed (prepare's write and commit, the claim)",
+    "-> answer saved (budget check, request, provider call, answer UPDATE)",
+    "-> firing finished (persist: lock, bill, append, pressure, end)",
+)
 
 
 def throughput(conversations, per_conversation: int, poll: float = 0.002) -> float:
@@ -210,7 +225,8 @@ def main() -> int:
         # Warm up: worker pool processes import and connect on their first tasks.
         for conversation in conversations[:4]:
             wait_finished(firing_start(*conversation, "warm up"), timeout=120)
-        samples = latency(conversations[:10], args.turns)
+        phases: dict[str, list[float]] = {}
+        samples = latency(conversations[:10], args.turns, phases)
         floor_samples = floor()
         print(f"turn overhead, offline provider at zero delay, worker concurrency {args.concurrency}")
         p50, floor_p50 = statistics.median(samples), statistics.median(floor_samples)
@@ -218,6 +234,8 @@ def main() -> int:
             f"  firing_start -> persisted turn over {len(samples)} turns: "
             f"p50 {p50:.1f} ms  p95 {percentile(samples, 0.95):.1f} ms  max {max(samples):.1f} ms"
         )
+        for name in PHASES:
+            print(f"    p50 {statistics.median(phases[name]):5.1f} ms  {name}")
         print(f"  floor (4 trivial commits + 1 broker hop, this process): p50 {floor_p50:.1f} ms -> turn p50 is "
               f"{p50 / floor_p50:.1f}x the floor")  # fmt: skip
         rates = {}
