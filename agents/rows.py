@@ -55,16 +55,33 @@ def _update_sql(model: type[models.Model], names: tuple[str, ...]) -> tuple[str,
     return f'UPDATE "{model._meta.db_table}" SET {assignments} WHERE "{model._meta.pk.column}" = %s', fields
 
 
-def update_fields(instance: models.Model, names) -> None:
+def update_fields(instance: models.Model, names, *, along: list[tuple[str, str, list]] = ()) -> None:
     """`instance.save(update_fields=names)` as one UPDATE whose SQL is built once per model and field set (the
     fields' `pre_save`, so `auto_now`, and `get_db_prep_save` apply as in `save`). No model signals are sent: the
-    runtime's models have no receivers. Raises DatabaseError when the row is gone, as `save` does."""
+    runtime's models have no receivers. Raises DatabaseError when the row is gone, as `save` does.
+
+    `along`: named statements `(name, sql, params)` sent in the same statement as WITH clauses (writes to other rows
+    of the same transaction that nothing reads before this one; see `firing_write_along`)."""
     sql, fields = _update_sql(type(instance), tuple(sorted(names)))
     params = [f.get_db_prep_save(f.pre_save(instance, False), connection) for f in fields]
+    params.append(instance.pk)
+    if along:
+        sql = "WITH " + ", ".join(f"{name} AS ({statement})" for name, statement, _ in along) + " " + sql
+        params = [param for _, _, statement_params in along for param in statement_params] + params
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, instance.pk])
+        cursor.execute(sql, params)
         if cursor.rowcount != 1:
             raise DatabaseError("Save with update_fields did not affect any rows.")
+
+
+def execute_statements(statements: list[tuple[str, str, list]]) -> None:
+    """Send named statements `(name, sql, params)` as one statement of WITH clauses (no write of the caller's own
+    to carry them)."""
+    if not statements:
+        return
+    clauses = ", ".join(f"{name} AS ({statement})" for name, statement, _ in statements)
+    with connection.cursor() as cursor:
+        cursor.execute(f"WITH {clauses} SELECT 1", [p for _, _, params in statements for p in params])
 
 
 @functools.cache

@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
-from conversations.services import usage_record_append
+from conversations.services import usage_record_append, usage_record_statements
 from providers.billing import ledger_fields
 
 
 def record_llm_usage(firing, *, idempotency_key: str, kind: str, outcome: str, usage: dict | None = None) -> bool:
+    """Bill now (one statement); False when the key was billed already."""
+    return usage_record_append(
+        **llm_usage_fields(firing, idempotency_key=idempotency_key, kind=kind, outcome=outcome, usage=usage)
+    )
+
+
+def llm_usage_statements(
+    firing, *, idempotency_key: str, kind: str, outcome: str, usage: dict | None = None
+) -> list[tuple[str, str, list]]:
+    """The same bill as named statements, to send along with the firing's next write (`firing_write_along`)."""
+    return usage_record_statements(
+        **llm_usage_fields(firing, idempotency_key=idempotency_key, kind=kind, outcome=outcome, usage=usage)
+    )
+
+
+def llm_usage_fields(firing, *, idempotency_key: str, kind: str, outcome: str, usage: dict | None = None) -> dict:
 
     config = firing.agent_config or {}
     provider, model = config.get("provider", "unknown"), config.get("model", "unknown")
@@ -19,7 +35,7 @@ def record_llm_usage(firing, *, idempotency_key: str, kind: str, outcome: str, u
         from decimal import Decimal
 
         fields = {**fields, "cost": Decimal(str(reported)), "meta": {**fields["meta"], "price_source": "runtime"}}
-    return usage_record_append(
+    return dict(
         idempotency_key=idempotency_key,
         kind=kind,
         provider=provider,

@@ -55,7 +55,7 @@ _COLUMNS = (
 )
 
 
-def usage_record_append(
+def usage_record_statements(
     *,
     idempotency_key: str,
     kind: str,
@@ -72,9 +72,9 @@ def usage_record_append(
     reasoning_tokens: int = 0,
     cost: Decimal | float | None = None,
     meta: dict | None = None,
-) -> bool:
-    """Append one provider call to the ledger. Returns False when `idempotency_key` is already recorded: a retried
-    persist never bills twice (insert-on-conflict-do-nothing, so concurrent retries cannot both insert)."""
+) -> list[tuple[str, str, list]]:
+    """`usage_record_append` as a named statement `(name, sql, params)`, for a caller that sends it as a WITH clause
+    of a write it makes anyway (the runtime bills a turn with its firing's write at the end of the turn)."""
     if kind not in UsageRecord.Kind.values:
         raise ValueError(f"unknown usage kind {kind!r}")
     if outcome not in UsageRecord.Outcome.values:
@@ -98,12 +98,39 @@ def usage_record_append(
         timezone.now(),
     ]
     placeholders = ", ".join("%s::jsonb" if column == "meta" else "%s" for column in _COLUMNS)
-    with connection.cursor() as cursor:
-        cursor.execute(
+    return [
+        (
+            "usage_recorded",
             f"INSERT INTO {_USAGE} ({', '.join(_COLUMNS)}) VALUES ({placeholders}) "
             "ON CONFLICT (idempotency_key) DO NOTHING RETURNING id",
             values,
         )
+    ]
+
+
+def usage_record_append(
+    *,
+    idempotency_key: str,
+    kind: str,
+    provider: str,
+    model: str,
+    outcome: str,
+    owner_id: int | None = None,
+    workflow_id: int | None = None,
+    generation: int | None = None,
+    agent_node_id: str = "",
+    input_tokens: int = 0,
+    cached_input_tokens: int = 0,
+    output_tokens: int = 0,
+    reasoning_tokens: int = 0,
+    cost: Decimal | float | None = None,
+    meta: dict | None = None,
+) -> bool:
+    """Append one provider call to the ledger. Returns False when `idempotency_key` is already recorded: a retried
+    persist never bills twice (insert-on-conflict-do-nothing, so concurrent retries cannot both insert)."""
+    ((_, sql, params),) = usage_record_statements(**locals())  # the arguments, and nothing else yet
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
         return cursor.fetchone() is not None
 
 

@@ -16,6 +16,7 @@ from agents.services.firings import (
     firing_key,
     firing_mark_changed,
     firing_save_changes,
+    firing_write_along,
 )
 from agents.services.messages import firing_messages
 from agents.services.runtime_runs import summary_provider
@@ -42,7 +43,7 @@ def pressure_record_after_turn(firing: Firing, step: LlmStep, *, added_messages:
     added = estimate_tokens(ChatRequest(provider=request.provider, model=request.model, messages=added_messages))
     pressure = Pressure(int(usage.get("input_tokens", 0)) + added, 0, _context_window(request), "estimate")
     key = firing_key(firing)
-    _store_pressure(key, pressure, request)
+    firing_write_along(firing, _pressure_statements(key, pressure, request))  # with the firing's write, at the end
     # After commit, outside every lock: the provider's own token counter replaces the estimate where it has one.
     transaction.on_commit(lambda: _count_pressure(key, firing))
     window = pressure.context_window_tokens
@@ -55,18 +56,24 @@ def _context_window(request) -> int:
     return capabilities(request.provider, request.model).context_window
 
 
-def _store_pressure(key, pressure, request) -> None:
+def _pressure_statements(key, pressure, request) -> list[tuple[str, str, list]]:
     from conversations import store
     from providers.context import output_headroom
 
     # Headroom is the output the request will actually allow, within what the window leaves.
     headroom = min(output_headroom(request), max(pressure.context_window_tokens - pressure.input_tokens, 0))
-    store.conversation_pressure_record(
+    return store.conversation_pressure_statements(
         key,
         input_tokens=pressure.input_tokens,
         output_headroom_tokens=headroom,
         context_window_tokens=pressure.context_window_tokens,
     )
+
+
+def _store_pressure(key, pressure, request) -> None:
+    from agents.rows import execute_statements
+
+    execute_statements(_pressure_statements(key, pressure, request))
 
 
 def _count_pressure(key, firing: Firing) -> None:

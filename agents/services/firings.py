@@ -13,7 +13,7 @@ from agents import observers
 from agents.dispatch import enqueue_step
 from agents.locks import firing_for_update
 from agents.models import Firing
-from agents.rows import update_fields
+from agents.rows import execute_statements, update_fields
 from agents.services.runtime_dirs import runtime_dirs_on_firing_end
 from conversations import store
 from conversations.store import conversation_key
@@ -118,11 +118,13 @@ def firing_end(
     firing.finished_at = timezone.now()
     # A finished firing keeps no message list: its turn is in the store, its steps keep what run history needs.
     firing.pending_messages = []
+    if firing.uses_conversation and firing.lease_token:
+        firing_write_along(
+            firing, store.release_firing_lease_statements(firing_key(firing), owner_token=firing.lease_token)
+        )
     firing_save_changes(
         firing, "state", "end_reason", "error_code", "error_message", "final_text", "finished_at", "pending_messages"
     )
-    if firing.uses_conversation and firing.lease_token:
-        store.release_firing_lease(firing_key(firing), owner_token=firing.lease_token)
     if firing.parent_id:
         # The parent waits in its tool phase; persist_turn is re-entrant and picks the child's answer up.
         parent_iteration = Firing.objects.filter(pk=firing.parent_id).values_list("iteration", flat=True).first()
@@ -154,11 +156,31 @@ def firing_mark_changed(firing: Firing, *fields: str) -> None:
     firing.__dict__.setdefault("_unsaved_fields", set()).update(fields)
 
 
+def firing_write_along(firing: Firing, statements: list[tuple[str, str, list]]) -> None:
+    """Send `statements` (named writes `(name, sql, params)` to other rows, e.g. the bill, the step's state, the
+    lease's release) with the firing's next write (`firing_save_changes`), as WITH clauses of that one UPDATE.
+
+    A step writes its firing once, at the end of its transaction; writes nothing in that transaction reads back
+    before then go with it, so a turn pays one round trip for them all. Only for writes in the transaction that
+    holds the firing's lock and writes the firing before it commits (persist, firing_end). A name already waiting
+    sends the waiting statement at once (a WITH clause names one statement)."""
+    waiting = firing.__dict__.setdefault("_write_along", [])
+    names = {name for name, _, _ in statements}
+    if any(name in names for name, _, _ in waiting):
+        execute_statements(waiting)
+        waiting.clear()
+    waiting.extend(statements)
+
+
 def firing_save_changes(firing: Firing, *fields: str) -> None:
-    """Write `fields` and every field marked changed, in one UPDATE (nothing when there are none)."""
+    """Write `fields` and every field marked changed, in one UPDATE, with the writes waiting to go along
+    (`firing_write_along`); nothing when there are none."""
     changed = firing.__dict__.pop("_unsaved_fields", set()) | set(fields)
+    along = firing.__dict__.pop("_write_along", [])
     if changed:
-        update_fields(firing, [*changed, "updated_at"])
+        update_fields(firing, [*changed, "updated_at"], along=along)
+    else:
+        execute_statements(along)
 
 
 def firing_key(firing: Firing):

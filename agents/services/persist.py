@@ -16,6 +16,7 @@ from agents.services.firings import (
     firing_key,
     firing_mark_changed,
     firing_save_changes,
+    firing_write_along,
 )
 from agents.services.messages import firing_append, firing_messages, firing_messages_rewrite
 from agents.services.runtime_runs import runtime_binding_record
@@ -24,7 +25,7 @@ from agents.tools import (
     run_tool,
     unknown_tool_outcome,
 )
-from agents.usage import record_llm_usage
+from agents.usage import llm_usage_statements, record_llm_usage
 from conversations.selectors import owner_tool_result_max_chars
 
 from .compaction import pressure_record_after_turn
@@ -71,9 +72,16 @@ def _save_assistant_turn(firing: Firing, step: LlmStep) -> None:
     usage = result.get("usage") or {}
     firing.iteration = step.iteration
     firing.tokens_used += int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
-    record_llm_usage(firing, idempotency_key=f"llm-step:{step.pk}", kind="llm", outcome="ok", usage=usage)
+    # Billed and marked persisted with the firing's write at the end of this transaction (one round trip for all).
+    firing_write_along(
+        firing,
+        llm_usage_statements(firing, idempotency_key=f"llm-step:{step.pk}", kind="llm", outcome="ok", usage=usage),
+    )
     step.state = LlmStep.State.PERSISTED
-    update_fields(step, ["state"])
+    firing_write_along(
+        firing,
+        [("step_persisted", f"UPDATE {LlmStep._meta.db_table} SET state = %s WHERE id = %s", [step.state, step.pk])],
+    )
     firing_mark_changed(firing, "iteration", "tokens_used")
     # The exact sent list plus the answer, after the provider call (docs/invariants.md#save-after-call).
     firing_append(firing, result.get("observed") or [assistant])

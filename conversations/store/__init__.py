@@ -21,9 +21,10 @@ from .leases import (
     firing_lease,
     firing_lease_holder,
     release_firing_lease,
+    release_firing_lease_statements,
     renew_firing_lease,
 )
-from .listing import conversation_pressure_record, list_conversations
+from .listing import conversation_pressure_record, conversation_pressure_statements, list_conversations
 from .loading import (
     conversation_prefix_messages,
     load_conversation,
@@ -82,6 +83,7 @@ __all__ = [
     "is_compaction_summary",
     "conversation_key",
     "conversation_pressure_record",
+    "conversation_pressure_statements",
     "firing_lease",
     "firing_lease_holder",
     "forget_process_copies",
@@ -93,6 +95,7 @@ __all__ = [
     "message_hash",
     "register_conversation_listener",
     "release_firing_lease",
+    "release_firing_lease_statements",
     "renew_firing_lease",
     "replace_conversation_locked",
     "save_conversation",

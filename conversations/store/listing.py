@@ -34,11 +34,26 @@ def list_conversations(workflow) -> list[dict]:
 def conversation_pressure_record(
     key: ConversationKey, *, input_tokens: int, output_headroom_tokens: int, context_window_tokens: int | None
 ) -> bool:
-    """Store the agent's active context pressure (for display; never a usage figure). False when no row exists.
-
-    Written after every turn, so in SQL written once rather than an ORM update compiled each time."""
+    """Store the agent's active context pressure (for display; never a usage figure). False when no row exists."""
+    ((_, sql, params),) = conversation_pressure_statements(
+        key,
+        input_tokens=input_tokens,
+        output_headroom_tokens=output_headroom_tokens,
+        context_window_tokens=context_window_tokens,
+    )
     with connection.cursor() as cursor:
-        cursor.execute(
+        cursor.execute(sql, params)
+        return cursor.rowcount == 1
+
+
+def conversation_pressure_statements(
+    key: ConversationKey, *, input_tokens: int, output_headroom_tokens: int, context_window_tokens: int | None
+) -> list[tuple[str, str, list]]:
+    """`conversation_pressure_record` as a named statement `(name, sql, params)`, for a caller that sends it as a
+    WITH clause of a write it makes anyway (the runtime, with its firing's write at the end of a turn)."""
+    return [
+        (
+            "pressure_recorded",
             f"UPDATE {_HEADER} SET pressure_input_tokens = %s, pressure_output_tokens = %s, "
             "context_window_tokens = %s, pressure_measured_at = %s "
             "WHERE workflow_id = %s AND generation = %s AND agent_node_id = %s",
@@ -52,4 +67,4 @@ def conversation_pressure_record(
                 key.agent_node_id,
             ],
         )
-        return cursor.rowcount == 1
+    ]
