@@ -13,7 +13,7 @@ from agents import observers
 from agents.dispatch import enqueue_step
 from agents.locks import firing_for_update
 from agents.models import Firing
-from agents.rows import execute_statements, update_fields
+from agents.rows import execute_statements, insert, update_fields
 from agents.services.runtime_dirs import runtime_dirs_on_firing_end
 from conversations import store
 from conversations.store import conversation_key
@@ -56,7 +56,7 @@ def firing_start(
     chain = [*(parent.delegation_chain if parent else []), agent_node_id]
     # One INSERT: outside a transaction it commits by itself and the task is sent right after it (on_commit runs
     # at once in autocommit); inside one, the task goes out when the caller's transaction commits.
-    firing = Firing.objects.create(
+    firing = Firing(
         workflow=workflow,
         generation=generation,
         agent_node_id=agent_node_id,
@@ -67,6 +67,7 @@ def firing_start(
         delegation_chain=chain,
         chat_run_id=getattr(chat_run, "pk", chat_run),
     )
+    insert(firing)  # SQL built once per process (agents/rows.py): the chat and the API start a firing per message
     enqueue_step("agent.prepare_payload", str(firing.pk))
     logger.info(
         "firing queued",

@@ -3,9 +3,9 @@ written by one statement conditional on that version (docs/architecture.md#conve
 
 from __future__ import annotations
 
-from contextlib import nullcontext
+import itertools
 
-from django.db import connection, transaction
+from django.db import DatabaseError, connection, transaction
 
 from conversations.events import ConversationChange, announce_change_on_commit
 from conversations.models import EMPTY_DIGEST
@@ -44,9 +44,12 @@ def _append_where(key: ConversationKey, rows: _NewRows, claim: str, claim_params
     )
     # Inside a caller's transaction a savepoint keeps it usable if the statement fails; in autocommit the
     # statement is its own transaction.
-    with transaction.atomic() if connection.in_atomic_block else nullcontext(), connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        inserted = cursor.rowcount
+    if connection.in_atomic_block:
+        inserted = _rowcount_in_savepoint(sql, params)
+    else:
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            inserted = cursor.rowcount
     if inserted != len(rows.texts):
         return False
     count = rows.start + len(rows.texts)
@@ -54,6 +57,25 @@ def _append_where(key: ConversationKey, rows: _NewRows, claim: str, claim_params
         ConversationChange(key.workflow_id, key.generation, key.agent_node_id, count, version, "save")
     )
     return True
+
+
+_savepoint_numbers = itertools.count(1)
+
+
+def _rowcount_in_savepoint(sql: str, params: list) -> int:
+    """Run `sql` in a savepoint of the caller's transaction and return its row count, the SAVEPOINT, the statement
+    and the RELEASE sent as one round trip (the simple query protocol runs several statements; a turn's save is in
+    every persist). When the statement fails, the savepoint is rolled back (the caller's transaction stays usable,
+    as with `transaction.atomic()`) and the error raised."""
+    name = f"store_append_{next(_savepoint_numbers)}"
+    with connection.cursor() as cursor:
+        try:
+            cursor.execute(f"SAVEPOINT {name}; {sql}; RELEASE SAVEPOINT {name}", params)
+        except DatabaseError:
+            cursor.execute(f"ROLLBACK TO SAVEPOINT {name}; RELEASE SAVEPOINT {name}")
+            raise
+        cursor.nextset()  # the statement's result, after the SAVEPOINT's
+        return cursor.rowcount
 
 
 def append_in_one_statement(

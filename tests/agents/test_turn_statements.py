@@ -25,9 +25,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 # prepare: BEGIN, lock the firing (with its workflow), take the lease, read the stored list past this process's copy,
 # write the firing, COMMIT; the claim: BEGIN, INSERT ... SELECT ... FOR NO KEY UPDATE (which also reads whether any
 # spending limit may apply), COMMIT; the answer's UPDATE; persist: BEGIN, lock the firing and its step in one
-# statement, SAVEPOINT, the one-statement append, RELEASE, the firing's end with the bill, the step's state, the
-# pressure and the lease's release as WITH clauses, COMMIT.
-TURN_STATEMENTS = 17
+# statement, the one-statement append in its savepoint (SAVEPOINT and RELEASE sent with it), the firing's end with
+# the bill, the step's state, the pressure and the lease's release as WITH clauses, COMMIT.
+TURN_STATEMENTS = 15
 
 
 @pytest.fixture
