@@ -10,6 +10,7 @@ firing's deadline passes.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -41,42 +42,81 @@ def touch_step(step_id: int) -> None:
     LlmStep.objects.filter(pk=step_id, state=LlmStep.State.STARTED).update(heartbeat_at=timezone.now())
 
 
-class StepHeartbeat:
-    """Touches the step row while the provider call runs, so the watchdog can tell a dead worker from a slow model.
+class _Beater:
+    """One thread per process touches every step whose provider call is running in it.
 
-    Each beat is on its own: a beat that fails (the database restarting) is logged once per outage and the next
-    beat tries again on a fresh connection, so one error never silences a live step."""
+    A thread per step cost every step a thread start and a join around the call, each a wait for the scheduler
+    (on a busy machine a good part of a fast turn), for a beat that a call shorter than the interval never makes.
+    Each beat is on its own: a step whose write fails (the database restarting) is logged once per outage and
+    tried again at the next beat, so one error never silences a live step. Between rounds the thread hands its
+    database connection back (it holds none while idle)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._steps: dict[int, bool] = {}  # step id -> its last beat failed
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def add(self, step_id: int) -> None:
+        with self._lock:
+            self._steps[step_id] = False
+            # A forked worker child inherits the object but not the thread.
+            if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
+                self._pid = os.getpid()
+                self._thread = threading.Thread(target=self._run, daemon=True, name="step-heartbeat")
+                self._thread.start()
+
+    def remove(self, step_id: int) -> None:
+        with self._lock:
+            self._steps.pop(step_id, None)
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(settings.AGENT_STEP_HEARTBEAT_SECONDS)
+            with self._lock:
+                due = list(self._steps)
+            for step_id in due:
+                self._beat(step_id)
+            if due:
+                _drop_broken_connection()  # back to the pool until the next round
+
+    def _beat(self, step_id: int) -> None:
+        try:
+            touch_step(step_id)
+        except Exception:  # noqa: BLE001 (a beat that failed is tried again; the thread must not end)
+            with self._lock:
+                failing = self._steps.get(step_id)
+                if failing is None:
+                    return  # the call ended meanwhile
+                self._steps[step_id] = True
+            if not failing:
+                logger.warning("step heartbeat failed; retrying", extra={"step_id": step_id})
+            _drop_broken_connection()
+            return
+        with self._lock:
+            failing = self._steps.get(step_id)
+            if failing:
+                self._steps[step_id] = False
+        if failing:
+            logger.info("step heartbeat recovered", extra={"step_id": step_id})
+
+
+_beater = _Beater()
+
+
+class StepHeartbeat:
+    """Touches the step row while the provider call runs, so the watchdog can tell a dead worker from a slow model
+    (every AGENT_STEP_HEARTBEAT_SECONDS, by the process's one heartbeat thread, `_Beater`)."""
 
     def __init__(self, step_id: int):
         self.step_id = step_id
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name=f"step-heartbeat-{step_id}")
-
-    def _run(self) -> None:
-        failing = False
-        try:
-            while not self._stop.wait(settings.AGENT_STEP_HEARTBEAT_SECONDS):
-                try:
-                    touch_step(self.step_id)
-                except DatabaseError:
-                    if not failing:
-                        logger.warning("step heartbeat failed; retrying", extra={"step_id": self.step_id})
-                    failing = True
-                    _drop_broken_connection()
-                    continue
-                if failing:
-                    logger.info("step heartbeat recovered", extra={"step_id": self.step_id})
-                failing = False
-        finally:
-            _drop_broken_connection()
 
     def __enter__(self):
-        self._thread.start()
+        _beater.add(self.step_id)
         return self
 
     def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join(timeout=5)
+        _beater.remove(self.step_id)
 
 
 def stop_requested(firing_id) -> bool:
