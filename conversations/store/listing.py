@@ -9,7 +9,7 @@ from django.utils import timezone
 from conversations.models import AgentConversation
 
 from .keys import ConversationKey
-from .results import _HEADER
+from .results import HEADER
 
 
 def list_conversations(workflow) -> list[dict]:
@@ -54,7 +54,7 @@ def conversation_pressure_statements(
     return [
         (
             "pressure_recorded",
-            f"UPDATE {_HEADER} SET pressure_input_tokens = %s, pressure_output_tokens = %s, "
+            f"UPDATE {HEADER} SET pressure_input_tokens = %s, pressure_output_tokens = %s, "
             "context_window_tokens = %s, pressure_measured_at = %s "
             "WHERE workflow_id = %s AND generation = %s AND agent_node_id = %s",
             [
