@@ -6,8 +6,13 @@ With the offline provider at zero delay (so the provider call is ~free), measure
   * latency from `firing_start` to the persisted turn (Firing.created_at -> finished_at, stamped on the row by the
     firing process and by the worker, one machine's clock), p50/p95 over N sequential turns spread over 10
     conversations;
+  * where the p50 goes: the broker hop and prepare, the claim, the provider call with the answer's save, persist
+    (by the firing's and step's own timestamps, read after each turn);
   * throughput: turns per second with 1, 4 and 16 conversations driven concurrently (each conversation fires
     its next turn as soon as the previous one is persisted).
+
+`bench/turn_profile.py` runs the worker's part of a turn in one process and prints its statements, CPU time and
+Python calls, which move much less with the machine's load than these figures.
 
 A turn is one broker hop (`firing_start` sends `agent.prepare_payload`; the worker that receives it continues with
 execute and persist in the same process, see docs/architecture.md "A firing") and four commits in the worker:
