@@ -2,7 +2,8 @@
 
 - `run_before(target, action)` / `run_after(target, action)` patch the function named `target` (where its caller
   looks it up) so that `action(*args, **kwargs)` runs right before / after it, in the caller's thread, inside the
-  caller's transaction. `once=True` (the default) runs it on the first call only.
+  caller's transaction. `once=True` (the default) runs it on the first call only. `signal_after(target, when=...)`
+  yields an Event set once such a call has returned, for a test that waits on a step of another thread.
 - `Competitor(fn)` runs `fn` in another thread with its own database connection (a second transaction), and
   records what it returned or raised; `competitor.result()` re-raises its error in the test.
 - `waiting_on_a_lock(pid=...)` / `wait_until_waiting_on_a_lock(pid)` ask PostgreSQL whether a backend is blocked
@@ -16,13 +17,13 @@ import contextlib
 import functools
 import pkgutil
 import threading
-import time
 from unittest import mock
 
 import psycopg
 from django.db import connection, connections
 
 from tests.processes import database_url_for_tests
+from tests.waiting import wait_until
 
 DEFAULT_TIMEOUT = 20.0
 
@@ -61,6 +62,20 @@ def run_after(target: str, action, *, once: bool = True):
         yield
 
 
+@contextlib.contextmanager
+def signal_after(target: str, *, when=None):
+    """Yield an Event that is set once `target` has returned from a call whose arguments satisfy `when(*args,
+    **kwargs)` (any call when None), in whichever thread it ran: a test waits on it to know a step happened."""
+    happened = threading.Event()
+
+    def action(*args, **kwargs):
+        if when is None or when(*args, **kwargs):
+            happened.set()
+
+    with run_after(target, action, once=False):
+        yield happened
+
+
 def backend_pid() -> int:
     """The PostgreSQL backend of this thread's Django connection."""
     connection.ensure_connection()
@@ -84,17 +99,9 @@ def waiting_on_a_lock(*, pid: int | None = None, query_like: str | None = None) 
         return observer.execute(sql, params).fetchone()[0] > 0
 
 
-def wait_until(condition, *, timeout: float = DEFAULT_TIMEOUT, what: str = "the condition") -> None:
-    """Poll `condition()` until it is true; fail the test with `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
-
 def wait_until_waiting_on_a_lock(*, pid: int | None = None, query_like: str | None = None, **kwargs) -> None:
     what = f"backend {pid} to wait on a lock" if pid is not None else f"{query_like!r} to wait on a lock"
+    kwargs.setdefault("timeout", DEFAULT_TIMEOUT)
     wait_until(lambda: waiting_on_a_lock(pid=pid, query_like=query_like), what=what, **kwargs)
 
 

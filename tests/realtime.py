@@ -39,14 +39,19 @@ class SocketClient:
                 threading.Thread(target=cls._loop.run_forever, daemon=True, name="test-sockets").start()
             return cls._loop
 
-    def __init__(self, path: str, *, user=None, origin: str = "http://localhost"):
+    def __init__(
+        self, path: str, *, user=None, cookie: str | None = None, origin: str = "http://localhost", host="localhost"
+    ):
+        """A socket logged in as `user` (a fresh session), or with a given session `cookie` (one the test ends)."""
         from opencompany.asgi import application
 
         self._loop = self._shared_loop()
 
-        headers = [(b"origin", origin.encode()), (b"host", b"localhost")]
+        headers = [(b"origin", origin.encode()), (b"host", host.encode())]
         if user is not None:
-            headers.append((b"cookie", session_cookie_for(user).encode()))
+            cookie = session_cookie_for(user)
+        if cookie is not None:
+            headers.append((b"cookie", cookie.encode()))
         self.communicator = self._run(self._make(application, path, headers))
         self.connected = False
         self.close_code = None

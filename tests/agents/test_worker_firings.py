@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import signal
 import threading
-import time
 
 import psycopg
 import pytest
@@ -19,6 +18,7 @@ from providers.wire import validate_messages
 from tests.agents.factories import agent_node, assistant_with, edge, started_workflow
 from tests.processes import database_url_for_tests, start_celery_worker
 from tests.race import waiting_on_a_lock
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -28,16 +28,6 @@ FAST_WATCHDOG = {
     "AGENT_STEP_LOST_AFTER_SECONDS": "3",
     "AGENT_PERSIST_GRACE_SECONDS": "2",
 }
-
-
-def wait_until(predicate, *, timeout: float, what: str, interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def firing_state(firing_id) -> Firing:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import time
-
 from conversations.store import conversation_key, load_conversation
+from tests.waiting import wait_until
+
+__all__ = ["HeldDispatch", "stored", "texts", "wait_until"]
 
 
 def stored(workflow, generation, agent) -> list[dict]:
@@ -13,16 +14,6 @@ def stored(workflow, generation, agent) -> list[dict]:
 
 def texts(messages: list[dict]) -> list[str]:
     return ["".join(b.get("text", "") for b in m["blocks"] if b["type"] == "text") for m in messages]
-
-
-def wait_until(predicate, *, timeout: float = 30, what: str = "condition", interval: float = 0.02):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class HeldDispatch:

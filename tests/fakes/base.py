@@ -119,6 +119,11 @@ class FakeProviderServer:
         self.valid_keys: set[str] | None = None  # when set, the model list answers 401 for any other key
         self._lock = threading.Lock()
         self._counter = 0
+        # Scripted silences (Turn.pause_after_first_text_s, Turn.hold_after_first_text) are counted, so a test can
+        # see a stream being silent (`silent`, `wait_until_silent`) instead of timing anything; `close` ends pauses.
+        self._silences = 0
+        self._silence_began = threading.Event()
+        self._resume = threading.Event()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -161,7 +166,19 @@ class FakeProviderServer:
     def last_body(self) -> Any:
         return self.requests[-1].body
 
+    @property
+    def silent(self) -> bool:
+        """Is a stream in its scripted silence right now (its first text delta written and flushed, the rest
+        held back)?"""
+        with self._lock:
+            return self._silences > 0
+
+    def wait_until_silent(self, timeout: float = 30.0) -> None:
+        """Block until a stream has entered its scripted silence (failing the test after `timeout` seconds)."""
+        assert self._silence_began.wait(timeout), f"no {self.provider} stream went silent within {timeout}s"
+
     def close(self) -> None:
+        self._resume.set()  # a stream still in its silence ends it now, so its handler thread does not linger
         self._server.shutdown()
         self._server.server_close()
 
@@ -271,12 +288,22 @@ class FakeProviderServer:
                 if sse.delay_s:
                     time.sleep(sse.delay_s)
                 if index in sse.pauses:
-                    time.sleep(sse.pauses[index])
+                    self._be_silent(self._resume, sse.pauses[index])
                 if index in sse.holds:
-                    sse.holds[index].wait(timeout=HOLD_LIMIT_S)  # a test that never releases still ends
+                    self._be_silent(sse.holds[index], HOLD_LIMIT_S)  # a test that never releases still ends
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client dropped the stream (Stop): that is allowed
         handler.close_connection = True
+
+    def _be_silent(self, until: threading.Event, seconds: float) -> None:
+        with self._lock:
+            self._silences += 1
+        self._silence_began.set()
+        try:
+            until.wait(seconds)
+        finally:
+            with self._lock:
+                self._silences -= 1
 
 
 def sse_frame(data: Any, event: str | None = None) -> bytes:

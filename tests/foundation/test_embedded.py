@@ -5,9 +5,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 
+import psutil
 import pytest
 
 from tests.processes import REPO_ROOT
@@ -40,9 +40,11 @@ def test_two_racing_starters_share_one_server_and_a_killed_run_is_recovered(serv
         redis_pid = int((data_dir / "redis" / "redis.pid").read_text())
 
         # A killed run leaves a postmaster.pid and a redis.pid behind.
-        os.kill(pg_pid, signal.SIGKILL)
-        os.kill(redis_pid, signal.SIGKILL)
-        time.sleep(1)
+        killed = [psutil.Process(pg_pid), psutil.Process(redis_pid)]
+        for process in killed:
+            process.send_signal(signal.SIGKILL)
+        _, alive = psutil.wait_procs(killed, timeout=30)
+        assert not alive, alive
         assert (data_dir / "postgres" / "postmaster.pid").exists()
         again = _run(START + "\nimport psycopg; psycopg.connect(e.ensure_postgres()).execute('select 1')", data_dir)
         assert _postmaster_pid(data_dir) != pg_pid

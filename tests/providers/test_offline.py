@@ -1,11 +1,12 @@
 """The offline provider: deterministic replies, tool commands, streaming with a delay, Stop, the call log."""
 
 import threading
-import time
+from types import SimpleNamespace
 
 import pytest
 
 from providers import ChatRequest, ChatUnifier, ToolDefinition, summarize
+from providers.adapters import offline
 from providers.wire import text_message, tool_calls_of, tool_result_message
 
 MEMORY = ToolDefinition("memory", "memory tool", {"type": "object"})
@@ -119,18 +120,21 @@ def test_notes_ahead_of_the_message_are_counted_never_echoed():
 
 def test_it_streams_in_chunks_with_the_configured_delay(monkeypatch):
     monkeypatch.setenv("OFFLINE_PROVIDER_DELAY_MS", "30")
-    events, stamps = [], []
+    timeline = []  # what happened, in order: each delta, and each pause the provider took between them
+    monkeypatch.setattr(offline, "time", SimpleNamespace(sleep=lambda seconds: timeline.append(("pause", seconds))))
 
     def on_event(event):
-        events.append(event)
-        stamps.append(time.monotonic())
+        timeline.append((event["type"], event.get("text")))
 
     result = chat([text_message("user", "one two three four five six seven eight nine")], on_event=on_event)
-    deltas = [e["text"] for e in events if e["type"] == "text_delta"]
+    deltas = [text for kind, text in timeline if kind == "text_delta"]
     assert len(deltas) > 3
     assert "".join(deltas) == result.message["blocks"][0]["text"]
-    gaps = [b - a for a, b in zip(stamps, stamps[1:], strict=False)]
-    assert min(gaps) >= 0.025
+    # The configured pause stands between every two deltas, and nowhere else.
+    expected = [("text_delta", deltas[0])]
+    for delta in deltas[1:]:
+        expected += [("pause", 0.03), ("text_delta", delta)]
+    assert timeline == expected
 
 
 def test_stop_between_chunks_keeps_what_was_streamed(monkeypatch):

@@ -1,6 +1,29 @@
+"""Fixtures and helpers of the runtime tests: the fake provider servers each CLI or SDK talks to, a firing run in
+the background, and (for the Chromium tests) the real web server and worker with a runtime agent's chat."""
+
+import os
+
 import pytest
 
 from tests.fakes import FakeAnthropic
+from tests.race import Competitor
+
+
+def fire_in_background(workflow, generation, agent, prompt) -> Competitor:
+    """`firing_start` on its own thread and database connection; `.result(timeout)` is the firing's id."""
+    from agents.services.firings import firing_start
+
+    return Competitor(lambda: firing_start(workflow, generation, agent, prompt), name="firing").start()
+
+
+def process_group_gone(pid: int) -> bool:
+    """Whether the process group `pid` is gone: SIGKILLed at Stop, but on a loaded machine the kernel may take a
+    moment to tear it down and reap it, so callers poll this."""
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
 
 
 @pytest.fixture

@@ -14,6 +14,9 @@ from conversations.models import RuntimeSessionBinding, UsageRecord
 from conversations.store import clear_conversation, conversation_key, load_conversation
 from tests.agents.factories import assistant_with
 from tests.fakes.base import Call, Text, Think, Turn
+from tests.race import Competitor, signal_after
+from tests.runtimes.conftest import fire_in_background, process_group_gone
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -154,48 +157,6 @@ def test_a_memory_call_from_claude_code_lands_in_the_agents_memory_namespace(own
     assert [b["type"] for b in stored[2]["blocks"]] == ["thinking", "tool_call"]
 
 
-def _fire_in_background(workflow, generation, agent, prompt):
-    import threading
-
-    from django.db import connections
-
-    done = {}
-
-    def run():
-        try:
-            done["id"] = firing_start(workflow, generation, agent, prompt)
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread, done
-
-
-def _group_gone(pid: int) -> bool:
-    """Whether the process group is gone: SIGKILLed at Stop, but on a loaded machine the kernel may take a moment
-    to tear it down and reap it, so callers poll this."""
-    import os
-
-    try:
-        os.killpg(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
-def _wait_for(predicate, timeout=30.0):
-    import time
-
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting")
-
-
 def test_stop_mid_stream_kills_the_process_and_saves_the_partial_answer(owner, anthropic_fake, runtime_dir, caplog):
     import logging
 
@@ -205,20 +166,20 @@ def test_stop_mid_stream_kills_the_process_and_saves_the_partial_answer(owner, a
 
     workflow, generation, ids = _claude_agent(owner)
     anthropic_fake.push(Turn([Text("The first half, then a long silence")], pause_after_first_text_s=60))
-    thread, _ = _fire_in_background(workflow, generation, ids["lead"], "tell me a long story")
-    firing = _wait_for(lambda: Firing.objects.filter(workflow=workflow).first())
-    pid_file = _wait_for(lambda: next(runtime_dir.glob("claude_code/*/proc/pid"), None))
-    pid = int(pid_file.read_text())
-    _wait_for(lambda: anthropic_fake.requests)  # the CLI is streaming the answer now
-    import time
-
-    time.sleep(1.0)  # the first text delta reaches the CLI
+    is_text = lambda _stream, event: event.get("type") == "text_delta"  # noqa: E731
+    with signal_after("providers.adapters.common.Stream.emit", when=is_text) as text_arrived:
+        background = fire_in_background(workflow, generation, ids["lead"], "tell me a long story")
+        firing = wait_until(lambda: Firing.objects.filter(workflow=workflow).first(), what="the firing")
+        pid_file = wait_until(lambda: next(runtime_dir.glob("claude_code/*/proc/pid"), None), what="the CLI's pid")
+        pid = int(wait_until(lambda: pid_file.read_text().strip(), what="the CLI's pid"))
+        anthropic_fake.wait_until_silent()  # the first text delta went out, the rest is held back
+        assert text_arrived.wait(30), "the first text delta never reached the runtime"
     assert firing_request_stop(firing_id=firing.pk)
-    thread.join(timeout=30)
-    assert not thread.is_alive()
+    background.result(timeout=30)
+    assert anthropic_fake.silent  # the firing ended while the provider was still silent: it did not wait for it
     firing.refresh_from_db()
     assert firing.state == Firing.State.STOPPED, (firing.state, firing.error_code, firing.error_message)
-    _wait_for(lambda: _group_gone(pid), timeout=10)  # the CLI and everything it started are gone
+    wait_until(lambda: process_group_gone(pid), timeout=10, what="the CLI's process group to go")
     stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
     assert [m["role"] for m in stored] == ["system", "user", "assistant"]
     (partial,) = stored[-1]["blocks"]
@@ -294,35 +255,21 @@ def test_the_agent_form_schema_names_each_runtimes_fidelity():
 
 
 def test_a_chat_with_claude_code_streams_stops_and_continues(owner, anthropic_fake, settings):
-    import threading
-
-    from django.db import connection
-
     from chat.events import run_stream_state
     from chat.models import ChatRun
     from chat.services import chat_message_send, chat_run_stop
-    from tests.chat.helpers import wait_until
 
     settings.AGENT_STOP_POLL_SECONDS = 0.02
     workflow, generation, ids = _claude_agent(owner)
     words = "".join(f"part{i} " for i in range(80))
     anthropic_fake.push(Turn([Text(words)], chunk_delay_s=0.0, pause_after_first_text_s=60))
-    box = {}
-
-    def sender():
-        try:
-            box["run"] = chat_message_send(workflow=workflow, text="a long answer please")[1]
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=sender)
-    thread.start()
+    sender = Competitor(lambda: chat_message_send(workflow=workflow, text="a long answer please"), name="send").start()
     run_id = wait_until(lambda: ChatRun.objects.values_list("pk", flat=True).first(), what="the run")
     wait_until(lambda: len(run_stream_state(run_id)[1]) > 0, what="streamed text", timeout=60)
     streamed = run_stream_state(run_id)[1]
     assert words.startswith(streamed)  # the chat saw Claude Code's text deltas as they came
     chat_run_stop(workflow=workflow, run_id=run_id)
-    thread.join(timeout=60)
+    sender.result(timeout=60)
     run = ChatRun.objects.get(pk=run_id)
     assert run.state == "stopped" and run.reply_message.status == "stopped"
     assert run.reply_message.text and words.startswith(run.reply_message.text)
@@ -343,13 +290,12 @@ def test_the_wall_clock_limit_kills_the_run_and_keeps_what_arrived(owner, anthro
     settings.AGENT_MAX_WALL_SECONDS = 6
     workflow, generation, ids = _claude_agent(owner)
     anthropic_fake.push(Turn([Text("Slow start and then nothing")], pause_after_first_text_s=120))
-    thread, done = _fire_in_background(workflow, generation, ids["lead"], "take your time")
+    background = fire_in_background(workflow, generation, ids["lead"], "take your time")
     # The pid while the CLI runs: its directory is removed once the firing ends.
-    pid_file = _wait_for(lambda: next(runtime_dir.glob("claude_code/*/proc/pid"), None))
-    pid = int(_wait_for(lambda: pid_file.read_text().strip()))
-    thread.join(timeout=60)
-    firing = Firing.objects.get(pk=done["id"])
-    _wait_for(lambda: _group_gone(pid), timeout=10)
+    pid_file = wait_until(lambda: next(runtime_dir.glob("claude_code/*/proc/pid"), None), what="the CLI's pid")
+    pid = int(wait_until(lambda: pid_file.read_text().strip(), what="the CLI's pid"))
+    firing = Firing.objects.get(pk=background.result(timeout=60))
+    wait_until(lambda: process_group_gone(pid), timeout=10, what="the CLI's process group to go")
     stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
     assert stored[-1]["meta"]["runtime"]["end_reason"] == "max_wall_time"
     assert stored[-1]["blocks"][0]["stopped"] is True and stored[-1]["blocks"][0]["text"]

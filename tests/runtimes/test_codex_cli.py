@@ -11,6 +11,9 @@ from conversations.store import conversation_key, load_conversation
 from providers.wire import validate_messages
 from tests.agents.factories import assistant_with
 from tests.fakes.base import Text, Think, Turn
+from tests.race import signal_after
+from tests.runtimes.conftest import fire_in_background, process_group_gone
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -80,66 +83,25 @@ def _codex_group(runtime_dir):
     return None
 
 
-def _fire_in_background(workflow, generation, agent, prompt):
-    import threading
-
-    from django.db import connections
-
-    done = {}
-
-    def run():
-        try:
-            done["id"] = firing_start(workflow, generation, agent, prompt)
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread, done
-
-
-def _wait_for(predicate, timeout=30.0):
-    import time
-
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("timed out waiting")
-
-
 def _assert_group_gone(pid: int) -> None:
-    import os
-
-    def gone() -> bool:
-        try:
-            os.killpg(pid, 0)
-        except ProcessLookupError:
-            return True
-        return False
-
-    # SIGKILLed at Stop; on a loaded machine the kernel may take a moment to tear the group down and reap it.
-    _wait_for(gone, timeout=10)  # codex and everything it started are gone
+    wait_until(lambda: process_group_gone(pid), timeout=10, what="codex and everything it started to go")
 
 
 def test_stop_mid_stream_kills_codex_and_saves_what_arrived(owner, openai_fake, runtime_dir):
-    import time
-
     from agents.services.firings import firing_request_stop
 
     workflow, generation, ids = assistant_with(owner, provider="codex_cli", model="gpt-5")
     openai_fake.push(Turn([Think("Planning the story."), Text("Once upon a time")], pause_after_first_text_s=60))
-    thread, done = _fire_in_background(workflow, generation, ids["lead"], "tell me a long story")
-    pid = _wait_for(lambda: _codex_group(runtime_dir))
-    _wait_for(lambda: openai_fake.requests)  # codex is streaming the answer now
-    time.sleep(1.0)  # the reasoning item is complete, the text is stalled mid-stream
+    is_reasoning = lambda _collector, item: item.get("type") == "reasoning"  # noqa: E731
+    with signal_after("providers.runtimes.codex_cli._Collector._item", when=is_reasoning) as reasoning_collected:
+        background = fire_in_background(workflow, generation, ids["lead"], "tell me a long story")
+        pid = wait_until(lambda: _codex_group(runtime_dir), what="codex to start")
+        openai_fake.wait_until_silent()  # the reasoning went out whole, the text is stalled mid-stream
+        assert reasoning_collected.wait(30), "codex never reported the completed reasoning item"
     firing = Firing.objects.get(workflow=workflow)
-    started = time.monotonic()
     assert firing_request_stop(firing_id=firing.pk)
-    thread.join(timeout=30)
-    assert not thread.is_alive() and time.monotonic() - started < 20  # not the fake's 60 s pause
+    background.result(timeout=30)
+    assert openai_fake.silent  # the firing ended while the provider was still silent: not after the fake's pause
     firing.refresh_from_db()
     assert firing.state == Firing.State.STOPPED, (firing.state, firing.error_code, firing.error_message)
     _assert_group_gone(pid)
@@ -156,11 +118,9 @@ def test_the_wall_clock_limit_kills_codex_and_keeps_what_arrived(owner, openai_f
     settings.AGENT_MAX_WALL_SECONDS = 6
     workflow, generation, ids = assistant_with(owner, provider="codex_cli", model="gpt-5")
     openai_fake.push(Turn([Think("Slowly."), Text("Slow start and then nothing")], pause_after_first_text_s=120))
-    thread, done = _fire_in_background(workflow, generation, ids["lead"], "take your time")
-    pid = _wait_for(lambda: _codex_group(runtime_dir))
-    thread.join(timeout=60)
-    assert not thread.is_alive()
-    firing = Firing.objects.get(pk=done["id"])
+    background = fire_in_background(workflow, generation, ids["lead"], "take your time")
+    pid = wait_until(lambda: _codex_group(runtime_dir), what="codex to start")
+    firing = Firing.objects.get(pk=background.result(timeout=60))
     _assert_group_gone(pid)
     assert firing.state in (Firing.State.STOPPED, Firing.State.FINISHED), (firing.error_code, firing.error_message)
     stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
