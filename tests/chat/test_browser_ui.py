@@ -95,11 +95,14 @@ def answers(page):
     return page.locator("#thread > li.msg.assistant:not(.streaming)")
 
 
+AT_BOTTOM = (
+    "(() => { const s = document.getElementById('thread-scroll');"
+    " return s.scrollHeight - s.scrollTop - s.clientHeight < 4; })()"
+)
+
+
 def at_bottom(page) -> bool:
-    return page.evaluate(
-        "(() => { const s = document.getElementById('thread-scroll');"
-        " return s.scrollHeight - s.scrollTop - s.clientHeight < 4; })()"
-    )
+    return page.evaluate(AT_BOTTOM)
 
 
 def open_chat(page, stack, workflow, cookie):
@@ -159,21 +162,19 @@ def test_text_as_typed_markdown_code_copy_latest_and_autoscroll(setup, stack, br
     composer.fill(LONG)
     composer.press("Enter")
     expect(page.locator("li.streaming")).to_contain_text("word6", timeout=20_000)
-    page.wait_for_timeout(300)
-    assert at_bottom(page)
+    page.wait_for_function(AT_BOTTOM, timeout=10_000)
     page.evaluate("document.getElementById('thread-scroll').scrollTop = 200")
-    page.wait_for_timeout(100)
+    jump = page.get_by_role("button", name="Jump to latest")
+    expect(jump).to_be_visible()  # the page has taken the scroll up: it stops following
     before = page.locator("li.streaming .body").inner_text()
     page.wait_for_function(
         f"document.querySelector('li.streaming .body').innerText.length > {len(before) + 60}", timeout=20_000
     )
     assert page.evaluate("document.getElementById('thread-scroll').scrollTop") == 200
-    jump = page.get_by_role("button", name="Jump to latest")
     expect(jump).to_be_visible()
     shot(page, "05-scrolled-up-while-streaming")
     jump.click()
-    page.wait_for_timeout(200)
-    assert at_bottom(page)
+    page.wait_for_function(AT_BOTTOM, timeout=10_000)
     expect(jump).to_be_hidden()
     # A message during the answer is refused in plain words; the refusal goes when the answer ends.
     composer.fill("are you there?")

@@ -31,6 +31,7 @@ from tests.processes import (
     wait_for_port,
     web_server_args,
 )
+from tests.waiting import wait_until
 
 
 class Cluster:
@@ -80,16 +81,19 @@ class Cluster:
         out = self._services_python("print(e.ensure_postgres()); print(e.ensure_redis())", timeout=180).split()
         return out[-2], out[-1]
 
-    def restart_redis(self, *, down_seconds: float = 1.0, empty: bool = False) -> None:
-        """Stop Redis and start it again; `empty` deletes its append-only files between (a server that lost its
-        data: queued tasks, group membership, counters, the hub epoch)."""
+    def restart_redis(self, *, empty: bool = False) -> None:
+        """Stop Redis and start it again once every web process has seen it gone (its readiness probe names
+        redis): the outage is one the cluster noticed, however fast or slow the machine. `empty` deletes its
+        append-only files between (a server that lost its data: queued tasks, group membership, counters, the hub
+        epoch)."""
         self._services_python("e.stop_redis()", timeout=60)
         if empty:
             redis_dir = self.services_dir / "redis"
             shutil.rmtree(redis_dir / "appendonlydir", ignore_errors=True)  # Redis 7's layout
             for name in ("appendonly.aof", "dump.rdb"):
                 (redis_dir / name).unlink(missing_ok=True)
-        time.sleep(down_seconds)
+        for web in self.web_urls:
+            wait_until(lambda web=web: "redis" in self.ready(web).get("failing", []), what=f"{web} to see Redis gone")
         url = self._services_python("print(e.ensure_redis())", timeout=60).split()[-1]
         assert url == self.redis_url, "Redis came back on another port"
 
@@ -138,6 +142,14 @@ class Cluster:
                 return response.status, json.loads(response.read() or b"{}")
         except urllib.error.HTTPError as error:
             return error.code, json.loads(error.read() or b"{}")
+
+    def ready(self, web: str) -> dict:
+        """The web process's readiness probe (a 503 names what is failing)."""
+        try:
+            with urllib.request.urlopen(self.web_urls[web] + "/healthz/ready", timeout=30) as response:
+                return json.loads(response.read() or b"{}")
+        except urllib.error.HTTPError as error:
+            return json.loads(error.read() or b"{}")
 
     def session_cookie(self, web: str) -> str:
         jar = http.cookiejar.CookieJar()
