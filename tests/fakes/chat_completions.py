@@ -30,6 +30,7 @@ from .base import (
     sse_frame,
     stream_of,
 )
+from .openai_models import model_list
 
 
 def _split(text: str) -> list[str]:
@@ -63,18 +64,7 @@ class FakeChatCompletions(FakeProviderServer):
 
     def handle_other(self, request: RecordedRequest) -> RawReply | None:
         if request.method == "GET" and request.path == "/v1/models":
-            if self.key_refused(request):
-                key = self.presented_key(request)
-                return self.render_error(
-                    ErrorReply(
-                        401,
-                        f"Incorrect API key provided: {key[:3]}***{key[-4:]}. You can find your API key at "
-                        "https://platform.openai.com/account/api-keys.",
-                        kind="invalid_request_error",
-                    )
-                )
-            model = {"id": "local-model", "object": "model", "created": 1754000000, "owned_by": "system"}
-            return json_reply(200, {"object": "list", "data": [model]})
+            return model_list(self, request, "local-model")
         return None
 
     def validate(self, request: RecordedRequest) -> None:

@@ -23,6 +23,7 @@ from .base import (
     sse_frame,
     stream_of,
 )
+from .openai_models import model_list
 
 ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 429: "rate_limit_error"}
 
@@ -72,6 +73,7 @@ class FakeOpenAIResponses(FakeProviderServer):
         self.outputs: list[list[dict]] = []  # each rendered turn's output items, as sent
         self.embedding_errors: list[ErrorReply] = []  # the next embeddings calls answer these, in order
         self.embedding_inputs: list[list[str]] = []  # the inputs of each embeddings call answered
+        self.embeddings_reversed = False  # answer the rows last input first: the API pairs them by `index` only
 
     @property
     def base_url(self) -> str:
@@ -79,18 +81,7 @@ class FakeOpenAIResponses(FakeProviderServer):
 
     def handle_other(self, request: RecordedRequest) -> RawReply | None:
         if request.method == "GET" and request.path == "/v1/models":
-            if self.key_refused(request):
-                key = self.presented_key(request)
-                return self.render_error(
-                    ErrorReply(
-                        401,
-                        f"Incorrect API key provided: {key[:3]}***{key[-4:]}. You can find your API key at "
-                        "https://platform.openai.com/account/api-keys.",
-                        kind="invalid_request_error",
-                    )
-                )
-            model = {"id": "gpt-5", "object": "model", "created": 1754000000, "owned_by": "system"}
-            return json_reply(200, {"object": "list", "data": [model]})
+            return model_list(self, request, "gpt-5")
         if request.path == "/v1/embeddings":
             return self.embeddings(request)
         if request.path == "/v1/responses/input_tokens":
@@ -151,14 +142,21 @@ class FakeOpenAIResponses(FakeProviderServer):
             )
         data = []
         for index, text in enumerate(inputs):
-            seed = hashlib.sha256(text.encode()).digest()
-            vector = [(seed[i % len(seed)] - 127.5) / 127.5 for i in range(dims)]
+            vector = self.embedding_of(text, dims)
             if encoding == "base64":
                 vector = base64.b64encode(struct.pack(f"<{dims}f", *vector)).decode()
             data.append({"object": "embedding", "index": index, "embedding": vector})
+        if self.embeddings_reversed:
+            data.reverse()
         self.embedding_inputs.append(inputs)
         usage = {"prompt_tokens": sum(tokens), "total_tokens": sum(tokens)}
         return json_reply(200, {"object": "list", "data": data, "model": model, "usage": usage})
+
+    @staticmethod
+    def embedding_of(text: str, dims: int) -> list[float]:
+        """The vector this fake answers for `text` (a hash of it), so a test can say what it expects."""
+        seed = hashlib.sha256(text.encode()).digest()
+        return [(seed[i % len(seed)] - 127.5) / 127.5 for i in range(dims)]
 
     # --- validation: the rules the real API enforces on replayed input ---
 

@@ -5,8 +5,13 @@ import os
 
 import pytest
 
+from tests.agents.factories import edge, started_workflow
+from tests.chat.test_browser import answers, browser_page  # noqa: F401 - the Chromium page fixture, for the browser tests
 from tests.fakes import FakeAnthropic
+from tests.processes import REPO_ROOT, start_celery_worker, start_web_server
 from tests.race import Competitor
+
+ARTIFACTS = REPO_ROOT / "test-artifacts" / "runtimes"
 
 
 def fire_in_background(workflow, generation, agent, prompt) -> Competitor:
@@ -64,3 +69,57 @@ def vertex_fake(monkeypatch):
         monkeypatch.setenv("VERTEX_AGENT_CREDENTIALS", VERTEX_TOKEN)
         monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
         yield fake
+
+
+# --- the Chromium tests: the real web server and worker, and a chat whose one agent runs on a runtime ---------
+
+
+def shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+@pytest.fixture
+def runtime_stack(tmp_path):
+    """`runtime_stack(**env)` starts a real Celery worker with the runtime's environment (its fake provider server)
+    and a web server; it returns the site's base URL. Both stop after the test."""
+    started = []
+
+    def start(**env: str) -> str:
+        runtime = {"AGENT_RUNTIME_DIR": str(tmp_path / "runtimes"), "AGENT_STOP_POLL_SECONDS": "0.05"}
+        started.append(start_celery_worker(tmp_path, **runtime, **env))
+        web, base_url = start_web_server(tmp_path)
+        started.append(web)
+        return base_url
+
+    yield start
+    for process in reversed(started):
+        process.stop()
+
+
+@pytest.fixture
+def runtime_chat(make_user):
+    """`runtime_chat(lead, name=...)`: a started chat workflow (trigger, the agent node `lead`, its context) of a
+    new owner, and that owner's session cookie for Chromium. Made before the browser starts: Playwright's sync API
+    runs an event loop, and the ORM refuses to run inside one."""
+    from tests.realtime import session_cookie_for
+
+    def make(lead: dict, *, name: str) -> tuple:
+        owner = make_user("browser-owner", password="pw-for-browser-1")
+        workflow, _, _ = started_workflow(
+            owner,
+            [
+                {"id": "trigger", "type": "chatTrigger", "params": {}},
+                lead,
+                {"id": "ctx", "type": "context", "params": {}},
+            ],
+            [
+                edge("trigger", "output-main", "lead", "input-main"),
+                edge("ctx", "output-context", "lead", "input-context"),
+            ],
+            name=name,
+        )
+        cookie_name, value = session_cookie_for(owner).split("=", 1)
+        return workflow, {"name": cookie_name, "value": value}
+
+    return make

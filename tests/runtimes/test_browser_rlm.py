@@ -6,21 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.agents.factories import agent_node, edge, started_workflow
-from tests.chat.test_browser import answers, browser_page  # noqa: F401 - the Chromium page fixture
+from tests.agents.factories import agent_node
 from tests.fakes import FakeChatCompletions
 from tests.fakes.base import Text, Turn
-from tests.processes import REPO_ROOT, start_celery_worker, start_web_server
+from tests.runtimes.conftest import answers, shot
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-ARTIFACTS = REPO_ROOT / "test-artifacts" / "runtimes"
-PASSWORD = "pw-for-browser-1"
-
-
-def shot(page, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
 @pytest.fixture
@@ -30,40 +21,19 @@ def fake():
 
 
 @pytest.fixture
-def stack(tmp_path, fake):
-    env = {
-        "OPENAI_COMPATIBLE_BASE_URL": fake.base_url,
-        "OPENAI_COMPATIBLE_API_KEY": "sk-rlm-browser-test",
-        "AGENT_RUNTIME_DIR": str(tmp_path / "runtimes"),
-        "AGENT_STOP_POLL_SECONDS": "0.05",
-    }
-    worker = start_celery_worker(tmp_path, **env)
-    web, base_url = start_web_server(tmp_path)
-    yield base_url
-    web.stop()
-    worker.stop()
+def stack(runtime_stack, fake):
+    return runtime_stack(OPENAI_COMPATIBLE_BASE_URL=fake.base_url, OPENAI_COMPATIBLE_API_KEY="sk-rlm-browser-test")
 
 
 @pytest.fixture
-def setup(make_user):
-    from tests.realtime import session_cookie_for
-
-    owner = make_user("browser-owner", password=PASSWORD)
-    workflow, _, ids = started_workflow(
-        owner,
-        [
-            {"id": "trigger", "type": "chatTrigger", "params": {}},
-            agent_node("lead", "Lead", provider="rlm", model="local-model", rlm_backend="openai_compatible"),
-            {"id": "ctx", "type": "context", "params": {}},
-        ],
-        [edge("trigger", "output-main", "lead", "input-main"), edge("ctx", "output-context", "lead", "input-context")],
+def setup(runtime_chat):
+    return runtime_chat(
+        agent_node("lead", "Lead", provider="rlm", model="local-model", rlm_backend="openai_compatible"),
         name="rlm chat",
     )
-    name, value = session_cookie_for(owner).split("=", 1)
-    return workflow, {"name": name, "value": value}
 
 
-def test_an_rlm_chat_shows_each_cell_as_a_step_and_the_answer(setup, stack, fake, browser_page):  # noqa: F811
+def test_an_rlm_chat_shows_each_cell_as_a_step_and_the_answer(setup, stack, fake, browser_page):
     from playwright.sync_api import expect
 
     page = browser_page

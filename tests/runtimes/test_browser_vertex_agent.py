@@ -9,22 +9,14 @@ import threading
 
 import pytest
 
-from tests.agents.factories import agent_node, edge, started_workflow
-from tests.chat.test_browser import answers, browser_page  # noqa: F401 - the Chromium page fixture
+from tests.agents.factories import agent_node
 from tests.fakes import FakeVertexInteractions
 from tests.fakes.base import Text, Think, Turn
-from tests.processes import REPO_ROOT, start_celery_worker, start_web_server
+from tests.runtimes.conftest import answers, shot
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-ARTIFACTS = REPO_ROOT / "test-artifacts" / "runtimes"
-PASSWORD = "pw-for-browser-1"
 TOKEN = "ya29.browser-vertex-token"
-
-
-def shot(page, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
 @pytest.fixture
@@ -35,44 +27,24 @@ def fake():
 
 
 @pytest.fixture
-def stack(tmp_path, fake):
-    env = {
-        "VERTEX_AGENT_BASE_URL": fake.base_url,
-        "VERTEX_AGENT_CREDENTIALS": TOKEN,
-        "AGENT_RUNTIME_DIR": str(tmp_path / "runtimes"),
-        "AGENT_STOP_POLL_SECONDS": "0.05",
-    }
-    worker = start_celery_worker(tmp_path, **env)
-    web, base_url = start_web_server(tmp_path)
-    yield base_url
-    web.stop()
-    worker.stop()
+def stack(runtime_stack, fake):
+    return runtime_stack(VERTEX_AGENT_BASE_URL=fake.base_url, VERTEX_AGENT_CREDENTIALS=TOKEN)
 
 
 @pytest.fixture
-def setup(make_user):
-    from tests.realtime import session_cookie_for
-
-    owner = make_user("browser-owner", password=PASSWORD)
+def setup(runtime_chat):
     lead = agent_node(
         "lead", "Lead", provider="vertex_agent", model="gemini-3-flash", project="P", location="L",
         agent="antigravity-preview-05-2026", environment="remote",
     )  # fmt: skip
-    workflow, _, ids = started_workflow(
-        owner,
-        [{"id": "trigger", "type": "chatTrigger", "params": {}}, lead, {"id": "ctx", "type": "context", "params": {}}],
-        [edge("trigger", "output-main", "lead", "input-main"), edge("ctx", "output-context", "lead", "input-context")],
-        name="vertex agent chat",
-    )
-    name, value = session_cookie_for(owner).split("=", 1)
-    return workflow, {"name": name, "value": value}
+    return runtime_chat(lead, name="vertex agent chat")
 
 
 def test_a_vertex_agent_chat_streams_continues_and_the_context_panel_says_what_is_kept(
     setup,
     stack,
     fake,
-    browser_page,  # noqa: F811
+    browser_page,
 ):
     from playwright.sync_api import expect
 
