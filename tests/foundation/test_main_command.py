@@ -13,6 +13,7 @@ import urllib.request
 import pytest
 
 from tests.processes import REPO_ROOT, free_port
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -61,9 +62,7 @@ def test_the_main_command_serves_login_and_the_demo_login_works(tmp_path, servic
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_for_health(base, process, timeout=180)
-        deadline = time.monotonic() + 20
-        while "running at" not in log_path.read_text() and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_until(lambda: "running at" in log_path.read_text(), timeout=20, what="the banner")
         output = log_path.read_text()
         password = re.search(r"Login: demo\s+Password: (\S+)", output).group(1)
         assert f"OpenCompany is running at {base}/" in output
