@@ -167,3 +167,57 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+
+
+def serve_repo_static(route) -> None:
+    """A Playwright route handler for /static/: daphne serves no static files (collectstatic and a front server do
+    in production), so the repo's own folder is served and the test needs no collect."""
+    import mimetypes
+
+    path = REPO_ROOT / "static" / route.request.url.split("/static/", 1)[1].split("?")[0]
+    if not path.is_file():
+        return route.fulfill(status=404, body="")
+    return route.fulfill(
+        status=200, body=path.read_bytes(), content_type=mimetypes.guess_type(str(path))[0] or "text/plain"
+    )
+
+
+@contextlib.contextmanager
+def chromium_context(profile_dir: Path, *, width: int = 1100, height: int = 900):
+    """A persistent Chromium context (Debian's binary, driven by Playwright) with the repo's static files served;
+    the test is skipped where Chromium is not installed."""
+    import re
+
+    import pytest
+
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's Chromium is not installed at /usr/bin/chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            str(profile_dir),
+            executable_path=str(CHROMIUM),
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport={"width": width, "height": height},
+            # wait_for_function("<expression>") evaluates a string, which the page's CSP forbids (no unsafe-eval);
+            # the pages themselves run under the enforced policy in tests/browser/test_csp.py.
+            bypass_csp=True,
+        )
+        context.route(re.compile(r".*/static/.*"), serve_repo_static)
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+@contextlib.contextmanager
+def chromium_page(profile_dir: Path, *, width: int = 1100, height: int = 900):
+    """The one page of a `chromium_context`; a script error on it fails the test."""
+    with chromium_context(profile_dir, width=width, height=height) as context:
+        page = context.pages[0] if context.pages else context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        yield page
+    assert not errors, errors

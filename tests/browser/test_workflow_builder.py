@@ -7,12 +7,11 @@ overwrites nothing; a deleted Context stays deleted. Screenshots of each step la
 from __future__ import annotations
 
 import json
-import mimetypes
 import re
 
 import pytest
 
-from tests.processes import CHROMIUM, CHROMIUM_ARGS, REPO_ROOT, start_celery_worker, start_web_server
+from tests.processes import REPO_ROOT, chromium_page, start_celery_worker, start_web_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -40,45 +39,10 @@ def cookie(make_user):
     return {"name": name, "value": value}
 
 
-def _browser(tmp_path, width=1280, height=900):
-    from playwright.sync_api import sync_playwright
-
-    playwright = sync_playwright().start()
-    context = playwright.chromium.launch_persistent_context(
-        str(tmp_path / "profile"),
-        # Playwright's string wait_for_function evals; the pages' own CSP is checked in tests/browser/test_csp.py.
-        bypass_csp=True,
-        executable_path=str(CHROMIUM),
-        headless=True,
-        args=CHROMIUM_ARGS,
-        viewport={"width": width, "height": height},
-    )
-
-    # daphne serves no static files (collectstatic + a front server do in production): serve the repo's.
-    def static(route):
-        path = REPO_ROOT / "static" / route.request.url.split("/static/", 1)[1].split("?")[0]
-        if not path.is_file():
-            return route.fulfill(status=404, body="")
-        return route.fulfill(
-            status=200, body=path.read_bytes(), content_type=mimetypes.guess_type(str(path))[0] or "text/plain"
-        )
-
-    context.route(re.compile(r".*/static/.*"), static)
-    return playwright, context
-
-
 @pytest.fixture
 def browser_page(tmp_path):
-    if not CHROMIUM.exists():
-        pytest.skip("Debian's Chromium is not installed at /usr/bin/chromium")
-    playwright, context = _browser(tmp_path)
-    page = context.pages[0] if context.pages else context.new_page()
-    errors = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    yield page
-    context.close()
-    playwright.stop()
-    assert not errors, errors
+    with chromium_page(tmp_path / "profile", width=1280, height=900) as page:
+        yield page
 
 
 def shot(page, name: str) -> None:
@@ -336,13 +300,9 @@ def test_a_revision_conflict_overwrites_nothing_and_a_deleted_context_stays_dele
 
 
 def test_the_editor_reads_at_390_px(cookie, stack, tmp_path):
-    if not CHROMIUM.exists():
-        pytest.skip("Debian's Chromium is not installed at /usr/bin/chromium")
     from playwright.sync_api import expect
 
-    playwright, context = _browser(tmp_path, width=390, height=844)
-    try:
-        page = context.pages[0] if context.pages else context.new_page()
+    with chromium_page(tmp_path / "profile", width=390, height=844) as page:
         page.context.add_cookies([{**cookie, "url": stack}])
         page.goto(stack + "/")
         shot(page, "30-home-390")
@@ -361,9 +321,6 @@ def test_the_editor_reads_at_390_px(cookie, stack, tmp_path):
         shot(page, "31-editor-390")
         page.emulate_media(color_scheme="dark")
         shot(page, "32-editor-390-dark")
-    finally:
-        context.close()
-        playwright.stop()
 
 
 def test_a_type_registered_in_a_test_appears_in_the_palette_with_its_form(cookie, stack, browser_page):

@@ -4,13 +4,10 @@ back, Try again. Screenshots of each step land in test-artifacts/chat/."""
 
 from __future__ import annotations
 
-import mimetypes
-import re
-
 import pytest
 
 from tests.chat.conftest import chat_workflow
-from tests.processes import CHROMIUM, CHROMIUM_ARGS, REPO_ROOT, start_celery_worker, start_web_server
+from tests.processes import REPO_ROOT, chromium_page, start_celery_worker, start_web_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -41,38 +38,8 @@ def setup(make_user):
 
 @pytest.fixture
 def browser_page(tmp_path):
-    if not CHROMIUM.exists():
-        pytest.skip("Debian's Chromium is not installed at /usr/bin/chromium")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),
-            executable_path=str(CHROMIUM),
-            headless=True,
-            args=CHROMIUM_ARGS,
-            viewport={"width": 1100, "height": 900},
-            # wait_for_function("<expression>") evaluates a string, which the page's CSP forbids (no unsafe-eval);
-            # the pages themselves run under the enforced policy in tests/browser/test_csp.py.
-            bypass_csp=True,
-        )
-
-        # daphne serves no static files (collectstatic + a front server do in production): serve the repo's.
-        def static(route):
-            path = REPO_ROOT / "static" / route.request.url.split("/static/", 1)[1].split("?")[0]
-            if not path.is_file():
-                return route.fulfill(status=404, body="")
-            return route.fulfill(
-                status=200, body=path.read_bytes(), content_type=mimetypes.guess_type(str(path))[0] or "text/plain"
-            )
-
-        context.route(re.compile(r".*/static/.*"), static)
-        page = context.pages[0] if context.pages else context.new_page()
-        errors = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
+    with chromium_page(tmp_path / "profile", height=900) as page:
         yield page
-        context.close()
-        assert not errors, errors
 
 
 def shot(page, name: str) -> None:

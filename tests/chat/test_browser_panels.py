@@ -10,8 +10,7 @@ import re
 import pytest
 
 from tests.chat.conftest import chat_workflow
-from tests.chat.test_browser_ui import serve_static
-from tests.processes import CHROMIUM, CHROMIUM_ARGS, REPO_ROOT, start_web_server
+from tests.processes import CHROMIUM, CHROMIUM_ARGS, REPO_ROOT, serve_repo_static, start_web_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -72,7 +71,7 @@ def context(tmp_path):
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
         # The pages run under the enforced policy in tests/browser/test_csp.py; here Playwright may evaluate.
         context = browser.new_context(viewport={"width": 1100, "height": 900}, bypass_csp=True)
-        context.route(re.compile(r".*/static/(css|js|vendor|favicon).*"), serve_static)
+        context.route(re.compile(r".*/static/(css|js|vendor|favicon).*"), serve_repo_static)
         yield context
         browser.close()
 

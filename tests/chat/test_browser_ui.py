@@ -6,13 +6,10 @@ Screenshots land in test-artifacts/chat-ui/."""
 
 from __future__ import annotations
 
-import mimetypes
-import re
-
 import pytest
 
 from tests.chat.conftest import chat_workflow
-from tests.processes import CHROMIUM, CHROMIUM_ARGS, REPO_ROOT, start_celery_worker, start_web_server
+from tests.processes import REPO_ROOT, chromium_page, start_celery_worker, start_web_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -50,40 +47,10 @@ def setup(make_user, settings):
     return owner, workflow, ids, {"name": name, "value": value}
 
 
-def serve_static(route):
-    # daphne serves static files in the product; the repo's folder is served here so the test needs no collect.
-    path = REPO_ROOT / "static" / route.request.url.split("/static/", 1)[1].split("?")[0]
-    if not path.is_file():
-        return route.fulfill(status=404, body="")
-    return route.fulfill(
-        status=200, body=path.read_bytes(), content_type=mimetypes.guess_type(str(path))[0] or "text/plain"
-    )
-
-
 @pytest.fixture
 def browser_page(tmp_path):
-    if not CHROMIUM.exists():
-        pytest.skip("Debian's Chromium is not installed at /usr/bin/chromium")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),
-            executable_path=str(CHROMIUM),
-            headless=True,
-            args=CHROMIUM_ARGS,
-            viewport={"width": 1100, "height": 800},
-            # wait_for_function("<expression>") evaluates a string, which the page's CSP forbids (no unsafe-eval);
-            # the pages themselves run under the enforced policy in tests/browser/test_csp.py.
-            bypass_csp=True,
-        )
-        context.route(re.compile(r".*/static/.*"), serve_static)
-        page = context.pages[0] if context.pages else context.new_page()
-        errors = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
+    with chromium_page(tmp_path / "profile", height=800) as page:
         yield page
-        context.close()
-        assert not errors, errors
 
 
 def shot(page, name: str, *, full_page: bool = False) -> None:
