@@ -221,3 +221,18 @@ def chromium_page(profile_dir: Path, *, width: int = 1100, height: int = 900):
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         yield page
     assert not errors, errors
+
+
+@contextlib.contextmanager
+def running_site(tmp_path: Path, *, web_env: dict | None = None, **worker_env: str):
+    """A Celery worker (with `worker_env`) and a web server (with `web_env`), as the browser tests drive them;
+    yields the site's base URL and stops both after."""
+    worker = start_celery_worker(tmp_path, **worker_env)
+    try:
+        web, base_url = start_web_server(tmp_path, **(web_env or {}))
+        try:
+            yield base_url
+        finally:
+            web.stop()
+    finally:
+        worker.stop()

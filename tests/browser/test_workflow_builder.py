@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from tests.processes import REPO_ROOT, chromium_page, start_celery_worker, start_web_server
+from tests.processes import REPO_ROOT, chromium_page, running_site
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -22,11 +22,8 @@ NODE = ".drawflow-node"
 
 @pytest.fixture
 def stack(tmp_path):
-    worker = start_celery_worker(tmp_path, OFFLINE_PROVIDER_DELAY_MS="20")
-    web, base_url = start_web_server(tmp_path)
-    yield base_url
-    web.stop()
-    worker.stop()
+    with running_site(tmp_path, OFFLINE_PROVIDER_DELAY_MS="20") as base_url:
+        yield base_url
 
 
 @pytest.fixture

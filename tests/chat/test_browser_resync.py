@@ -13,7 +13,7 @@ import redis
 
 from tests.chat import test_browser as base
 from tests.chat.test_browser import LONG, answers, shot
-from tests.processes import start_celery_worker, start_spare_redis, start_web_server
+from tests.processes import running_site, start_spare_redis
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -27,12 +27,11 @@ def own_redis_stack(tmp_path):
     """Web server and worker on a Redis of their own, so the test may make it forget everything."""
     server, url = start_spare_redis(tmp_path)
     env = {"REDIS_URL": url, "OFFLINE_PROVIDER_DELAY_MS": "60", "WEBSOCKET_REJOIN_SECONDS": "1"}
-    worker = start_celery_worker(tmp_path, **env)
-    web, base_url = start_web_server(tmp_path, **env)
-    yield base_url, url
-    web.stop()
-    worker.stop()
-    server.kill()
+    try:
+        with running_site(tmp_path, web_env=env, **env) as base_url:
+            yield base_url, url
+    finally:
+        server.kill()
     server.wait(5)
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.chat.conftest import chat_workflow
-from tests.processes import REPO_ROOT, chromium_page, start_celery_worker, start_web_server
+from tests.processes import REPO_ROOT, chromium_page, running_site
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -24,11 +24,8 @@ TYPED = "line one\nline <b>two</b> <script>x</script>"
 
 @pytest.fixture
 def stack(tmp_path):
-    worker = start_celery_worker(tmp_path, OFFLINE_PROVIDER_DELAY_MS="40", AGENT_STOP_POLL_SECONDS="0.05")
-    web, base_url = start_web_server(tmp_path)
-    yield base_url
-    web.stop()
-    worker.stop()
+    with running_site(tmp_path, OFFLINE_PROVIDER_DELAY_MS="40", AGENT_STOP_POLL_SECONDS="0.05") as base_url:
+        yield base_url
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """Fixtures and helpers of the runtime tests: the fake provider servers each CLI or SDK talks to, a firing run in
 the background, and (for the Chromium tests) the real web server and worker with a runtime agent's chat."""
 
+import contextlib
 import os
 
 import pytest
@@ -8,7 +9,7 @@ import pytest
 from tests.agents.factories import edge, started_workflow
 from tests.chat.test_browser import answers, browser_page  # noqa: F401 - the Chromium page fixture, for the browser tests
 from tests.fakes import FakeAnthropic
-from tests.processes import REPO_ROOT, start_celery_worker, start_web_server
+from tests.processes import REPO_ROOT, running_site
 from tests.race import Competitor
 
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "runtimes"
@@ -83,18 +84,13 @@ def shot(page, name: str) -> None:
 def runtime_stack(tmp_path):
     """`runtime_stack(**env)` starts a real Celery worker with the runtime's environment (its fake provider server)
     and a web server; it returns the site's base URL. Both stop after the test."""
-    started = []
+    with contextlib.ExitStack() as running:
 
-    def start(**env: str) -> str:
-        runtime = {"AGENT_RUNTIME_DIR": str(tmp_path / "runtimes"), "AGENT_STOP_POLL_SECONDS": "0.05"}
-        started.append(start_celery_worker(tmp_path, **runtime, **env))
-        web, base_url = start_web_server(tmp_path)
-        started.append(web)
-        return base_url
+        def start(**env: str) -> str:
+            runtime = {"AGENT_RUNTIME_DIR": str(tmp_path / "runtimes"), "AGENT_STOP_POLL_SECONDS": "0.05"}
+            return running.enter_context(running_site(tmp_path, **runtime, **env))
 
-    yield start
-    for process in reversed(started):
-        process.stop()
+        yield start
 
 
 @pytest.fixture
