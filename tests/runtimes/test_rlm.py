@@ -239,7 +239,7 @@ def test_stop_kills_the_sandbox_and_keeps_what_arrived(owner, backend):
     )
     # The child reports each cell as it starts running it: the second one's start means it is in its sleep now.
     second_cell = lambda _collector, event: event.get("code", "").startswith("import time")  # noqa: E731
-    with signal_after("providers.runtimes.rlm._Collector.code_start", when=second_cell) as sleeping:
+    with signal_after("providers.runtimes.rlm.collector.Collector.code_start", when=second_cell) as sleeping:
         background = fire_in_background(workflow, generation, ids["lead"], "take long")
         assert sleeping.wait(60), "the second cell never started"
     children = wait_until(_sandbox_children, what="the sandboxed child")
