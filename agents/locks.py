@@ -100,11 +100,6 @@ def firings_live_for_update(*, workflow_id) -> list[Firing]:
     return list(rows.exclude(state__in=Firing.TERMINAL_STATES).order_by("created_at", "pk"))
 
 
-def llm_step_for_update(*, firing, iteration: int) -> LlmStep | None:
-    """Step `iteration` of a firing whose row lock the caller already holds (persist decides under both)."""
-    return LlmStep.objects.select_for_update(no_key=True).filter(firing=firing, iteration=iteration).first()
-
-
 def llm_step_claim_if_firing_unchanged(
     *, firing_id, iteration: int, worker: str, now, also_return: tuple[str, list] = ("true", [])
 ) -> tuple | None:
