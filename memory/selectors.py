@@ -170,14 +170,26 @@ fts AS (
     FROM matches m, q
 ),
 nearest AS MATERIALIZED (
-    SELECT i.id, (e.embedding::{cast} <=> %(vector)s::{cast}) AS distance
+    (SELECT i.id, (e.embedding::{cast} <=> %(vector)s::{cast}) AS distance
     FROM memory_memoryembedding e JOIN memory_memoryitem i ON i.id = e.item_id
     WHERE (SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)
                   || set_config('hnsw.ef_search', %(ef_search)s, true)) IS NOT NULL
       AND e.model = %(model)s AND e.status = 'ready' AND e.namespace_id = %(ns)s AND e.item_version = i.version
       AND i.namespace_id = %(ns)s AND (i.expires_at IS NULL OR i.expires_at > %(now)s){filters}
     ORDER BY e.embedding::{cast} <=> %(vector)s::{cast}
-    LIMIT %(candidates)s
+    LIMIT %(candidates)s)
+    UNION
+    -- The second walk, over the outliers' own small index (memory/outliers.py): the vectors the main graph links
+    -- poorly. Its finds join the main walk's and are ranked with them by distance in `vec`.
+    (SELECT i.id, (e.embedding::{cast} <=> %(vector)s::{cast}) AS distance
+    FROM memory_memoryembedding e JOIN memory_memoryitem i ON i.id = e.item_id
+    WHERE (SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)
+                  || set_config('hnsw.ef_search', %(ef_search)s, true)) IS NOT NULL
+      AND e.model = %(model)s AND e.outlier AND e.status = 'ready' AND e.namespace_id = %(ns)s
+      AND e.item_version = i.version
+      AND i.namespace_id = %(ns)s AND (i.expires_at IS NULL OR i.expires_at > %(now)s){filters}
+    ORDER BY e.embedding::{cast} <=> %(vector)s::{cast}
+    LIMIT %(outlier_candidates)s)
 ),
 vec AS (
     SELECT id, row_number() OVER (ORDER BY distance + 0, id DESC) AS rnk FROM nearest WHERE distance <= %(max_distance)s
@@ -285,6 +297,7 @@ def memory_items_recall(
             vector=_vector_literal(query_vector),
             ef_search=str(max(settings.MEMORY_RECALL_HNSW_EF_SEARCH, settings.MEMORY_RECALL_VECTOR_CANDIDATES)),
             candidates=settings.MEMORY_RECALL_VECTOR_CANDIDATES,
+            outlier_candidates=settings.MEMORY_RECALL_OUTLIER_CANDIDATES,
             max_distance=settings.MEMORY_RECALL_MAX_DISTANCE,
             rrf_k=settings.MEMORY_RECALL_RRF_K,
         )

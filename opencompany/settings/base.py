@@ -449,6 +449,16 @@ MEMORY_RECALL_HNSW_EF_SEARCH = env_int("MEMORY_RECALL_HNSW_EF_SEARCH", 40, minim
 MEMORY_RECALL_RRF_K = env_int("MEMORY_RECALL_RRF_K", 60, minimum=1)
 # Cosine distance above which a vector neighbour is not a match (all-MiniLM: unrelated texts sit near 0.8-1.0).
 MEMORY_RECALL_MAX_DISTANCE = env_float("MEMORY_RECALL_MAX_DISTANCE", 0.75)
+# A stored vector with no other vector of its model nearer than this (cosine distance) is an outlier and is also
+# indexed in a small HNSW index of its own, which recall walks beside the main one (memory/outliers.py). With
+# all-MiniLM, texts that say nearly the same thing sit within ~0.25; in the benchmark's corpus every generated item
+# has a neighbour within 0.26 and every hand-written one none within 0.29. Higher marks fewer (a smaller second
+# walk); 2 marks none (recall is then the main walk alone).
+MEMORY_VECTOR_OUTLIER_DISTANCE = env_float("MEMORY_VECTOR_OUTLIER_DISTANCE", 0.28)
+# How wide the probe that decides it walks (only overestimates the nearest distance, so it errs towards marking).
+MEMORY_VECTOR_OUTLIER_EF_SEARCH = env_int("MEMORY_VECTOR_OUTLIER_EF_SEARCH", 20, minimum=1, maximum=1000)
+# How many of the outlier index's nearest vectors join the main walk's candidates (ranked together by distance).
+MEMORY_RECALL_OUTLIER_CANDIDATES = env_int("MEMORY_RECALL_OUTLIER_CANDIDATES", 10, minimum=0)
 # Full-text recall ranks every match among the namespace's newest MEMORY_RECALL_FTS_WINDOW items; when at least
 # MEMORY_RECALL_FTS_BROAD_MATCHES of them match, older matches are ranked only when salient (a query word in the
 # title or twice in the content). See memory/selectors.py and docs/memory.md (what ranking that gives up).
