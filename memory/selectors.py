@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 
 from django.conf import settings
 from django.db import connection
@@ -83,10 +84,26 @@ def memory_items_list(*, namespace: MemoryNamespace, categories=None, tags=None,
     }
 
 
+# Namespaces seen with ready vectors, and until when that answer is reused: a recall with no vector embedded ahead
+# (an API search) asks before embedding its query, and asking costs a round trip before the recall's own. Only a
+# "yes" is kept, briefly: vectors rarely all go, and if they did, the hybrid statement still ranks the text matches
+# (its vector list is then empty), so a stale "yes" costs a query embedding, never a wrong answer.
+_HAS_VECTORS_TTL_S = 60.0
+_has_vectors_until: dict[tuple[int, str], float] = {}
+
+
 def _namespace_has_vectors(namespace: MemoryNamespace, model: str) -> bool:
-    return MemoryEmbedding.objects.filter(
+    key, now = (namespace.pk, model), time.monotonic()
+    if _has_vectors_until.get(key, 0.0) > now:
+        return True
+    found = MemoryEmbedding.objects.filter(
         namespace_id=namespace.pk, model=model, status=MemoryEmbedding.Status.READY
     ).exists()
+    if found:
+        if len(_has_vectors_until) > 10_000:
+            _has_vectors_until.clear()
+        _has_vectors_until[key] = now + _HAS_VECTORS_TTL_S
+    return found
 
 
 # The text matches a recall ranks. Ranking needs each match's tsvector, which the GIN index does not hold: every
