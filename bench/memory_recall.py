@@ -18,7 +18,8 @@ project); `--embedder local` uses the full-precision torch model of the `local-e
 deterministic random projection (hybrid recall@5 is then not meaningful). On a CPU an embedder does a few hundred
 texts per second, so generated items are built from a pool of distinct sentences that is embedded once; an item's
 vector is the normalised sum of its two sentences' vectors (its unique suffix - a date and a ticket number - is not
-embedded). The planted items and the queries are embedded one by one.
+embedded). The planted items and the queries are embedded one by one. After the COPY and the index build, every
+vector goes through the embedding task's outlier probe (memory/outliers.py), and the outlier index is built.
 """
 
 from __future__ import annotations

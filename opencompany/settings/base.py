@@ -442,9 +442,8 @@ MEMORY_ITEMS_PER_NAMESPACE_MAX = env_int("MEMORY_ITEMS_PER_NAMESPACE_MAX", 10_00
 # Nearest vectors fused per recall; the HNSW walk grows with it (bench: 100 -> 40 cut hybrid time ~3x, recall@5 same).
 MEMORY_RECALL_VECTOR_CANDIDATES = env_int("MEMORY_RECALL_VECTOR_CANDIDATES", 40, minimum=1)
 # How wide the HNSW walk searches (pgvector's hnsw.ef_search; never below the candidates). Wider finds more of the
-# true nearest vectors at a latency cost (bench at 100,000 items: hybrid paraphrase hits in the top 5 are 9 / 10 /
-# 11 of 30 at 40 / 100 / 200, and the walk alone finds 16 at 400 with 6x the work of 40; an exact scan finds 20).
-# docs/memory.md says why the walk misses them.
+# true nearest vectors at a latency cost. The benchmark's paraphrases were missed for another reason (their memories
+# are outliers the main graph barely links to; docs/memory.md): the outlier index below finds them at 40.
 MEMORY_RECALL_HNSW_EF_SEARCH = env_int("MEMORY_RECALL_HNSW_EF_SEARCH", 40, minimum=1, maximum=1000)
 MEMORY_RECALL_RRF_K = env_int("MEMORY_RECALL_RRF_K", 60, minimum=1)
 # Cosine distance above which a vector neighbour is not a match (all-MiniLM: unrelated texts sit near 0.8-1.0).
