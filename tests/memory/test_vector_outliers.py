@@ -14,7 +14,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
 
-from memory.embedders.indexes import vector_index_sql
+from memory.embedders.indexes import index_name, outlier_index_name, vector_index_sql
 from memory.embedding import embed_items
 from memory.models import MemoryEmbedding, MemoryItem, MemoryNamespace
 from memory.outliers import memory_embeddings_outliers_mark
@@ -78,6 +78,10 @@ def _index(*, outliers):
     with connection.cursor() as cursor:
         # The test's transaction holds the bulk inserts' deferred foreign-key checks; an index build needs none.
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        # Built here over the rows as they are (an index an earlier test left would have grown row by row: another
+        # graph). Dropped inside the test's transaction, so it is back afterwards.
+        for name in (index_name, outlier_index_name):
+            cursor.execute(f"DROP INDEX IF EXISTS {name(RandomEmbedder.model, RandomEmbedder.dims)}")
         cursor.execute(vector_index_sql(RandomEmbedder.model, RandomEmbedder.dims, concurrently=False))
         if outliers:
             cursor.execute(
