@@ -18,7 +18,8 @@ project); `--embedder local` uses the full-precision torch model of the `local-e
 deterministic random projection (hybrid recall@5 is then not meaningful). On a CPU an embedder does a few hundred
 texts per second, so generated items are built from a pool of distinct sentences that is embedded once; an item's
 vector is the normalised sum of its two sentences' vectors (its unique suffix - a date and a ticket number - is not
-embedded). The planted items and the queries are embedded one by one.
+embedded). The planted items and the queries are embedded one by one. After the COPY and the index build, every
+vector goes through the embedding task's outlier probe (memory/outliers.py), and the outlier index is built.
 """
 
 from __future__ import annotations
@@ -56,9 +57,10 @@ from django.utils import timezone  # noqa: E402
 from memory import selectors  # noqa: E402
 from memory.embedders import Embedder, embedding_text, get_embedder  # noqa: E402
 from memory.embedders import indexes as indexes_module  # noqa: E402
-from memory.embedders.indexes import index_name, vector_cast, vector_index_sql  # noqa: E402
+from memory.embedders.indexes import index_name, outlier_index_name, vector_cast, vector_index_sql  # noqa: E402
 from memory.embedders.local import LocalMiniLMEmbedder  # noqa: E402
 from memory.models import MemoryNamespace  # noqa: E402
+from memory.outliers import memory_embeddings_outliers_mark  # noqa: E402
 from memory.services import memory_item_remember, memory_namespace_get_or_create  # noqa: E402
 from workflows.models import Workflow  # noqa: E402
 
@@ -252,6 +254,7 @@ def drop_vector_index(embedder: Embedder) -> None:
     # Maintaining HNSW row by row during COPY is far slower than one build afterwards.
     with connection.cursor() as cursor:
         cursor.execute(f"DROP INDEX IF EXISTS {index_name(embedder.model, embedder.dims)}")
+        cursor.execute(f"DROP INDEX IF EXISTS {outlier_index_name(embedder.model, embedder.dims)}")
     indexes_module._ensured.discard((embedder.model, embedder.dims))
 
 
@@ -262,6 +265,26 @@ def build_vector_index(embedder: Embedder) -> float:
         cursor.execute("SET max_parallel_maintenance_workers = 2")
         cursor.execute(vector_index_sql(embedder.model, embedder.dims, concurrently=False))
     return time.perf_counter() - started
+
+
+def mark_outliers(embedder: Embedder) -> tuple[float, int, int]:
+    """What the embedding task does after storing each vector (memory/outliers.py), for the COPYed ones: the same
+    function, in batches, then the outlier index built once. One difference: the task probes the vectors stored
+    before the item, this probes all of them (the rule only marks fewer when more vectors exist)."""
+    started = time.perf_counter()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT item_id FROM memory_memoryembedding WHERE model = %s ORDER BY item_id", [embedder.model])
+        item_ids = [row[0] for row in cursor.fetchall()]
+    for start in range(0, len(item_ids), 2_000):
+        batch = item_ids[start : start + 2_000]
+        memory_embeddings_outliers_mark(item_ids=batch, model=embedder.model, dims=embedder.dims)
+        print(f"\r  outlier probe {start + len(batch)}/{len(item_ids)}", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    with connection.cursor() as cursor:
+        cursor.execute(vector_index_sql(embedder.model, embedder.dims, concurrently=False, outliers=True))
+        cursor.execute("SELECT count(*) FROM memory_memoryembedding WHERE model = %s AND outlier", [embedder.model])
+        marked = cursor.fetchone()[0]
+    return time.perf_counter() - started, marked, len(item_ids)
 
 
 def next_id() -> int:
@@ -551,6 +574,9 @@ def run(args, sizes, embedder) -> int:
         drop_vector_index(embedder)
         build_seconds = build_vector_index(embedder)
         print(f"HNSW index built in {build_seconds:.1f}s", file=sys.stderr)
+        mark_seconds, marked, probed = mark_outliers(embedder)
+        outliers = (marked, probed, mark_seconds)
+        print(f"{marked} of {probed} vectors are outliers (probed in {mark_seconds:.1f}s)", file=sys.stderr)
         with connection.cursor() as cursor:
             cursor.execute("VACUUM ANALYZE memory_memoryitem")
             cursor.execute("VACUUM ANALYZE memory_memoryembedding")
@@ -568,6 +594,7 @@ def run(args, sizes, embedder) -> int:
             results,
             [int(ef) for ef in args.ef_sweep.split(",") if ef],
         )
+        results[-1]["outliers"] = outliers
 
     report(results, embedder, corpus, planted_ms, query_embed_ms, len(all_queries))
     return 0
@@ -606,6 +633,13 @@ def report(results, embedder, corpus, planted_ms, query_embed_ms, n_queries):
             f"up to {row['max_matches']:,}) p50 {fb[0]:.2f} / p95 {fb[1]:.2f} ms; narrower ones ({fn[2]}) "
             f"p50 {fn[0]:.2f} / p95 {fn[1]:.2f} ms"
         )
+    for row in results:
+        marked, probed, seconds = row["outliers"]
+        print(
+            f"  at {row['label']} items: {marked:,} of {probed:,} vectors are outliers (no other within "
+            f"{settings.MEMORY_VECTOR_OUTLIER_DISTANCE}), marked by memory/outliers.py in {seconds:.0f}s "
+            f"({seconds * 1000 / max(probed, 1):.2f} ms a vector)"
+        )
     print(f"  load average during the run: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     print()
     print("recall@5 of the labelled queries (hits/queries):")
@@ -638,6 +672,8 @@ def report(results, embedder, corpus, planted_ms, query_embed_ms, n_queries):
     print(
         f"settings: MEMORY_RECALL_HNSW_EF_SEARCH {settings.MEMORY_RECALL_HNSW_EF_SEARCH}, "
         f"MEMORY_RECALL_VECTOR_CANDIDATES {settings.MEMORY_RECALL_VECTOR_CANDIDATES}, "
+        f"MEMORY_RECALL_OUTLIER_CANDIDATES {settings.MEMORY_RECALL_OUTLIER_CANDIDATES}, "
+        f"MEMORY_VECTOR_OUTLIER_DISTANCE {settings.MEMORY_VECTOR_OUTLIER_DISTANCE}, "
         f"MEMORY_RECALL_FTS_WINDOW {settings.MEMORY_RECALL_FTS_WINDOW}, "
         f"MEMORY_RECALL_FTS_BROAD_MATCHES {settings.MEMORY_RECALL_FTS_BROAD_MATCHES}"
     )

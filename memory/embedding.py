@@ -9,6 +9,7 @@ from .billing import embedding_call_record, item_batch_key
 from .embedders import Embedder, EmbedderError, embedding_text, get_embedder
 from .embedders.indexes import ensure_vector_index
 from .models import MemoryEmbedding, MemoryItem
+from .outliers import memory_embeddings_outliers_mark
 from .services import memory_embedding_store
 
 logger = logging.getLogger(__name__)
@@ -101,4 +102,10 @@ def _embed_group(live: list[MemoryItem], *, embedder: Embedder, attempt: str) ->
             error=error,
         )
         states.append(("ready" if vectors is not None else "failed") if stored else "skipped")
+    stored_ids = [item.pk for item, state in zip(live, states, strict=True) if state == "ready"]
+    if stored_ids:
+        try:
+            memory_embeddings_outliers_mark(item_ids=stored_ids, model=embedder.model, dims=embedder.dims)
+        except Exception:  # unmarked, the vector is still in the main index; only its second chance is lost
+            logger.exception("could not mark outlier vectors for %s", embedder.model)
     return states

@@ -98,6 +98,10 @@ class MemoryEmbedding(models.Model):
     item_version = models.PositiveIntegerField()
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     error = models.CharField(max_length=500, blank=True, default="")
+    # No other vector of the model lay within MEMORY_VECTOR_OUTLIER_DISTANCE when this one was stored
+    # (memory/outliers.py). Outliers are also in a small HNSW index of their own, which recall walks beside the
+    # main one: the main graph keeps few links into a vector unlike its neighbours.
+    outlier = models.BooleanField(default=False, db_default=False)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 
 from django.conf import settings
 from django.db import connection
@@ -83,10 +84,26 @@ def memory_items_list(*, namespace: MemoryNamespace, categories=None, tags=None,
     }
 
 
+# Namespaces seen with ready vectors, and until when that answer is reused: a recall with no vector embedded ahead
+# (an API search) asks before embedding its query, and asking costs a round trip before the recall's own. Only a
+# "yes" is kept, briefly: vectors rarely all go, and if they did, the hybrid statement still ranks the text matches
+# (its vector list is then empty), so a stale "yes" costs a query embedding, never a wrong answer.
+_HAS_VECTORS_TTL_S = 60.0
+_has_vectors_until: dict[tuple[int, str], float] = {}
+
+
 def _namespace_has_vectors(namespace: MemoryNamespace, model: str) -> bool:
-    return MemoryEmbedding.objects.filter(
+    key, now = (namespace.pk, model), time.monotonic()
+    if _has_vectors_until.get(key, 0.0) > now:
+        return True
+    found = MemoryEmbedding.objects.filter(
         namespace_id=namespace.pk, model=model, status=MemoryEmbedding.Status.READY
     ).exists()
+    if found:
+        if len(_has_vectors_until) > 10_000:
+            _has_vectors_until.clear()
+        _has_vectors_until[key] = now + _HAS_VECTORS_TTL_S
+    return found
 
 
 # The text matches a recall ranks. Ranking needs each match's tsvector, which the GIN index does not hold: every
@@ -170,14 +187,26 @@ fts AS (
     FROM matches m, q
 ),
 nearest AS MATERIALIZED (
-    SELECT i.id, (e.embedding::{cast} <=> %(vector)s::{cast}) AS distance
+    (SELECT i.id, (e.embedding::{cast} <=> %(vector)s::{cast}) AS distance
     FROM memory_memoryembedding e JOIN memory_memoryitem i ON i.id = e.item_id
     WHERE (SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)
                   || set_config('hnsw.ef_search', %(ef_search)s, true)) IS NOT NULL
       AND e.model = %(model)s AND e.status = 'ready' AND e.namespace_id = %(ns)s AND e.item_version = i.version
       AND i.namespace_id = %(ns)s AND (i.expires_at IS NULL OR i.expires_at > %(now)s){filters}
     ORDER BY e.embedding::{cast} <=> %(vector)s::{cast}
-    LIMIT %(candidates)s
+    LIMIT %(candidates)s)
+    UNION
+    -- The second walk, over the outliers' own small index (memory/outliers.py): the vectors the main graph links
+    -- poorly. Its finds join the main walk's and are ranked with them by distance in `vec`.
+    (SELECT i.id, (e.embedding::{cast} <=> %(vector)s::{cast}) AS distance
+    FROM memory_memoryembedding e JOIN memory_memoryitem i ON i.id = e.item_id
+    WHERE (SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)
+                  || set_config('hnsw.ef_search', %(ef_search)s, true)) IS NOT NULL
+      AND e.model = %(model)s AND e.outlier AND e.status = 'ready' AND e.namespace_id = %(ns)s
+      AND e.item_version = i.version
+      AND i.namespace_id = %(ns)s AND (i.expires_at IS NULL OR i.expires_at > %(now)s){filters}
+    ORDER BY e.embedding::{cast} <=> %(vector)s::{cast}
+    LIMIT %(outlier_candidates)s)
 ),
 vec AS (
     SELECT id, row_number() OVER (ORDER BY distance + 0, id DESC) AS rnk FROM nearest WHERE distance <= %(max_distance)s
@@ -285,6 +314,7 @@ def memory_items_recall(
             vector=_vector_literal(query_vector),
             ef_search=str(max(settings.MEMORY_RECALL_HNSW_EF_SEARCH, settings.MEMORY_RECALL_VECTOR_CANDIDATES)),
             candidates=settings.MEMORY_RECALL_VECTOR_CANDIDATES,
+            outlier_candidates=settings.MEMORY_RECALL_OUTLIER_CANDIDATES,
             max_distance=settings.MEMORY_RECALL_MAX_DISTANCE,
             rrf_k=settings.MEMORY_RECALL_RRF_K,
         )

@@ -3,6 +3,10 @@
 pgvector indexes need a fixed dimension, so each model gets a partial expression index
 `((embedding::vector(N))) WHERE model = '<model>'`, and the vector query casts the same way so the planner can use
 it. Above 2,000 dimensions (HNSW's limit for `vector`) the index and the query use `halfvec(N)`.
+
+Each model also gets a second, small index over its *outliers* only (`... AND outlier`, memory/outliers.py): the
+vectors with no near neighbour, which the main graph links poorly (see docs/memory.md, "where the paraphrases
+were lost").
 """
 
 from __future__ import annotations
@@ -33,13 +37,18 @@ def index_name(model: str, dims: int) -> str:
     return f"memory_emb_hnsw_{slug}_{digest}"
 
 
-def vector_index_sql(model: str, dims: int, *, concurrently: bool) -> str:
+def outlier_index_name(model: str, dims: int) -> str:
+    return index_name(model, dims).replace("memory_emb_hnsw_", "memory_emb_out_", 1)
+
+
+def vector_index_sql(model: str, dims: int, *, concurrently: bool, outliers: bool = False) -> str:
     if not _SAFE_MODEL.match(model):
         raise ValueError(f"unsafe model name for an index predicate: {model!r}")
+    name = outlier_index_name(model, dims) if outliers else index_name(model, dims)
     return (
-        f"CREATE INDEX {'CONCURRENTLY ' if concurrently else ''}IF NOT EXISTS {index_name(model, dims)} "
+        f"CREATE INDEX {'CONCURRENTLY ' if concurrently else ''}IF NOT EXISTS {name} "
         f"ON memory_memoryembedding USING hnsw ((embedding::{vector_cast(dims)}) {_ops(dims)}) "
-        f"WHERE model = '{model}'"
+        f"WHERE model = '{model}'{' AND outlier' if outliers else ''}"
     )
 
 
@@ -50,4 +59,5 @@ def ensure_vector_index(model: str, dims: int) -> None:
         return
     with connection.cursor() as cursor:
         cursor.execute(vector_index_sql(model, dims, concurrently=True))
+        cursor.execute(vector_index_sql(model, dims, concurrently=True, outliers=True))
     _ensured.add((model, dims))

@@ -104,3 +104,30 @@ def test_a_recall_is_one_statement_and_hybrid_sets_its_hnsw_walk_itself(call, ow
         recalled = memory_items_recall(namespace=namespace, query="espresso")
     assert recalled["search"] == "fts" and len(recalled["items"]) == 1
     assert len(queries.captured_queries) == 1
+
+
+def test_a_search_with_no_vector_embedded_ahead_asks_once_whether_the_namespace_has_vectors(
+    call, owner, workflow, settings
+):
+    """An API search embeds its query at the recall, and first asks whether the namespace has vectors at all (no
+    embedding for a text-only namespace). A "yes" is kept a while, so the next search is the recall statement alone."""
+    from django.db import connection as db
+    from django.test.utils import CaptureQueriesContext
+
+    from memory.selectors import memory_items_recall
+    from memory.tasks import embed_item
+
+    settings.MEMORY_EMBEDDER = "tests.memory.embedders:ConceptEmbedder"
+    namespace = memory_namespace_get_or_create(owner=owner, workflow=workflow, node_id=NODE)
+    with CaptureQueriesContext(db) as queries:
+        assert memory_items_recall(namespace=namespace, query="morning coffee")["search"] == "fts"
+    assert len(queries.captured_queries) == 2  # asked (no vectors: nothing embedded), then the text recall
+    embed_item(call({"operation": "remember", "content": "The owner drinks espresso at breakfast"})["item"]["id"])
+
+    with CaptureQueriesContext(db) as queries:
+        assert memory_items_recall(namespace=namespace, query="morning coffee")["search"] == "hybrid"
+    assert len(queries.captured_queries) == 2  # a "no" is not kept: asked again, then the hybrid recall
+    with CaptureQueriesContext(db) as queries:
+        recalled = memory_items_recall(namespace=namespace, query="morning coffee")
+    assert recalled["search"] == "hybrid" and "vector" in recalled["items"][0]["matched_by"]
+    assert len(queries.captured_queries) == 1, [q["sql"][:80] for q in queries.captured_queries]

@@ -74,3 +74,25 @@ def test_a_stopped_reindex_all_continues_from_the_time_it_prints(call, interrupt
 def test_before_needs_all(interrupted):
     with pytest.raises(CommandError, match="--before goes with --all"):
         call_command("memory_reindex", "--before", "2026-01-01T00:00:00+00:00", embedder=EMBEDDER)
+
+
+def test_reindex_outliers_marks_the_vectors_stored_before_the_mark_existed(call, interrupted, capsys):
+    ids = _remember(call, 3)
+    call_command("memory_reindex", embedder=EMBEDDER)
+    # As after migration 0007: vectors stored, none marked. The concept embedder gives all three notes one vector
+    # (they are all about tea), so none is an outlier; a lone vector of another direction is.
+    assert MemoryEmbedding.objects.filter(outlier=True).count() == 0
+    lone = call({"operation": "remember", "content": "The printer is on the third floor"})["item"]["id"]
+    MemoryEmbedding.objects.create(
+        item_id=lone,
+        namespace_id=MemoryEmbedding.objects.get(item_id=ids[0]).namespace_id,
+        model="test:concepts",
+        dims=MemoryEmbedding.objects.get(item_id=ids[0]).dims,
+        embedding=[0.0] * (MemoryEmbedding.objects.get(item_id=ids[0]).dims - 1) + [1.0],
+        item_version=1,
+        status="ready",
+    )
+    call_command("memory_reindex", embedder=EMBEDDER, outliers=True, batch_size=2)
+    marked = set(MemoryEmbedding.objects.filter(outlier=True).values_list("item_id", flat=True))
+    assert marked == {lone}
+    assert "1 outlier vector(s), 1 mark(s) changed" in capsys.readouterr().out

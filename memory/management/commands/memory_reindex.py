@@ -4,6 +4,9 @@ Resumable by construction: items go in id order, batch by batch, and each batch'
 they are made. Without `--all` the work is "items with no current vector", so a rerun after a stop (Ctrl-C, a
 crash, a failing embedder) skips what is done. With `--all` the work is "items whose vector was made before the
 run started"; a stopped run prints the `--before` that makes the next one continue it instead of starting over.
+
+`--outliers` embeds nothing: it probes every ready vector of the embedder for the outlier mark (memory/outliers.py),
+which vectors stored before migration 0007 lack. Probing again writes only changes, so a rerun after a stop is safe.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from memory.embedders import get_embedder
 from memory.embedders.indexes import ensure_vector_index
 from memory.embedding import embed_items
 from memory.models import MemoryEmbedding, MemoryItem
+from memory.outliers import memory_embeddings_outliers_mark
 
 
 class Command(BaseCommand):
@@ -38,6 +42,11 @@ class Command(BaseCommand):
         parser.add_argument("--batch-size", type=int, default=settings.MEMORY_REINDEX_BATCH_SIZE)
         parser.add_argument("--embedder", help="override MEMORY_EMBEDDER for this run")
         parser.add_argument("--no-progress", action="store_true", help="no progress bar (logs, CI)")
+        parser.add_argument(
+            "--outliers",
+            action="store_true",
+            help="embed nothing; mark the outlier vectors among the stored ones (stored before the mark existed)",
+        )
 
     def handle(self, *args, **options):
         embedder = get_embedder(options.get("embedder"))
@@ -49,6 +58,8 @@ class Command(BaseCommand):
             raise CommandError("--before goes with --all")
         before = _parse_time(options["before"]) if options.get("before") else timezone.now()
         ensure_vector_index(embedder.model, embedder.dims)
+        if options["outliers"]:
+            return self._mark_outliers(embedder, options)
         items = MemoryItem.objects.filter(Q(expires_at__isnull=True) | Q(expires_at__gt=clock.now()))
         if options.get("namespace"):
             items = items.filter(namespace_id=options["namespace"])
@@ -96,6 +107,32 @@ class Command(BaseCommand):
         )
         if counts["failed"]:
             raise CommandError(f"{counts['failed']} item(s) could not be embedded; they stay searchable by text")
+
+    def _mark_outliers(self, embedder, options) -> None:
+        vectors = MemoryEmbedding.objects.filter(model=embedder.model, status=MemoryEmbedding.Status.READY)
+        if options.get("namespace"):
+            vectors = vectors.filter(namespace_id=options["namespace"])
+        batch = max(1, options["batch_size"])
+        bar = tqdm(
+            total=vectors.count(),
+            unit="vector",
+            file=sys.stderr,
+            disable=options["no_progress"],
+            desc=f"{embedder.model} outliers",
+            dynamic_ncols=True,
+        )
+        last_id, changed = 0, 0
+        while True:
+            todo = vectors.filter(item_id__gt=last_id).order_by("item_id")
+            chunk = list(todo.values_list("item_id", flat=True)[:batch])
+            if not chunk:
+                break
+            changed += memory_embeddings_outliers_mark(item_ids=chunk, model=embedder.model, dims=embedder.dims)
+            last_id = chunk[-1]
+            bar.update(len(chunk))
+        bar.close()
+        marked = vectors.filter(outlier=True).count()
+        self.stdout.write(f"{embedder.model}: {marked} outlier vector(s), {changed} mark(s) changed")
 
 
 def _parse_time(value: str) -> datetime:
