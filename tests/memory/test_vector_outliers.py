@@ -135,13 +135,18 @@ def test_the_vectors_with_no_near_neighbour_are_marked_outliers(lonely):
 def test_an_outlier_the_main_walk_misses_is_found_through_the_outlier_index(lonely, settings):
     namespace, query, vectors, lonely_ids = lonely
     memory_embeddings_outliers_mark(item_ids=list(vectors), model=RandomEmbedder.model, dims=RANDOM_DIMS)
-    _index(outliers=True)
     exact = sorted(vectors, key=lambda pk: _distance(vectors[pk], query))
     assert exact[:5] == sorted(lonely_ids, key=lambda pk: _distance(vectors[pk], query))
 
     # The case: the main walk alone fills its candidates from the cluster and misses the nearer lonely items.
+    # pgvector draws each node's HNSW layer at random, so about one graph in ten happens to link them well enough:
+    # build again until the graph is the case (each build misses them with p ~0.9; five tries fail ~1 in 100,000).
     settings.MEMORY_RECALL_OUTLIER_CANDIDATES = 0
-    main_only = [item["id"] for item in memory_items_recall(namespace=namespace, query=QUERY, limit=10)["items"]]
+    for _attempt in range(5):
+        _index(outliers=True)
+        main_only = [item["id"] for item in memory_items_recall(namespace=namespace, query=QUERY, limit=10)["items"]]
+        if not set(lonely_ids) <= set(main_only[:5]):
+            break
     assert not set(lonely_ids) <= set(main_only[:5]), main_only
 
     settings.MEMORY_RECALL_OUTLIER_CANDIDATES = 10
