@@ -16,6 +16,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from tests.python_source import parse
+
 ROOT = Path(__file__).resolve().parent.parent
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
@@ -62,7 +64,7 @@ def import_edges(modules: dict[str, Path]) -> dict[str, dict[str, int]]:
     edges: dict[str, dict[str, int]] = defaultdict(dict)
     for module, path in modules.items():
         package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(parse(path.read_text(), str(path))):
             targets = []
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
@@ -160,10 +162,14 @@ def _graph():
 
 
 def _edges_in_a_quiet_interpreter() -> dict[str, dict[str, int]]:
-    # CPython 3.11 keeps one AST-building depth counter per interpreter, so an `ast.parse` in another thread
-    # (3.11's traceback printing parses source lines to draw its carets) can make ours fail with "AST constructor
-    # recursion depth mismatch". A fresh interpreter with no other threads walks the sources alone.
-    done = subprocess.run([sys.executable, __file__], capture_output=True, text=True, timeout=120, check=False)
+    # A fresh interpreter with no other threads walks the ~300 sources alone (see tests/python_source.py for why a
+    # parse beside other threads can fail on CPython 3.11).
+    script = (
+        "import json, tests.test_layers as t; print(json.dumps(t.import_edges(t._modules(t._declared_layers()[0]))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -203,7 +209,3 @@ def test_the_walk_sees_function_local_imports_and_circles(tmp_path):
     assert edges["low.a"] == {"high.b": 2}
     assert import_circles(edges) == [["high.b", "low.a"]]
     assert upward_imports(edges, ["low", "high"], set()) == ["low.a:2 imports high.b (high is above low)"]
-
-
-if __name__ == "__main__":
-    print(json.dumps(import_edges(_modules(_declared_layers()[0]))))

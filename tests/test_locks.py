@@ -11,6 +11,7 @@ import ast
 import re
 from pathlib import Path
 
+from tests.python_source import parse
 from tests.test_layers import ROOT, _declared_layers
 
 ROW_LOCK_SQL = re.compile(r"\bFOR\s+(NO\s+KEY\s+UPDATE|UPDATE|KEY\s+SHARE|SHARE)\b", re.I)
@@ -23,7 +24,7 @@ def _is_lock_module(path: Path) -> bool:
 def row_locks_in(source: str, filename: str = "<source>") -> list[int]:
     """Lines of `source` that take a row lock: a `select_for_update` call, or a string with locking SQL."""
     lines = []
-    for node in ast.walk(ast.parse(source, filename)):
+    for node in ast.walk(parse(source, filename)):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             if node.func.attr == "select_for_update":
                 lines.append(node.lineno)
@@ -56,7 +57,7 @@ def test_every_lock_module_names_its_place_in_the_lock_order():
     modules = [path for path in _source_files() if _is_lock_module(path)]
     assert len(modules) >= 5
     for path in modules:
-        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+        doc = ast.get_docstring(parse(path.read_text(), str(path))) or ""
         assert "docs/architecture.md#lock-order" in doc, f"{path.relative_to(ROOT)} does not name its lock order"
         for function in ast.parse(path.read_text()).body:
             if isinstance(function, ast.FunctionDef) and not function.name.startswith("_"):

@@ -12,6 +12,7 @@ from memory.models import MemoryItem
 from memory.services import memory_item_remember, memory_namespace_get_or_create
 from opencompany.errors import ConflictError
 from providers.wire import text_message
+from tests.python_source import parse
 from workflows import services
 from workflows.listeners import register_reset_listener, reset_listeners, unregister_reset_listener
 from workflows.models import WorkflowGeneration
@@ -130,7 +131,7 @@ def test_reset_listeners_are_called_with_the_generations_and_a_failure_rolls_the
 
 
 def _code_without_docstrings(function) -> str:
-    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    tree = parse(textwrap.dedent(inspect.getsource(function)))
     for item in ast.walk(tree):
         body = getattr(item, "body", None)
         if (
