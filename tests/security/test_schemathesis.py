@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, assume, settings
 from schemathesis.checks import not_a_server_error
+from schemathesis.core.parameters import ParameterLocation
+from schemathesis.generation import GenerationMode
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     negative_data_rejection,
@@ -114,6 +116,10 @@ CONTRACT_PATHS = (
 )
 @pytest.mark.django_db(transaction=True)
 def test_the_graph_api_accepts_exactly_what_the_schema_says(case, world):
+    # A case whose invalid part is its path (a workflow id that is no integer) cannot be tried here: pointing its
+    # ids at the world makes it valid, and the check would blame the server for accepting it.
+    path = case.meta.components.get(ParameterLocation.PATH) if case.meta else None
+    assume(path is None or path.mode != GenerationMode.NEGATIVE)
     point_at_world(case, world)
     case.call_and_validate(
         headers={"Authorization": f"Token {world.owner_token}"},
