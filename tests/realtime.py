@@ -85,14 +85,6 @@ class SocketClient:
     def receive(self, timeout: float = 3) -> dict:
         return self._run(self.communicator.receive_json_from(timeout=timeout))
 
-    def receive_all(self, timeout: float = 0.5) -> list[dict]:
-        events = []
-        while True:
-            try:
-                events.append(self.receive(timeout=timeout))
-            except (Exception, asyncio.CancelledError):  # a receive timeout surfaces as a cancellation
-                return events
-
     def assert_nothing_before_marker(self, workflow_id: int) -> None:
         """Prove that nothing was sent to this socket so far, without waiting on time: this process's one sender
         sends in hand-over order, so a marker handed over now arrives after anything handed over before it (to the

@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import ast
 import functools
-import json
 import re
-import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -158,20 +155,7 @@ def import_circles(edges) -> list[list[str]]:
 def _graph():
     apps, project = _declared_layers()
     modules = _modules(apps)
-    return apps, project, modules, _edges_in_a_quiet_interpreter()
-
-
-def _edges_in_a_quiet_interpreter() -> dict[str, dict[str, int]]:
-    # A fresh interpreter with no other threads walks the ~300 sources alone (see tests/python_source.py for why a
-    # parse beside other threads can fail on CPython 3.11).
-    script = (
-        "import json, tests.test_layers as t; print(json.dumps(t.import_edges(t._modules(t._declared_layers()[0]))))"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return apps, project, modules, import_edges(modules)
 
 
 def test_every_app_is_in_the_layer_order():

@@ -62,14 +62,10 @@ def node_type_data(spec: NodeSpec) -> dict:
     }
 
 
-def _catalogue_entries() -> dict:
-    return catalogue_data()
-
-
 def provider_catalogue() -> list[dict]:
     """The providers an agent can use and the models the catalogue knows for each (any other name is allowed:
     unknown models fall back to the provider's defaults). `configured` says whether a server-wide key is set."""
-    entries = _catalogue_entries()
+    entries = catalogue_data()
     rows = []
     for provider in PROVIDERS:
         models = entries.get(provider, {}) if isinstance(entries.get(provider), dict) else {}

@@ -138,12 +138,14 @@ def memory_item_remember(
     )
 
 
-def _locked_live_item(namespace: MemoryNamespace, item_id: int, now) -> MemoryItem:
+def _locked_live_item_at_version(namespace: MemoryNamespace, item_id: int, expected_version: int, now) -> MemoryItem:
     # Lock the row before comparing versions: two writers holding the same expected_version queue here, and the
     # second sees the first's new version and gets a conflict instead of silently overwriting it.
     item = memory_item_live_for_update(namespace=namespace, item_id=item_id, now=now)
     if item is None:
         raise item_not_found()
+    if item.version != expected_version:
+        raise version_conflict(current_version=item.version, current=item_as_dict(item))
     return item
 
 
@@ -166,9 +168,7 @@ def memory_item_update(
 
     def apply() -> dict:
         now = clock.now()
-        item = _locked_live_item(namespace, item_id, now)
-        if item.version != expected_version:
-            raise version_conflict(current_version=item.version, current=item_as_dict(item))
+        item = _locked_live_item_at_version(namespace, item_id, expected_version, now)
         before = _snapshot(item)
         for field, value in changes.items():
             setattr(item, field, value)
@@ -242,9 +242,7 @@ def memory_item_forget(
 
     def apply() -> dict:
         now = clock.now()
-        item = _locked_live_item(namespace, item_id, now)
-        if item.version != expected_version:
-            raise version_conflict(current_version=item.version, current=item_as_dict(item))
+        item = _locked_live_item_at_version(namespace, item_id, expected_version, now)
         delete_items(namespace, [item.pk])
         MemoryItemHistory.objects.create(
             namespace=namespace,

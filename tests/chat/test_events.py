@@ -25,7 +25,7 @@ CONTENT_KEYS = {"text", "content", "messages", "prompt", "arguments", "result", 
 
 
 def collect_until(socket, done, *, timeout: float = 10) -> list[dict]:
-    """Events until `done(event)` (tests/realtime.py's receive_all cannot be used: its timeout cancels the loop)."""
+    """Events until `done(event)`."""
     events = []
     while True:
         event = socket.receive(timeout=timeout)

@@ -104,3 +104,25 @@ class RandomEmbedder(Embedder):
 
     def embed(self, texts):
         return [self.fixed.get(text) or random_vector(text) for text in texts]
+
+
+def unit(vector):
+    norm = math.sqrt(sum(x * x for x in vector))
+    return [x / norm for x in vector]
+
+
+def axis(n, scale=1.0):
+    return [scale if i == n else 0.0 for i in range(RANDOM_DIMS)]
+
+
+def plus(*vectors):
+    return [sum(values) for values in zip(*vectors, strict=True)]
+
+
+def noise(rng, scale):
+    return [rng.gauss(0.0, scale / math.sqrt(RANDOM_DIMS)) for _ in range(RANDOM_DIMS)]
+
+
+def distance(a, b):
+    """Cosine distance, as pgvector's `<=>`."""
+    return 1.0 - sum(x * y for x, y in zip(unit(a), unit(b), strict=True))

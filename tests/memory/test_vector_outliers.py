@@ -6,7 +6,6 @@ generated ones are that case (docs/memory.md). These tests build a real HNSW ind
 shaped like it.
 """
 
-import math
 import random
 from datetime import UTC, datetime
 
@@ -21,33 +20,12 @@ from memory.outliers import memory_embeddings_outliers_mark
 from memory.selectors import memory_items_recall
 from memory.services import memory_item_remember, memory_namespace_get_or_create
 from tests.memory.conftest import NODE, memory_graph
-from tests.memory.embedders import RANDOM_DIMS, RandomEmbedder
+from tests.memory.embedders import RANDOM_DIMS, RandomEmbedder, axis, distance, noise, plus, unit
 from workflows.models import Workflow
 
 pytestmark = pytest.mark.django_db
 
 QUERY = "qqzx vector probe"  # matches no item's text: the order is the vector ranking alone
-
-
-def _unit(vector):
-    norm = math.sqrt(sum(x * x for x in vector))
-    return [x / norm for x in vector]
-
-
-def _axis(n, scale=1.0):
-    return [scale if i == n else 0.0 for i in range(RANDOM_DIMS)]
-
-
-def _plus(*vectors):
-    return [sum(values) for values in zip(*vectors, strict=True)]
-
-
-def _noise(rng, scale):
-    return [rng.gauss(0.0, scale / math.sqrt(RANDOM_DIMS)) for _ in range(RANDOM_DIMS)]
-
-
-def _distance(a, b):
-    return 1.0 - sum(x * y for x, y in zip(_unit(a), _unit(b), strict=True))
 
 
 def _store(rows):
@@ -108,11 +86,11 @@ def lonely(owner, workflow, random_embedder):
     """One namespace: a dense cluster ~0.4 from the query, and a few items nearer to it (~0.25) that are far from
     the cluster (~0.75) and from each other (~0.5), stored early so the cluster crowds them out of its links."""
     rng = random.Random(20261203)
-    query = _unit(_plus(_axis(0, 0.6), _axis(1, 0.8)))
+    query = unit(plus(axis(0, 0.6), axis(1, 0.8)))
     RandomEmbedder.fixed = {QUERY: query}
     mine = memory_namespace_get_or_create(owner=owner, workflow=workflow, node_id=NODE)
-    rows = [(mine, _unit(_plus(_axis(0), _noise(rng, 0.05)))) for _ in range(3000)]
-    lonely = [_unit(_plus(_axis(1), _axis(2 + n, 0.8 + 0.05 * n), _axis(0, 0.3))) for n in range(5)]
+    rows = [(mine, unit(plus(axis(0), noise(rng, 0.05)))) for _ in range(3000)]
+    lonely = [unit(plus(axis(1), axis(2 + n, 0.8 + 0.05 * n), axis(0, 0.3))) for n in range(5)]
     rows[100:100] = [(mine, vector) for vector in lonely]
     items = _store(rows)
     vectors = {item.pk: vector for item, (_, vector) in zip(items, rows, strict=True)}
@@ -135,8 +113,8 @@ def test_the_vectors_with_no_near_neighbour_are_marked_outliers(lonely):
 def test_an_outlier_the_main_walk_misses_is_found_through_the_outlier_index(lonely, settings):
     namespace, query, vectors, lonely_ids = lonely
     memory_embeddings_outliers_mark(item_ids=list(vectors), model=RandomEmbedder.model, dims=RANDOM_DIMS)
-    exact = sorted(vectors, key=lambda pk: _distance(vectors[pk], query))
-    assert exact[:5] == sorted(lonely_ids, key=lambda pk: _distance(vectors[pk], query))
+    exact = sorted(vectors, key=lambda pk: distance(vectors[pk], query))
+    assert exact[:5] == sorted(lonely_ids, key=lambda pk: distance(vectors[pk], query))
 
     # The case: the main walk alone fills its candidates from the cluster and misses the nearer lonely items.
     # pgvector draws each node's HNSW layer at random, so about one graph in ten happens to link them well enough:
@@ -169,32 +147,32 @@ def test_a_recall_finds_its_owners_items_when_other_owners_items_are_nearer(owne
     at the query, and the 300 of this namespace, all farther, still fill the page in exact order."""
     settings.MEMORY_RECALL_VECTOR_CANDIDATES = settings.MEMORY_RECALL_HNSW_EF_SEARCH = 40  # the defaults
     rng = random.Random(7)
-    query = _unit(_plus(_axis(0), _axis(1, 0.2)))
+    query = unit(plus(axis(0), axis(1, 0.2)))
     RandomEmbedder.fixed = {QUERY: query}
     stranger = get_user_model().objects.create_user("stranger", password="stranger-password-1")
     theirs_workflow = Workflow.objects.create(owner=stranger, name="theirs", graph=memory_graph(NODE))
     theirs = memory_namespace_get_or_create(owner=stranger, workflow=theirs_workflow, node_id=NODE)
     mine = memory_namespace_get_or_create(owner=owner, workflow=workflow, node_id=NODE)
-    rows = [(theirs, _unit(_plus(query, _noise(rng, 0.1)))) for _ in range(2700)]
+    rows = [(theirs, unit(plus(query, noise(rng, 0.1)))) for _ in range(2700)]
     # Mine: in 30 directions off the query, each farther than the last, so the exact order is clear-cut.
-    rows += [(mine, _unit(_plus(query, _axis(2 + n % 30, 0.8 + 2.0 * n / 300), _noise(rng, 0.02)))) for n in range(300)]
+    rows += [(mine, unit(plus(query, axis(2 + n % 30, 0.8 + 2.0 * n / 300), noise(rng, 0.02)))) for n in range(300)]
     rng.shuffle(rows)
     items = _store(rows)
     _index(outliers=True)
     mine_vectors = {item.pk: vector for item, (ns, vector) in zip(items, rows, strict=True) if ns == mine}
-    farthest_theirs = max(_distance(vector, query) for ns, vector in rows if ns == theirs)
-    nearest_mine = min(_distance(vector, query) for vector in mine_vectors.values())
+    farthest_theirs = max(distance(vector, query) for ns, vector in rows if ns == theirs)
+    nearest_mine = min(distance(vector, query) for vector in mine_vectors.values())
     assert farthest_theirs < nearest_mine  # every one of theirs is nearer than any of mine
 
     result = memory_items_recall(namespace=mine, query=QUERY, limit=10)
-    exact = sorted(mine_vectors, key=lambda pk: _distance(mine_vectors[pk], query))
+    exact = sorted(mine_vectors, key=lambda pk: distance(mine_vectors[pk], query))
     assert [item["id"] for item in result["items"]] == exact[:10]
 
 
 @pytest.mark.django_db(transaction=True)
 def test_the_embedding_task_marks_a_vector_with_no_near_neighbour(owner, workflow, random_embedder):
     namespace = memory_namespace_get_or_create(owner=owner, workflow=workflow, node_id=NODE)
-    first, twin, apart = _unit(_axis(0)), _unit(_plus(_axis(0), _axis(1, 0.1))), _unit(_axis(5))
+    first, twin, apart = unit(axis(0)), unit(plus(axis(0), axis(1, 0.1))), unit(axis(5))
     RandomEmbedder.fixed = {"first note": first, "its twin": twin, "something else": apart}
     ids = {}
     for text in ("first note", "its twin", "something else"):

@@ -7,7 +7,6 @@ the walk meets first, and a few isolated items nearer to the query that it reach
 cluster belongs to another namespace, so the filter makes the scan go on.
 """
 
-import math
 import random
 from datetime import UTC, datetime
 
@@ -20,7 +19,7 @@ from memory.models import MemoryEmbedding, MemoryItem, MemoryNamespace
 from memory.selectors import memory_items_recall
 from memory.services import memory_namespace_get_or_create
 from tests.memory.conftest import NODE, OTHER_NODE
-from tests.memory.embedders import RANDOM_DIMS, RandomEmbedder
+from tests.memory.embedders import RANDOM_DIMS, RandomEmbedder, axis, distance, noise, plus, unit
 
 pytestmark = pytest.mark.django_db
 
@@ -30,32 +29,11 @@ ISOLATED = 6
 QUERY = "qqzx vector probe"
 
 
-def _unit(vector):
-    norm = math.sqrt(sum(x * x for x in vector))
-    return [x / norm for x in vector]
-
-
-def _axis(n, scale=1.0):
-    return [scale if i == n else 0.0 for i in range(RANDOM_DIMS)]
-
-
-def _plus(*vectors):
-    return [sum(values) for values in zip(*vectors, strict=True)]
-
-
-def _noise(rng, scale):
-    return [rng.gauss(0.0, scale / math.sqrt(RANDOM_DIMS)) for _ in range(RANDOM_DIMS)]
-
-
-def _distance(a, b):
-    return 1.0 - sum(x * y for x, y in zip(_unit(a), _unit(b), strict=True))
-
-
 @pytest.fixture
 def clustered(owner, workflow, settings):
     settings.MEMORY_EMBEDDER = "tests.memory.embedders:RandomEmbedder"
     rng = random.Random(20261203)
-    query = _unit(_plus(_axis(0, 0.6), _axis(1, 0.8)))
+    query = unit(plus(axis(0, 0.6), axis(1, 0.8)))
     RandomEmbedder.fixed = {QUERY: query}
     mine = memory_namespace_get_or_create(owner=owner, workflow=workflow, node_id=NODE)
     other = memory_namespace_get_or_create(owner=owner, workflow=workflow, node_id=OTHER_NODE)
@@ -63,8 +41,8 @@ def clustered(owner, workflow, settings):
     # cluster.
     # The isolated items come early: the cluster's rows added after them crowd them out of each other's neighbour
     # lists, so few links lead back to them (the benchmark's planted items among its generated ones).
-    rows = [(other if n % 10 else mine, _unit(_plus(_axis(0), _noise(rng, 0.05)))) for n in range(CLUSTER)]
-    isolated = [_unit(_plus(_axis(1), _axis(2 + n, 0.8 + 0.1 * n), _axis(0, 0.3))) for n in range(ISOLATED)]
+    rows = [(other if n % 10 else mine, unit(plus(axis(0), noise(rng, 0.05)))) for n in range(CLUSTER)]
+    isolated = [unit(plus(axis(1), axis(2 + n, 0.8 + 0.1 * n), axis(0, 0.3))) for n in range(ISOLATED)]
     rows[200:200] = [(mine, vector) for vector in isolated]
     now = datetime(2026, 1, 1, tzinfo=UTC)
     items = MemoryItem.objects.bulk_create(
@@ -118,7 +96,7 @@ def test_a_namespace_filtered_vector_recall_returns_the_exact_scans_top_results(
     settings.MEMORY_RECALL_VECTOR_CANDIDATES = 10
     settings.MEMORY_RECALL_HNSW_EF_SEARCH = 10
     settings.MEMORY_RECALL_MAX_DISTANCE = 2.0
-    exact = sorted(vectors, key=lambda pk: _distance(vectors[pk], query))
+    exact = sorted(vectors, key=lambda pk: distance(vectors[pk], query))
     # The case this pins: the walk meets cluster rows first and the isolated ones only when it goes on.
     stream = _stream(namespace, query)
     assert set(exact[:ISOLATED]) <= set(stream) and stream[:ISOLATED] != exact[:ISOLATED], stream
