@@ -186,6 +186,44 @@ def throughput(conversations, per_conversation: int, poll: float = 0.002) -> flo
     return len(bounds) / elapsed
 
 
+def _listening_process_tree(port: int) -> list:
+    """The process listening on `port` on this machine and its children (none when the server is elsewhere)."""
+    import psutil
+
+    for connection in psutil.net_connections(kind="tcp"):
+        if connection.status == psutil.CONN_LISTEN and connection.laddr.port == port and connection.pid:
+            server = psutil.Process(connection.pid)
+            return [server, *server.children(recursive=True)]
+    return []
+
+
+def cpu_seconds_by_role(worker: subprocess.Popen) -> dict[str, float]:
+    """CPU time used so far (user + system) by each kind of process a turn runs in: the Celery worker (its main
+    process and pool children), the database server's processes and the broker's (when they run on this machine),
+    and this driver, which starts the firings and polls for their ends."""
+    from urllib.parse import urlsplit
+
+    import psutil
+
+    worker_process = psutil.Process(worker.pid)
+    groups = {
+        "worker": [worker_process, *worker_process.children(recursive=True)],
+        "database": _listening_process_tree(int(settings.DATABASES["default"]["PORT"] or 5432)),
+        "broker": _listening_process_tree(urlsplit(settings.CELERY_BROKER_URL).port or 6379),
+        "driver": [psutil.Process()],
+    }
+    totals = {}
+    for role, processes in groups.items():
+        totals[role] = 0.0
+        for process in processes:
+            try:
+                times = process.cpu_times()
+            except psutil.NoSuchProcess:
+                continue  # a backend that ended meanwhile: its time is not counted
+            totals[role] += times.user + times.system
+    return totals
+
+
 def floor(samples: int = 200) -> list[float]:
     """What a turn cannot cost less than: four commits of a trivial row update (a turn commits prepare, the step
     claim, the answer and persist) and one broker hop (a message through the broker's Redis, published and
@@ -245,8 +283,14 @@ def main() -> int:
               f"{p50 / floor_p50:.1f}x the floor")  # fmt: skip
         rates = {}
         for count in (1, 4, 16):
+            cpu_before = cpu_seconds_by_role(worker)
             rates[count] = throughput(conversations[:count], args.per_conversation)
-            print(f"  {count:>2} concurrent conversations: {rates[count]:.1f} turns/s")
+            cpu_after = cpu_seconds_by_role(worker)
+            turns = count * args.per_conversation
+            spent = "  ".join(
+                f"{role} {(cpu_after[role] - cpu_before[role]) * 1000 / turns:.1f}" for role in cpu_before
+            )
+            print(f"  {count:>2} concurrent conversations: {rates[count]:.1f} turns/s  (CPU ms a turn: {spent})")
         print(f"  target: p50 <= 6 ms and <= 3x the floor: {'met' if p50 <= 6 and p50 <= 3 * floor_p50 else 'NOT met'}")
         print(f"  target: >= 150 turns/s with 16 conversations: {'met' if rates[16] >= 150 else 'NOT met'}")
         print(f"  load average (1 min): {load_before:.2f} before, {os.getloadavg()[0]:.2f} after")

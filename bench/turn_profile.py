@@ -49,7 +49,7 @@ from django.test.utils import CaptureQueriesContext  # noqa: E402
 from agents import dispatch  # noqa: E402
 from agents.models import Firing  # noqa: E402
 from agents.services.firings import firing_start  # noqa: E402
-from opencompany.celery import _recycle_broken_connections  # noqa: E402
+from opencompany.celery import connections_at_task_end, connections_at_task_start  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
 from turn_overhead import make_workflow  # noqa: E402
@@ -65,10 +65,10 @@ def one_turn(conversation, text: str):
     assert name == "agent.prepare_payload" and not rest, _sent
     _sent.clear()
     c0, w0 = time.process_time(), time.perf_counter()
-    _recycle_broken_connections()  # task_prerun
+    connections_at_task_start()  # task_prerun
     with dispatch.running_steps():
         dispatch.step_function(name)(*args)
-    _recycle_broken_connections()  # task_postrun
+    connections_at_task_end()  # task_postrun
     cpu, wall = (time.process_time() - c0) * 1000, (time.perf_counter() - w0) * 1000
     assert not _sent, _sent
     return cpu, wall
@@ -98,10 +98,10 @@ def main() -> int:
             (name, task_args), *_ = _sent
             _sent.clear()
             before = len(counted.captured_queries)
-            _recycle_broken_connections()
+            connections_at_task_start()
             with dispatch.running_steps():
                 dispatch.step_function(name)(*task_args)
-            _recycle_broken_connections()
+            connections_at_task_end()
             in_worker = counted.captured_queries[before:]
         assert Firing.objects.get(pk=firing_id).state == Firing.State.FINISHED
         print(f"statements: firing_start {in_start}, worker {len(in_worker)}")

@@ -226,5 +226,8 @@ class WorkflowConsumer(AsyncJsonWebsocketConsumer):
 class UnknownRouteConsumer(AsyncWebsocketConsumer):
     """Any socket path we do not serve (`/ws/workflows/abc/`): refused with 4404, never a 500."""
 
+    # No channel-layer listener (a blocking Redis read held until the client's disconnect) for a refused socket.
+    channel_layer_alias = None
+
     async def connect(self):
         await self.close(code=CLOSE_NOT_FOUND)

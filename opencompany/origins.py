@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from channels.security.websocket import WebsocketDenier
 from django.conf import settings
 from django.http.request import split_domain_port, validate_host
 
@@ -75,6 +74,13 @@ class ExactOriginValidator:
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "websocket" and not origin_allowed(scope):
-            denier = WebsocketDenier()
-            return await denier(scope, receive, send)
+            return await _refuse_handshake(receive, send)
         return await self.application(scope, receive, send)
+
+
+async def _refuse_handshake(receive, send) -> None:
+    """Close the handshake and end. Channels' WebsocketDenier is a consumer: it would open a channel-layer listener
+    (a blocking Redis read) for a socket that never opens, and hold it until the client's disconnect arrives."""
+    message = await receive()
+    if message["type"] == "websocket.connect":
+        await send({"type": "websocket.close"})

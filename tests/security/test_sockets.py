@@ -10,6 +10,7 @@ from django.conf import settings
 from django.test import Client
 
 from tests.realtime import SocketClient
+from tests.waiting import wait_until
 from workflows.models import Workflow
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -61,6 +62,8 @@ def test_a_foreign_port_in_origin_is_refused(owner, workflow):
     for origin in ("http://localhost:9999", "https://localhost", "http://localhost.evil.example", "null", ""):
         socket = CookieSocket(path, cookie=cookie, origin=origin, host="localhost")
         assert not socket.connect(), origin
+        # Refused without a consumer: nothing of the socket waits on (or holds a connection to) the channel layer.
+        wait_until(socket.communicator.future.done, timeout=5, what="the refused socket's application to end")
     same = CookieSocket(path, cookie=cookie, origin="http://127.0.0.1:8000", host="127.0.0.1:8000")
     assert same.connect()
     same.close()
