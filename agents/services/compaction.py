@@ -3,12 +3,14 @@ lock, activate by compare-and-swap, then continue (or end) the firing."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 
 from django.db import transaction
+from django.utils import timezone
 
-from agents.dispatch import continue_step
+from agents.dispatch import continue_step, enqueue_step
 from agents.locks import firing_for_update
 from agents.models import Firing, LlmStep
 from agents.services.firings import (
@@ -18,6 +20,7 @@ from agents.services.firings import (
     firing_save_changes,
     firing_write_along,
 )
+from agents.services.heartbeat import CompactionHeartbeat
 from agents.services.messages import firing_messages
 from agents.services.runtime_runs import summary_provider
 from agents.wiring import AgentNotFound, agent_wiring
@@ -105,6 +108,11 @@ def compact_context(
     from providers.types import ChatRequest, Usage
     from workflows.selectors import generation_with_workflow
 
+    if firing_id and not _firing_still_waits_for(firing_id, next_iteration):
+        # The firing moved on without it (the watchdog resumed it after this compaction went silent, or it ended):
+        # compacting now would change the list under a firing that no longer expects it.
+        logger.info("compaction no longer awaited", extra={"firing_id": firing_id})
+        return
     generation_row = generation_with_workflow(workflow_id=workflow_id, number=generation)
     if generation_row is None:
         return
@@ -138,7 +146,8 @@ def compact_context(
 
     outcome_label = "ok"
     try:
-        outcome = store.compact_conversation(key, summarize=summarize_messages, count_tokens=count_tokens)
+        with CompactionHeartbeat(firing_id) if firing_id else contextlib.nullcontext():
+            outcome = store.compact_conversation(key, summarize=summarize_messages, count_tokens=count_tokens)
     except CompactionError as exc:
         outcome_label = "error"
         logger.warning("compaction failed", extra=key.as_log())
@@ -165,26 +174,66 @@ def compact_context(
         _continue_after_compaction(firing_id, next_iteration, compacted=outcome.compacted)
 
 
-def _continue_after_compaction(firing_id: str, next_iteration: int, *, compacted: bool) -> None:
-    from conversations import store
+def _firing_still_waits_for(firing_id: str, next_iteration: int) -> bool:
+    """Whether the firing still waits for this compaction; if so, its row is touched (the compaction's first beat),
+    in one conditional statement, so the watchdog's resume (`compaction_lost_resume`) and this start never both win."""
+    return bool(
+        Firing.objects.filter(
+            pk=firing_id, state=Firing.State.RUNNING, compaction_pending=True, iteration=next_iteration - 1
+        ).update(updated_at=timezone.now())
+    )
 
+
+def _continue_after_compaction(firing_id: str, next_iteration: int, *, compacted: bool) -> None:
     with transaction.atomic():
         firing = firing_for_update(firing_id)
         if firing is None or firing.state != Firing.State.RUNNING or firing.iteration != next_iteration - 1:
             return
         if compacted:
-            # The firing continues from the compacted list (its unsaved messages, if any, are in it: compaction
-            # keeps the latest turn verbatim).
-            snapshot = store.load_conversation_snapshot(firing_key(firing))
-            repaired = store.close_unanswered_tool_calls(snapshot.messages)
-            firing.stored_prefix = store.StoredPrefix.of_snapshot(snapshot).as_dict()
-            firing.pending_messages = []
-            if repaired is not snapshot.messages:
-                firing.stored_prefix, firing.pending_messages = {"replaces": snapshot.version}, repaired
-            firing_mark_changed(firing, "pending_messages", "stored_prefix")
+            _continue_from_the_stored_list(firing)
         firing.compaction_pending = False
         firing_save_changes(firing, "compaction_pending")
         continue_step("agent.execute_llm_step", str(firing.pk), next_iteration)
+
+
+def compaction_lost_resume(firing_id, *, silent_before) -> bool:
+    """Continue a firing whose compaction went silent before `silent_before` (its worker was lost mid-summary, or
+    its task never arrived): from the compacted list if the compaction got as far as swapping it in, else from its
+    own list as it was, a turn over the threshold (the next turn's save asks for a compaction again). No second
+    summary is asked for. False when the firing is not in that state (any more)."""
+    from conversations import store
+
+    with transaction.atomic():
+        firing = firing_for_update(firing_id)
+        if (
+            firing is None
+            or firing.state != Firing.State.RUNNING
+            or not firing.compaction_pending
+            or firing.updated_at >= silent_before
+        ):
+            return False
+        known_version = (firing.stored_prefix or {}).get("version")
+        if store.load_conversation_snapshot(firing_key(firing)).version != known_version:
+            _continue_from_the_stored_list(firing)  # the swap went through before the compaction was lost
+        firing.compaction_pending = False
+        firing_save_changes(firing, "compaction_pending")
+        enqueue_step("agent.execute_llm_step", str(firing.pk), firing.iteration + 1)
+    logger.warning("compaction lost; the firing continues without it", extra={"firing_id": str(firing_id)})
+    return True
+
+
+def _continue_from_the_stored_list(firing: Firing) -> None:
+    """The locked firing continues from the stored list (its unsaved messages, if any, are in it: compaction keeps
+    the latest turn verbatim)."""
+    from conversations import store
+
+    snapshot = store.load_conversation_snapshot(firing_key(firing))
+    repaired = store.close_unanswered_tool_calls(snapshot.messages)
+    firing.stored_prefix = store.StoredPrefix.of_snapshot(snapshot).as_dict()
+    firing.pending_messages = []
+    if repaired is not snapshot.messages:
+        firing.stored_prefix, firing.pending_messages = {"replaces": snapshot.version}, repaired
+    firing_mark_changed(firing, "pending_messages", "stored_prefix")
 
 
 def _end_after_compaction_failure(firing_id: str, exc) -> None:

@@ -42,63 +42,71 @@ def touch_step(step_id: int) -> None:
     LlmStep.objects.filter(pk=step_id, state=LlmStep.State.STARTED).update(heartbeat_at=timezone.now())
 
 
-class _Beater:
-    """One thread per process touches every step whose provider call is running in it.
+def touch_compacting_firing(firing_id) -> None:
+    Firing.objects.filter(pk=firing_id, state=Firing.State.RUNNING, compaction_pending=True).update(
+        updated_at=timezone.now()
+    )
 
-    A thread per step cost every step a thread start and a join around the call, each a wait for the scheduler
+
+class _Beater:
+    """One thread per process touches the row of every piece of work running in it that the watchdog must not take
+    for lost: a step's provider call (its `heartbeat_at`), a firing's compaction (the firing's `updated_at`).
+
+    A thread per call cost every step a thread start and a join around the call, each a wait for the scheduler
     (on a busy machine a good part of a fast turn), for a beat that a call shorter than the interval never makes.
-    Each beat is on its own: a step whose write fails (the database restarting) is logged once per outage and
-    tried again at the next beat, so one error never silences a live step. Between rounds the thread hands its
+    Each beat is on its own: a row whose write fails (the database restarting) is logged once per outage and
+    tried again at the next beat, so one error never silences live work. Between rounds the thread hands its
     database connection back (it holds none while idle)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._steps: dict[int, bool] = {}  # step id -> its last beat failed
+        self._beats: dict[tuple, list] = {}  # key -> [touch, its last beat failed]
         self._thread: threading.Thread | None = None
         self._pid = 0
 
-    def add(self, step_id: int) -> None:
+    def add(self, key: tuple, touch: Callable[[], None]) -> None:
         with self._lock:
-            self._steps[step_id] = False
+            self._beats[key] = [touch, False]
             # A forked worker child inherits the object but not the thread.
             if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
                 self._pid = os.getpid()
                 self._thread = threading.Thread(target=self._run, daemon=True, name="step-heartbeat")
                 self._thread.start()
 
-    def remove(self, step_id: int) -> None:
+    def remove(self, key: tuple) -> None:
         with self._lock:
-            self._steps.pop(step_id, None)
+            self._beats.pop(key, None)
 
     def _run(self) -> None:
         while True:
             time.sleep(settings.AGENT_STEP_HEARTBEAT_SECONDS)
             with self._lock:
-                due = list(self._steps)
-            for step_id in due:
-                self._beat(step_id)
+                due = [(key, beat[0]) for key, beat in self._beats.items()]
+            for key, touch in due:
+                self._beat(key, touch)
             if due:
                 _drop_broken_connection()  # back to the pool until the next round
 
-    def _beat(self, step_id: int) -> None:
+    def _beat(self, key: tuple, touch: Callable[[], None]) -> None:
         try:
-            touch_step(step_id)
+            touch()
         except Exception:  # noqa: BLE001 (a beat that failed is tried again; the thread must not end)
             with self._lock:
-                failing = self._steps.get(step_id)
-                if failing is None:
-                    return  # the call ended meanwhile
-                self._steps[step_id] = True
+                beat = self._beats.get(key)
+                if beat is None:
+                    return  # the work ended meanwhile
+                failing, beat[1] = beat[1], True
             if not failing:
-                logger.warning("step heartbeat failed; retrying", extra={"step_id": step_id})
+                logger.warning("heartbeat failed; retrying", extra={"beat": f"{key[0]}:{key[1]}"})
             _drop_broken_connection()
             return
         with self._lock:
-            failing = self._steps.get(step_id)
+            beat = self._beats.get(key)
+            failing = bool(beat and beat[1])
             if failing:
-                self._steps[step_id] = False
+                beat[1] = False
         if failing:
-            logger.info("step heartbeat recovered", extra={"step_id": step_id})
+            logger.info("heartbeat recovered", extra={"beat": f"{key[0]}:{key[1]}"})
 
 
 _beater = _Beater()
@@ -109,14 +117,31 @@ class StepHeartbeat:
     (every AGENT_STEP_HEARTBEAT_SECONDS, by the process's one heartbeat thread, `_Beater`)."""
 
     def __init__(self, step_id: int):
-        self.step_id = step_id
+        self.key = ("step", step_id)
 
     def __enter__(self):
-        _beater.add(self.step_id)
+        step_id = self.key[1]
+        _beater.add(self.key, lambda: touch_step(step_id))
         return self
 
     def __exit__(self, *exc):
-        _beater.remove(self.step_id)
+        _beater.remove(self.key)
+
+
+class CompactionHeartbeat:
+    """Touches the firing row while its compaction runs (the summary is a provider call of any length), so the
+    watchdog can tell a compaction lost with its worker from a slow one (`watchdog._lost_compactions`)."""
+
+    def __init__(self, firing_id):
+        self.key = ("compaction", str(firing_id))
+
+    def __enter__(self):
+        firing_id = self.key[1]
+        _beater.add(self.key, lambda: touch_compacting_firing(firing_id))
+        return self
+
+    def __exit__(self, *exc):
+        _beater.remove(self.key)
 
 
 def stop_requested(firing_id) -> bool:

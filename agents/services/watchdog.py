@@ -18,6 +18,7 @@ from django.utils import timezone
 from agents.dispatch import enqueue_step
 from agents.locks import firing_for_update
 from agents.models import Firing, LlmStep
+from agents.services.compaction import compaction_lost_resume
 from agents.services.firings import firing_end
 from agents.usage import record_llm_usage
 
@@ -90,6 +91,21 @@ def _ambiguous_steps(now) -> int:
         _fail(step.firing_id, "interrupted", "The worker running this step was lost; the step was not retried.")
         count += 1
     return count
+
+
+def _lost_compactions(now) -> int:
+    """A firing waiting for its compaction whose beat went silent: the compaction was lost with its worker (a late
+    acknowledged task comes back only after the broker's visibility timeout, an hour), or its task never arrived.
+    The firing continues from the stored list as it is (`compaction_lost_resume`); without this it waited for its
+    deadline. Silence is judged as for steps (healthy time only, AGENT_STEP_LOST_AFTER_SECONDS)."""
+    lost_after = timedelta(seconds=settings.AGENT_STEP_LOST_AFTER_SECONDS)
+    back = _healthy_since(now)
+    if back is not None and now - back < lost_after:
+        return 0
+    cutoff = now - lost_after
+    silent = Firing.objects.filter(state=Firing.State.RUNNING, compaction_pending=True, updated_at__lt=cutoff)
+    firing_ids = silent.values_list("pk", flat=True)
+    return sum(compaction_lost_resume(firing_id, silent_before=cutoff) for firing_id in firing_ids)
 
 
 def _lost_persists(now) -> int:
@@ -187,6 +203,7 @@ def watchdog_sweep() -> dict:
     now = timezone.now()
     report = {
         "ambiguous": _ambiguous_steps(now),
+        "resumed_after_lost_compactions": _lost_compactions(now),
         "requeued_persists": _lost_persists(now),
         "restarted_steps": _unstarted_steps(now),
         "resent_prepares": _unprepared(now),

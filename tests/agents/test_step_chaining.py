@@ -133,7 +133,8 @@ def test_a_firing_waiting_for_its_conversation_lease_is_not_taken_for_lost(owner
     assert watchdog_sweep()["resent_prepares"] == 0
 
 
-def test_a_firing_waiting_for_its_compaction_is_not_restarted(owner, broker):
+def test_a_firing_waiting_for_its_compaction_is_not_restarted(owner, broker, settings):
+    settings.AGENT_STEP_LOST_AFTER_SECONDS = 3600  # a compaction that is still beating, as far as this test goes
     workflow, generation, ids = assistant_with(owner)
     firing_id = str(firing_start(workflow, generation, ids["lead"], "hello"))
     prepare_payload(firing_id)
@@ -141,7 +142,8 @@ def test_a_firing_waiting_for_its_compaction_is_not_restarted(owner, broker):
     Firing.objects.filter(pk=firing_id).update(
         compaction_pending=True, updated_at=timezone.now() - timedelta(minutes=1)
     )
-    assert watchdog_sweep()["restarted_steps"] == 0
+    swept = watchdog_sweep()
+    assert swept["restarted_steps"] == 0 and swept["resumed_after_lost_compactions"] == 0
     execute_llm_step(firing_id, 1)  # a stray delivery: the compaction continues this firing, not it
     assert not LlmStep.objects.filter(firing_id=firing_id).exists()
 
@@ -286,3 +288,80 @@ def test_a_worker_that_is_shutting_down_hands_the_next_steps_to_the_broker(owner
     name, args = broker.pop()
     run_as_task(name, *args)
     assert Firing.objects.get(pk=firing_id).state == Firing.State.FINISHED
+
+
+def _firing_waiting_for_its_compaction(owner, broker):
+    """A firing between two tool steps whose turn crossed the compaction threshold: its `agent.compact_context`
+    was sent (kept in `broker`, not run) and it waits with `compaction_pending`."""
+    workflow, generation, ids = assistant_with(owner, todos=True, compaction_threshold=0.1)
+    bulky = "background " * 1500  # ~4,000 tokens: past 10% of the offline model's window
+    first = str(firing_start(workflow, generation, ids["lead"], "first: " + bulky))
+    run_as_task("agent.prepare_payload", first)
+    broker.clear()
+    firing_id = str(firing_start(workflow, generation, ids["lead"], "todo: buy milk\n" + bulky))
+    broker.clear()
+    run_as_task("agent.prepare_payload", firing_id)
+    [(name, compaction_args)] = broker
+    assert name == "agent.compact_context" and compaction_args[3] == firing_id
+    broker.clear()
+    assert Firing.objects.get(pk=firing_id).compaction_pending
+    return workflow, generation, ids, firing_id, compaction_args
+
+
+def test_a_compaction_lost_with_its_worker_is_found_and_the_firing_continues_without_it(owner, broker, settings):
+    workflow, generation, ids, firing_id, compaction_args = _firing_waiting_for_its_compaction(owner, broker)
+    key = conversation_key(workflow.pk, generation, ids["lead"])
+    before = load_conversation(key)
+
+    assert watchdog_sweep()["resumed_after_lost_compactions"] == 0  # not silent long enough yet
+    silent_since = timezone.now() - timedelta(seconds=settings.AGENT_STEP_LOST_AFTER_SECONDS + 1)
+    Firing.objects.filter(pk=firing_id).update(updated_at=silent_since)
+    assert watchdog_sweep()["resumed_after_lost_compactions"] == 1
+    assert watchdog_sweep()["resumed_after_lost_compactions"] == 0  # once
+    assert broker == [("agent.execute_llm_step", (firing_id, 2))]
+    name, args = broker.pop()
+    run_as_task(name, *args)
+
+    firing = Firing.objects.get(pk=firing_id)
+    assert firing.state == Firing.State.FINISHED, (firing.error_code, firing.error_message)
+    assert not firing.compaction_pending
+    stored = load_conversation(key)
+    assert stored[: len(before)] == before  # not compacted: no summary was asked for
+    assert [m["role"] for m in stored[len(before) :]] == ["assistant"]  # the step after the tool results
+    assert not UsageRecord.objects.filter(workflow_id=workflow.pk, kind="compaction").exists()
+
+    # The lost task arrives after all (a redelivery): the firing no longer waits for it, so nothing is compacted.
+    run_as_task("agent.compact_context", *compaction_args)
+    assert load_conversation(key) == stored
+    assert not UsageRecord.objects.filter(workflow_id=workflow.pk, kind="compaction").exists()
+
+
+def test_a_slow_compaction_beats_and_is_left_alone(owner, broker, settings, monkeypatch):
+    import providers
+    from conversations.store import COMPACTION_SUMMARY_HEADER
+    from tests.waiting import wait_until
+
+    settings.AGENT_STEP_HEARTBEAT_SECONDS = 0.05
+    workflow, generation, ids, firing_id, compaction_args = _firing_waiting_for_its_compaction(owner, broker)
+    real_summarize = providers.summarize
+    silent_since = timezone.now() - timedelta(seconds=settings.AGENT_STEP_LOST_AFTER_SECONDS + 1)
+    swept = {}
+
+    def slow_summarizer(**kwargs):
+        # Mid-summary, the firing's row is made to look silent; the compaction's beat must touch it again before
+        # the watchdog looks.
+        Firing.objects.filter(pk=firing_id).update(updated_at=silent_since)
+        wait_until(
+            lambda: Firing.objects.get(pk=firing_id).updated_at > silent_since, what="the compaction's heartbeat"
+        )
+        swept.update(watchdog_sweep())
+        return real_summarize(**kwargs)
+
+    monkeypatch.setattr(providers, "summarize", slow_summarizer)
+    run_as_task("agent.compact_context", *compaction_args)
+
+    assert swept["resumed_after_lost_compactions"] == 0
+    firing = Firing.objects.get(pk=firing_id)
+    assert firing.state == Firing.State.FINISHED, (firing.error_code, firing.error_message)
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    assert stored[1]["blocks"][0]["text"].startswith(COMPACTION_SUMMARY_HEADER)
