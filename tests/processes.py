@@ -104,18 +104,26 @@ def start_celery_worker(
     beat: bool = False,
     **env,
 ) -> ManagedProcess:
-    schedule = tmp_path / f"beat-{name}" if beat else None
-    args = celery_worker_args(name, concurrency=concurrency, queues=queues, beat_schedule=schedule)
-    process = ManagedProcess(args, child_env(**env), tmp_path / f"worker-{name}.log")
+    process = _spawn_celery_worker(tmp_path, name=name, concurrency=concurrency, queues=queues, beat=beat, **env)
     wait_for_log(process, "ready.", timeout=60)
     return process
 
 
 def start_web_server(tmp_path: Path, *, name: str = "web1", **env) -> tuple[ManagedProcess, str]:
-    port = free_port()
-    process = ManagedProcess(web_server_args(port), child_env(**env), tmp_path / f"{name}.log")
+    process, port = _spawn_web_server(tmp_path, name=name, **env)
     wait_for_port(port, process, timeout=60)
     return process, f"http://127.0.0.1:{port}"
+
+
+def _spawn_celery_worker(tmp_path: Path, *, name: str, concurrency: int, queues: str, beat: bool, **env):
+    schedule = tmp_path / f"beat-{name}" if beat else None
+    args = celery_worker_args(name, concurrency=concurrency, queues=queues, beat_schedule=schedule)
+    return ManagedProcess(args, child_env(**env), tmp_path / f"worker-{name}.log")
+
+
+def _spawn_web_server(tmp_path: Path, *, name: str, **env) -> tuple[ManagedProcess, int]:
+    port = free_port()
+    return ManagedProcess(web_server_args(port), child_env(**env), tmp_path / f"{name}.log"), port
 
 
 def wait_for_log(process: ManagedProcess, needle: str, *, timeout: float) -> None:
@@ -226,13 +234,21 @@ def chromium_page(profile_dir: Path, *, width: int = 1100, height: int = 900):
 @contextlib.contextmanager
 def running_site(tmp_path: Path, *, web_env: dict | None = None, **worker_env: str):
     """A Celery worker (with `worker_env`) and a web server (with `web_env`), as the browser tests drive them;
-    yields the site's base URL and stops both after."""
-    worker = start_celery_worker(tmp_path, **worker_env)
+    yields the site's base URL and stops both after. Both start, and stop, side by side: each is a Python process
+    importing the whole project, and the browser tests start a pair each."""
+    worker = _spawn_celery_worker(
+        tmp_path, name="w1", concurrency=2, queues="agent,housekeeping", beat=False, **worker_env
+    )
+    web = None
     try:
-        web, base_url = start_web_server(tmp_path, **(web_env or {}))
-        try:
-            yield base_url
-        finally:
-            web.stop()
+        web, port = _spawn_web_server(tmp_path, name="web1", **(web_env or {}))
+        wait_for_log(worker, "ready.", timeout=60)
+        wait_for_port(port, web, timeout=60)
+        yield f"http://127.0.0.1:{port}"
     finally:
-        worker.stop()
+        stopping = [process for process in (web, worker) if process is not None]
+        for process in stopping:
+            if process.process.poll() is None:
+                process.kill(signal.SIGTERM)
+        for process in stopping:
+            process.stop()
