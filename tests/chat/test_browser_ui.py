@@ -65,10 +65,6 @@ AT_BOTTOM = (
 )
 
 
-def at_bottom(page) -> bool:
-    return page.evaluate(AT_BOTTOM)
-
-
 def open_chat(page, stack, workflow, cookie):
     page.context.add_cookies([{**cookie, "url": stack}])
     page.goto(f"{stack}/workflows/{workflow.pk}/chat/")
@@ -86,7 +82,8 @@ def test_text_as_typed_markdown_code_copy_latest_and_autoscroll(setup, stack, br
 
     # Opens at the latest message, with the composer focused.
     expect(answers(page)).to_have_count(12)
-    assert at_bottom(page)
+    # The page scrolls to the latest after it lays the thread out: wait for that, not for a moment.
+    page.wait_for_function(AT_BOTTOM, timeout=10_000)
     expect(answers(page).last).to_be_in_viewport()
     expect(composer).to_be_focused()
     shot(page, "01-opens-at-latest")
@@ -145,7 +142,8 @@ def test_text_as_typed_markdown_code_copy_latest_and_autoscroll(setup, stack, br
     composer.press("Enter")
     expect(page.locator("#notice")).to_contain_text("An answer is still being worked on")
     expect(answers(page)).to_have_count(15, timeout=30_000)
-    assert at_bottom(page)
+    # The final rendering replaces the streamed one (its height may change); the page follows it on its next frame.
+    page.wait_for_function(AT_BOTTOM, timeout=10_000)
     expect(page.locator("#notice")).to_be_hidden()
     shot(page, "06-followed-to-the-end")
 
