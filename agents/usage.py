@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from conversations.services import usage_record_append, usage_record_statements
 from providers.billing import ledger_fields
 
@@ -32,7 +34,6 @@ def llm_usage_fields(firing, *, idempotency_key: str, kind: str, outcome: str, u
     reported = (usage or {}).get("cost_usd")
     if reported is not None:
         # An agent runtime that reports what the call cost (Claude Code's session total, differenced per firing).
-        from decimal import Decimal
 
         fields = {**fields, "cost": Decimal(str(reported)), "meta": {**fields["meta"], "price_source": "runtime"}}
     return dict(

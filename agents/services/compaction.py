@@ -10,9 +10,11 @@ import uuid
 from django.db import transaction
 from django.utils import timezone
 
+import providers
 from agents.dispatch import continue_step, enqueue_step
 from agents.locks import firing_for_update
 from agents.models import Firing, LlmStep
+from agents.rows import execute_statements
 from agents.services.firings import (
     firing_end,
     firing_key,
@@ -24,6 +26,15 @@ from agents.services.heartbeat import CompactionHeartbeat
 from agents.services.messages import firing_messages
 from agents.services.runtime_runs import summary_provider
 from agents.wiring import AgentNotFound, agent_wiring
+from conversations import store
+from conversations.services import usage_record_append
+from conversations.store import CompactionError, conversation_key
+from provider_keys.selectors import owner_request_overrides
+from providers import capabilities
+from providers.billing import ledger_fields
+from providers.context import COUNTING_PROVIDERS, Pressure, estimate_tokens, measure_pressure, output_headroom
+from providers.types import ChatRequest, Usage
+from workflows.selectors import generation_with_workflow
 
 from .prepare import agent_config_of
 from .provider_request import provider_request_of
@@ -35,8 +46,6 @@ def pressure_record_after_turn(firing: Firing, step: LlmStep, *, added_messages:
     """Store the agent's active context pressure; True when the projected next request crosses its threshold."""
     if not firing.uses_conversation:
         return False
-    from providers.context import Pressure, estimate_tokens
-    from providers.types import ChatRequest
 
     config = firing.agent_config
     usage = step.result.get("usage") or {}
@@ -54,15 +63,10 @@ def pressure_record_after_turn(firing: Firing, step: LlmStep, *, added_messages:
 
 
 def _context_window(request) -> int:
-    from providers import capabilities
-
     return capabilities(request.provider, request.model).context_window
 
 
 def _pressure_statements(key, pressure, request) -> list[tuple[str, str, list]]:
-    from conversations import store
-    from providers.context import output_headroom
-
     # Headroom is the output the request will actually allow, within what the window leaves.
     headroom = min(output_headroom(request), max(pressure.context_window_tokens - pressure.input_tokens, 0))
     return store.conversation_pressure_statements(
@@ -74,15 +78,11 @@ def _pressure_statements(key, pressure, request) -> list[tuple[str, str, list]]:
 
 
 def _store_pressure(key, pressure, request) -> None:
-    from agents.rows import execute_statements
-
     execute_statements(_pressure_statements(key, pressure, request))
 
 
 def _count_pressure(key, firing: Firing) -> None:
     """The next request as the provider counts it (its free count endpoint), with the owner's key."""
-    from providers.context import COUNTING_PROVIDERS, measure_pressure
-
     if firing.agent_config["provider"] not in COUNTING_PROVIDERS:
         return  # the estimate stored in persist is all there is
     try:
@@ -98,16 +98,6 @@ def compact_context(
     workflow_id: int, generation: int, agent_node_id: str, firing_id: str | None = None, next_iteration: int = 0
 ) -> None:
     """Compact the stored conversation; with `firing_id`, then continue that firing at `next_iteration`."""
-    from conversations import store
-    from conversations.services import usage_record_append
-    from conversations.store import CompactionError, conversation_key
-    from provider_keys.selectors import owner_request_overrides
-    from providers import summarize
-    from providers.billing import ledger_fields
-    from providers.context import estimate_tokens
-    from providers.types import ChatRequest, Usage
-    from workflows.selectors import generation_with_workflow
-
     if firing_id and not _firing_still_waits_for(firing_id, next_iteration):
         # The firing moved on without it (the watchdog resumed it after this compaction went silent, or it ended):
         # compacting now would change the list under a firing that no longer expects it.
@@ -128,7 +118,7 @@ def compact_context(
         calls.append(len(messages))
         provider = summary_provider(config)  # RLM: its backend (a summary runs no code, so no sandbox)
         overrides = owner_request_overrides(owner_id=generation_row.workflow.owner_id, provider=provider)
-        summary = summarize(
+        summary = providers.summarize(
             provider=provider,
             model=config["model"],
             messages=messages,
@@ -201,8 +191,6 @@ def compaction_lost_resume(firing_id, *, silent_before) -> bool:
     its task never arrived): from the compacted list if the compaction got as far as swapping it in, else from its
     own list as it was, a turn over the threshold (the next turn's save asks for a compaction again). No second
     summary is asked for. False when the firing is not in that state (any more)."""
-    from conversations import store
-
     with transaction.atomic():
         firing = firing_for_update(firing_id)
         if (
@@ -225,8 +213,6 @@ def compaction_lost_resume(firing_id, *, silent_before) -> bool:
 def _continue_from_the_stored_list(firing: Firing) -> None:
     """The locked firing continues from the stored list (its unsaved messages, if any, are in it: compaction keeps
     the latest turn verbatim)."""
-    from conversations import store
-
     snapshot = store.load_conversation_snapshot(firing_key(firing))
     repaired = store.close_unanswered_tool_calls(snapshot.messages)
     firing.stored_prefix = store.StoredPrefix.of_snapshot(snapshot).as_dict()

@@ -4,6 +4,8 @@ with a heartbeat and Stop polling (`heartbeat.py`); store the answer on the step
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
 
 from django.conf import settings
@@ -27,6 +29,10 @@ from agents.tools import (
     prepare_tool_calls,
 )
 from agents.usage import record_llm_usage
+from conversations import store
+from conversations.store import is_compaction_summary
+from providers import ChatUnifier
+from providers.errors import ProviderError
 
 from .persist import firing_end_for_limit
 from .provider_request import provider_request_of
@@ -50,10 +56,6 @@ def execute_llm_step(firing_id: str, iteration: int, *, committed: Firing | None
     being where that step left it; anything else (a Stop, a reset, a limit, a duplicate, a message from the
     broker) takes the locked path, which reads the row and decides.
     """
-    from conversations import store
-    from providers import ChatUnifier
-    from providers.errors import ProviderError
-
     firing = committed
     claimed = _claim_step_if_unchanged(firing, iteration) if firing is not None and not _limit_reached(firing) else None
     if claimed is None:
@@ -201,9 +203,6 @@ def _refresh_connection_after(duration_ms: int) -> None:
 
 
 def _worker_name() -> str:
-    import os
-    import socket
-
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
@@ -222,8 +221,6 @@ def _record_step_failure(firing: Firing, step: LlmStep, exc, duration_ms: int) -
 
 def _request_info(firing: Firing, messages: list[dict]) -> dict:
     """Counts and names of what a request carried, for "what this answer was sent" (no message is copied)."""
-    from conversations.store import is_compaction_summary
-
     prefix = firing.stored_prefix or {}
     return {
         "messages": len(messages),

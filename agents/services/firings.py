@@ -6,6 +6,7 @@ import logging
 import uuid
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -45,8 +46,6 @@ def firing_start(
     Callers may be inside a transaction (the chat admits a run and fires in one); the first
     task is sent only when it commits.
     """
-    from django.conf import settings
-
     if not isinstance(prompt, str) or not prompt.strip():
         raise FiringRefused("invalid_request", "The prompt is empty.")
     if len(prompt) > settings.AGENT_MAX_PROMPT_CHARS:

@@ -26,6 +26,7 @@ from agents.tools import (
     unknown_tool_outcome,
 )
 from agents.usage import llm_usage_statements, record_llm_usage
+from conversations import store
 from conversations.selectors import owner_tool_result_max_chars
 
 from .compaction import pressure_record_after_turn
@@ -65,8 +66,6 @@ def _bill_orphan_step(firing: Firing, step: LlmStep) -> None:
 
 
 def _save_assistant_turn(firing: Firing, step: LlmStep) -> None:
-    from conversations import store
-
     result = step.result
     assistant = result["message"]
     usage = result.get("usage") or {}
@@ -110,8 +109,6 @@ def _text(message: dict) -> str:
 
 def _advance_tools(firing: Firing, step: LlmStep) -> None:
     """Answer the turn's tool calls in order; re-entrant, so a retry or a teammate's return continues here."""
-    from conversations import store
-
     assistant = step.result["message"]
     # An agent runtime's run answered its own tool calls: they are in its observed messages, none is run here.
     calls = [] if "observed" in step.result else _tool_calls(assistant)
@@ -185,8 +182,6 @@ def _clear_old_tool_results(firing: Firing) -> None:
     (docs/invariants.md#old-results-cleared). Checked when a turn's results are saved and the stored size (known from
     the save, no read) is over the budget; the rewrite goes down to half the budget, so it happens once per half a
     budget of new results, not every turn."""
-    from conversations import store
-
     prefix = firing.stored_prefix or {}
     size = prefix.get("size_bytes")
     if "length" not in prefix or size is None or size <= settings.CONVERSATION_TOOL_RESULT_BUDGET_BYTES:
@@ -208,8 +203,6 @@ def _clear_old_tool_results(firing: Firing) -> None:
 def firing_end_for_limit(firing: Firing, limit: str) -> None:
     """End a firing that reached a limit, the reason marked on its last answer (a rewrite of that answer and what
     follows it: rare, once per firing)."""
-    from conversations import store
-
     try:
         messages = list(firing_messages(firing))
     except (store.ConversationConflict, store.ConversationLoadFailed, store.ConversationTooLarge):

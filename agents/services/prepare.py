@@ -27,14 +27,14 @@ from agents.tools import (
     tool_definition,
 )
 from agents.wiring import AgentNotFound, agent_wiring
+from conversations import store
+from opencompany.errors import NotFoundError
+from workflows.selectors import generation_graph
 
 logger = logging.getLogger("agents.step")
 
 
 def _generation_graph(firing: Firing) -> dict:
-    from opencompany.errors import NotFoundError
-    from workflows.selectors import generation_graph
-
     try:
         return generation_graph(firing.workflow, firing.generation, normalize=False)
     except NotFoundError:
@@ -69,8 +69,6 @@ def _runtime_params(params: dict) -> dict:
 
 
 def prepare_payload(firing_id: str) -> None:
-    from conversations import store
-
     with transaction.atomic():
         firing = firing_for_update(firing_id, with_workflow=True)
         if firing is None or firing.state != Firing.State.QUEUED:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from agents.models import Firing
+from provider_keys.selectors import owner_request_overrides
+from providers.types import ChatRequest, ChatSettings, ToolDefinition
 
 
 def provider_request_of(firing: Firing, messages: list[dict], *, credentials: bool = True):
-    from provider_keys.selectors import owner_request_overrides
-    from providers.types import ChatRequest, ChatSettings, ToolDefinition
-
     config = firing.agent_config
     # The owner's own key (and base URL) for this provider when they stored one, else the environment's.
     overrides = (

@@ -12,7 +12,9 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import connections
 
+from agents.dispatch import steps_in_this_thread
 from agents.models import Firing
+from agents.services.firings import firing_start
 from agents.tools import ToolOutcome
 
 
@@ -54,9 +56,6 @@ def teammate_call_in_thread(*, firing: Firing, binding: dict, arguments: dict, c
     """An agent runtime's call of a teammate: the child firing runs to its end in this thread; (answer, is_error).
 
     Idempotent on the call id: a call the runtime repeats reads the child that call already made."""
-    from agents.dispatch import steps_in_this_thread
-    from agents.services.firings import firing_start
-
     try:
         child = Firing.objects.filter(parent=firing, parent_tool_call_id=call_id).first()
         if child is None:

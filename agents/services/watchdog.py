@@ -11,6 +11,7 @@ import logging
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
@@ -48,8 +49,6 @@ def _healthy_since(now):
     only over time the database was reachable: after a gap longer than three sweeps (6 s at least), no step is taken for
     lost until AGENT_STEP_LOST_AFTER_SECONDS have passed since the sweeps came back. A dead worker is then found that
     much later; a live step is never ended `interrupted` by a database restart."""
-    from django.core.cache import cache
-
     interval = settings.CELERY_BEAT_SCHEDULE["agent-watchdog"]["schedule"].total_seconds()
     try:
         known = cache.get_many([SWEEP_SEEN_KEY, SWEEP_BACK_KEY])
@@ -65,8 +64,6 @@ def _healthy_since(now):
 
 def _mark_seen(now) -> None:
     """Called once a sweep went through: it reached the database at `now`."""
-    from django.core.cache import cache
-
     with contextlib.suppress(Exception):  # the cache is Redis: without it, the next sweep judges as before
         cache.set(SWEEP_SEEN_KEY, now, timeout=24 * 3600)
 
