@@ -9,6 +9,7 @@ firing's deadline passes.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -112,36 +113,34 @@ class _Beater:
 _beater = _Beater()
 
 
-class StepHeartbeat:
-    """Touches the step row while the provider call runs, so the watchdog can tell a dead worker from a slow model
-    (every AGENT_STEP_HEARTBEAT_SECONDS, by the process's one heartbeat thread, `_Beater`)."""
+class _Heartbeat:
+    """Has the process's heartbeat thread (`_Beater`) call `touch` every AGENT_STEP_HEARTBEAT_SECONDS while the
+    block runs."""
 
-    def __init__(self, step_id: int):
-        self.key = ("step", step_id)
+    def __init__(self, key: tuple, touch: Callable[[], None]):
+        self.key, self.touch = key, touch
 
     def __enter__(self):
-        step_id = self.key[1]
-        _beater.add(self.key, lambda: touch_step(step_id))
+        _beater.add(self.key, self.touch)
         return self
 
     def __exit__(self, *exc):
         _beater.remove(self.key)
 
 
-class CompactionHeartbeat:
+class StepHeartbeat(_Heartbeat):
+    """Touches the step row while the provider call runs, so the watchdog can tell a dead worker from a slow model."""
+
+    def __init__(self, step_id: int):
+        super().__init__(("step", step_id), functools.partial(touch_step, step_id))
+
+
+class CompactionHeartbeat(_Heartbeat):
     """Touches the firing row while its compaction runs (the summary is a provider call of any length), so the
     watchdog can tell a compaction lost with its worker from a slow one (`watchdog._lost_compactions`)."""
 
     def __init__(self, firing_id):
-        self.key = ("compaction", str(firing_id))
-
-    def __enter__(self):
-        firing_id = self.key[1]
-        _beater.add(self.key, lambda: touch_compacting_firing(firing_id))
-        return self
-
-    def __exit__(self, *exc):
-        _beater.remove(self.key)
+        super().__init__(("compaction", str(firing_id)), functools.partial(touch_compacting_firing, str(firing_id)))
 
 
 def stop_requested(firing_id) -> bool:
