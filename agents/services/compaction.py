@@ -201,8 +201,12 @@ def compaction_lost_resume(firing_id, *, silent_before) -> bool:
         ):
             return False
         known_version = (firing.stored_prefix or {}).get("version")
-        if store.load_conversation_snapshot(firing_key(firing)).version != known_version:
-            _continue_from_the_stored_list(firing)  # the swap went through before the compaction was lost
+        try:
+            if store.load_conversation_snapshot(firing_key(firing)).version != known_version:
+                _continue_from_the_stored_list(firing)  # the swap went through before the compaction was lost
+        except (store.ConversationLoadFailed, store.ConversationTooLarge) as exc:
+            firing_end(firing, state=Firing.State.FAILED, error_code=exc.code, error_message=exc.message)
+            return True
         firing.compaction_pending = False
         firing_save_changes(firing, "compaction_pending")
         enqueue_step("agent.execute_llm_step", str(firing.pk), firing.iteration + 1)
