@@ -18,8 +18,8 @@ A turn is one broker hop (`firing_start` sends `agent.prepare_payload`; the work
 execute and persist in the same process, see docs/architecture.md "A firing") and four commits in the worker:
 prepare, the step claim, the answer, persist.
 
-The driver polls the database for ended turns with one query per poll for all open turns (2 ms apart), and the
-figures use the rows' own timestamps, so polling neither counts nor loads the machine much. It runs against the
+The driver learns of ended turns from PostgreSQL (LISTEN/NOTIFY, through a trigger the run adds and removes; see
+`TurnEnds`) instead of polling, and the figures use the rows' own timestamps. It runs against the
 embedded services (or DATABASE_URL/REDIS_URL), starts its own Celery worker process (prefork, `--concurrency`
 processes, like `dev.py run`), removes the rows it made, and prints the 1-minute load average before and after
 (the machine is shared; figures mean little without it). Usage:
@@ -87,16 +87,67 @@ def make_workflow(owner, index: int):
     return outcome.workflow, generation.number, outcome.aliases["a"]
 
 
-def wait_finished(firing_id, timeout: float = 60, poll: float = 0.002) -> Firing:
+class TurnEnds:
+    """Each firing's end as it commits, told by PostgreSQL (LISTEN/NOTIFY), so the driver waits without polling.
+
+    For the run, a trigger on the firing table (`bench_turn_overhead_ended`, dropped at the end) notifies the
+    firing's id when an UPDATE moves it to a terminal state; the notification is delivered when that transaction
+    commits, i.e. when the turn is persisted. Polling for ends instead (a query every 2 ms) took CPU and database
+    time from the 2-core machine the turns ran on. The trigger adds one NOTIFY to each turn's last transaction."""
+
+    CHANNEL = "bench_turn_overhead_ended"
+
+    def __init__(self):
+        import psycopg
+
+        self.connection = psycopg.connect(settings.DATABASE_URL, autocommit=True)
+        terminal = ", ".join(f"'{state}'" for state in Firing.TERMINAL_STATES)
+        table = Firing._meta.db_table
+        self.connection.execute(
+            f"CREATE OR REPLACE FUNCTION {self.CHANNEL}() RETURNS trigger LANGUAGE plpgsql AS $$ "
+            f"BEGIN PERFORM pg_notify('{self.CHANNEL}', NEW.id::text); RETURN NULL; END $$"
+        )
+        self.connection.execute(f"DROP TRIGGER IF EXISTS {self.CHANNEL} ON {table}")
+        self.connection.execute(
+            f"CREATE TRIGGER {self.CHANNEL} AFTER UPDATE OF state ON {table} FOR EACH ROW "
+            f"WHEN (NEW.state IN ({terminal}) AND OLD.state IS DISTINCT FROM NEW.state) "
+            f"EXECUTE FUNCTION {self.CHANNEL}()"
+        )
+        self.connection.execute(f"LISTEN {self.CHANNEL}")
+        self.ended: set[str] = set()
+
+    def wait(self, timeout: float = 60) -> set[str]:
+        """Ids of firings that ended since the last call, waiting for at least one."""
+        if not self.ended:
+            for notify in self.connection.notifies(timeout=timeout, stop_after=1):
+                self.ended.add(notify.payload)
+            if not self.ended:
+                raise TimeoutError("no turn ended in time")
+        for notify in self.connection.notifies(timeout=0):  # the ones that came with it
+            self.ended.add(notify.payload)
+        ended, self.ended = self.ended, set()
+        return ended
+
+    def close(self) -> None:
+        self.connection.execute(f"DROP TRIGGER IF EXISTS {self.CHANNEL} ON {Firing._meta.db_table}")
+        self.connection.execute(f"DROP FUNCTION IF EXISTS {self.CHANNEL}()")
+        self.connection.close()
+
+
+def finished(firing_ids) -> list[Firing]:
+    rows = list(Firing.objects.filter(pk__in=list(firing_ids)).only("state", "created_at", "finished_at", "error_code"))
+    for firing in rows:
+        if firing.state != Firing.State.FINISHED:
+            raise RuntimeError(f"firing ended {firing.state} ({firing.error_code})")
+    return rows
+
+
+def wait_finished(ends: TurnEnds, firing_id, timeout: float = 60) -> Firing:
+    wanted = str(firing_id)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        firing = Firing.objects.filter(pk=firing_id).only("state", "created_at", "finished_at", "error_code").first()
-        if firing.state in Firing.TERMINAL_STATES:
-            if firing.state != Firing.State.FINISHED:
-                raise RuntimeError(f"firing ended {firing.state} ({firing.error_code})")
-            return firing
-        time.sleep(poll)
-    raise TimeoutError("a turn did not finish")
+    while wanted not in ends.wait(timeout=max(deadline - time.monotonic(), 0.001)):
+        pass  # an earlier turn's end (the warm-up's): not this one
+    return finished([firing_id])[0]
 
 
 def start_worker(concurrency: int) -> subprocess.Popen:
@@ -126,12 +177,12 @@ def start_worker(concurrency: int) -> subprocess.Popen:
     return process
 
 
-def latency(conversations, turns: int, phases: dict[str, list[float]]) -> list[float]:
+def latency(ends: TurnEnds, conversations, turns: int, phases: dict[str, list[float]]) -> list[float]:
     """p50 samples; `phases` gets where each turn's time went, by the rows' own timestamps (read after the turn)."""
     samples = []
     for i in range(turns):
         workflow, generation, agent = conversations[i % len(conversations)]
-        firing = wait_finished(firing_start(workflow, generation, agent, f"turn {i}: how are you?"))
+        firing = wait_finished(ends, firing_start(workflow, generation, agent, f"turn {i}: how are you?"))
         samples.append((firing.finished_at - firing.created_at).total_seconds() * 1000)
         step = LlmStep.objects.filter(firing_id=firing.pk, iteration=1).values("started_at", "finished_at").first()
         started = Firing.objects.filter(pk=firing.pk).values_list("started_at", flat=True).first()
@@ -150,20 +201,19 @@ PHASES = (
 )
 
 
-def throughput(conversations, per_conversation: int, poll: float = 0.002) -> float:
+def throughput(ends: TurnEnds, conversations, per_conversation: int) -> float:
     """Turns per second between the first fire and the last persisted turn, by the rows' own timestamps.
 
-    One driver fires each conversation's next turn as soon as it sees the previous one persisted. It watches every
-    conversation's open turn with one query per poll (not one per conversation), so the bench itself does not load
-    the 2-core machine it measures; the clock is the rows' own timestamps, so polling does not count."""
+    One driver fires each conversation's next turn as soon as PostgreSQL tells it the previous one was persisted
+    (`TurnEnds`); the clock is the rows' own timestamps."""
     remaining = {index: per_conversation for index in range(len(conversations))}
-    open_turns = {}  # firing id -> conversation index
+    open_turns = {}  # firing id (text) -> conversation index
     bounds = []
 
     def fire(index):
         workflow, generation, agent = conversations[index]
         remaining[index] -= 1
-        open_turns[firing_start(workflow, generation, agent, f"load turn {remaining[index]}")] = index
+        open_turns[str(firing_start(workflow, generation, agent, f"load turn {remaining[index]}"))] = index
 
     for index in remaining:
         fire(index)
@@ -171,17 +221,12 @@ def throughput(conversations, per_conversation: int, poll: float = 0.002) -> flo
     while open_turns:
         if time.monotonic() > deadline:
             raise TimeoutError(f"{len(open_turns)} turns did not finish")
-        ended = Firing.objects.filter(pk__in=list(open_turns), state__in=Firing.TERMINAL_STATES).only(
-            "state", "created_at", "finished_at", "error_code"
-        )
-        for done in ended:
-            if done.state != Firing.State.FINISHED:
-                raise RuntimeError(f"firing ended {done.state} ({done.error_code})")
+        ended = [firing_id for firing_id in ends.wait(timeout=deadline - time.monotonic()) if firing_id in open_turns]
+        for done in finished(ended):
             bounds.append((done.created_at, done.finished_at))
-            index = open_turns.pop(done.pk)
+            index = open_turns.pop(str(done.pk))
             if remaining[index]:
                 fire(index)
-        time.sleep(poll)
     elapsed = (max(end for _, end in bounds) - min(start for start, _ in bounds)).total_seconds()
     return len(bounds) / elapsed
 
@@ -200,7 +245,7 @@ def _listening_process_tree(port: int) -> list:
 def cpu_seconds_by_role(worker: subprocess.Popen) -> dict[str, float]:
     """CPU time used so far (user + system) by each kind of process a turn runs in: the Celery worker (its main
     process and pool children), the database server's processes and the broker's (when they run on this machine),
-    and this driver, which starts the firings and polls for their ends."""
+    and this driver, which starts the firings and reads their ends."""
     from urllib.parse import urlsplit
 
     import psutil
@@ -263,13 +308,14 @@ def main() -> int:
     owner = get_user_model().objects.create_user(username=f"bench-{os.getpid()}-{int(time.time())}")
     load_before = os.getloadavg()[0]  # the machine is shared: quote figures with the load they were taken under
     worker = start_worker(args.concurrency)
+    ends = TurnEnds()
     try:
         conversations = [make_workflow(owner, i) for i in range(16)]
         # Warm up: worker pool processes import and connect on their first tasks.
         for conversation in conversations[:4]:
-            wait_finished(firing_start(*conversation, "warm up"), timeout=120)
+            wait_finished(ends, firing_start(*conversation, "warm up"), timeout=120)
         phases: dict[str, list[float]] = {}
-        samples = latency(conversations[:10], args.turns, phases)
+        samples = latency(ends, conversations[:10], args.turns, phases)
         floor_samples = floor()
         print(f"turn overhead, offline provider at zero delay, worker concurrency {args.concurrency}")
         p50, floor_p50 = statistics.median(samples), statistics.median(floor_samples)
@@ -284,7 +330,7 @@ def main() -> int:
         rates = {}
         for count in (1, 4, 16):
             cpu_before = cpu_seconds_by_role(worker)
-            rates[count] = throughput(conversations[:count], args.per_conversation)
+            rates[count] = throughput(ends, conversations[:count], args.per_conversation)
             cpu_after = cpu_seconds_by_role(worker)
             turns = count * args.per_conversation
             spent = "  ".join(
@@ -295,6 +341,7 @@ def main() -> int:
         print(f"  target: >= 150 turns/s with 16 conversations: {'met' if rates[16] >= 150 else 'NOT met'}")
         print(f"  load average (1 min): {load_before:.2f} before, {os.getloadavg()[0]:.2f} after")
     finally:
+        ends.close()
         worker.terminate()
         try:
             worker.wait(timeout=20)
