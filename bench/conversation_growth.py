@@ -53,7 +53,7 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.db import connection  # noqa: E402
-from turn_overhead import start_worker, wait_finished  # noqa: E402  (bench/, the script's own folder)
+from turn_overhead import TurnEnds, start_worker, wait_finished  # noqa: E402  (bench/, the script's own folder)
 
 from agents.services.firings import firing_start  # noqa: E402
 from conversations.models import AgentConversation  # noqa: E402
@@ -137,15 +137,16 @@ def main() -> int:
     owner = get_user_model().objects.create_user(username=f"bench-growth-{os.getpid()}-{int(time.time())}")
     load_before = os.getloadavg()[0]
     worker = start_worker(args.concurrency)
+    ends = TurnEnds()
     try:
         workflow, generation, agent = make_workflow(owner)
         warm = make_workflow(owner)
-        wait_finished(firing_start(*warm, "warm up"), timeout=120)  # pool processes import and connect first
+        wait_finished(ends, firing_start(*warm, "warm up"), timeout=120)  # pool processes import and connect first
         before = table_sizes()
         durations: list[float] = []
         half_sizes = None
         for turn in range(1, args.turns + 1):
-            firing = wait_finished(firing_start(workflow, generation, agent, prompt(turn)), timeout=120)
+            firing = wait_finished(ends, firing_start(workflow, generation, agent, prompt(turn)), timeout=120)
             durations.append((firing.finished_at - firing.created_at).total_seconds() * 1000)
             if turn == args.turns // 2:
                 half_sizes = table_sizes()
@@ -184,6 +185,7 @@ def main() -> int:
                   f"{'met' if growth <= 1.5 else 'NOT met'}")  # fmt: skip
         print(f"  load average (1 min): {load_before:.2f} before, {os.getloadavg()[0]:.2f} after")
     finally:
+        ends.close()
         worker.terminate()
         try:
             worker.wait(timeout=20)
