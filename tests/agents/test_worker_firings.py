@@ -292,3 +292,53 @@ def test_two_workers_on_one_conversation_lose_no_turn(owner, tmp_path):
     assert seen_counts == sorted(seen_counts) and len(set(seen_counts)) == len(prompts)
     # Each firing's steps run in the worker that received it (agent.prepare_payload), so both ran firings.
     assert all("agent.prepare_payload" in w.log() for w in workers), "both workers took part"
+
+
+def test_a_worker_killed_mid_compaction_leaves_a_firing_the_watchdog_continues(owner, tmp_path):
+    """A compaction between tool steps runs as its own late-acknowledged task; a worker killed in it left the firing
+    waiting for its deadline (the broker hands the task back only after an hour). The rescuer's watchdog notices the
+    compaction's beat went silent and continues the firing from its own list, asking for no second summary."""
+    from conversations.store import COMPACTION_SUMMARY_HEADER, save_conversation
+    from providers.wire import text_message
+
+    first = start_celery_worker(tmp_path, name="doomed", OFFLINE_PROVIDER_DELAY_MS="300", **FAST_WATCHDOG)
+    workflow, generation, ids = assistant_with(owner, todos=True, compaction_threshold=0.1)
+    key = conversation_key(workflow.pk, generation, ids["lead"])
+    bulky = "background " * 1500  # ~4,000 tokens stored: the next request crosses 10% of the offline model's window
+    save_conversation(key, [text_message("user", "first: " + bulky), text_message("assistant", "Noted.")])
+    firing_id = firing_start(workflow, generation, ids["lead"], "todo: buy milk")
+    wait_until(
+        lambda: firing_state(firing_id).compaction_pending, timeout=30, what="the firing to wait for its compaction"
+    )
+    # Hold the stored conversation's header so the compaction, its summary done, blocks as it swaps the list in;
+    # the worker is killed right there.
+    blocker = psycopg.connect(database_url_for_tests(), autocommit=False)
+    try:
+        blocker.execute(
+            "select 1 from conversations_agentconversation where workflow_id = %s and generation = %s "
+            "and agent_node_id = %s for update",
+            [workflow.pk, generation, ids["lead"]],
+        )
+        wait_until(
+            lambda: waiting_on_a_lock(query_like="%conversations_agentconversation%for update%"),
+            timeout=30,
+            what="the compaction to block on the conversation's header",
+        )
+        first.kill(signal.SIGKILL)
+        first.process.wait(timeout=10)
+    finally:
+        blocker.rollback()
+        blocker.close()
+        first.stop()
+    assert firing_state(firing_id).compaction_pending  # nothing was swapped or continued by the killed worker
+
+    rescuer = start_celery_worker(tmp_path, name="rescuer", beat=True, **FAST_WATCHDOG)
+    try:
+        firing = wait_for_end(firing_id, timeout=40)
+    finally:
+        rescuer.stop()
+    assert firing.state == Firing.State.FINISHED, (firing.error_code, firing.error_message)
+    stored = load_conversation(key)
+    assert not any(COMPACTION_SUMMARY_HEADER in b.get("text", "") for m in stored for b in m["blocks"])
+    assert [m["role"] for m in stored][-4:] == ["user", "assistant", "tool", "assistant"]  # the whole turn, kept
+    assert LlmStep.objects.filter(firing_id=firing_id).count() == 2
