@@ -25,7 +25,6 @@ def llm_usage_statements(
 
 
 def llm_usage_fields(firing, *, idempotency_key: str, kind: str, outcome: str, usage: dict | None = None) -> dict:
-
     config = firing.agent_config or {}
     provider, model = config.get("provider", "unknown"), config.get("model", "unknown")
     # Real tokens, the cost from the maintained price data (None, with the reason in meta, for a model without a

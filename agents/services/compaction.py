@@ -25,6 +25,7 @@ from agents.services.firings import (
 from agents.services.heartbeat import CompactionHeartbeat
 from agents.services.messages import firing_messages
 from agents.services.runtime_runs import summary_provider
+from agents.usage import record_llm_usage
 from agents.wiring import AgentNotFound, agent_wiring
 from conversations import store
 from conversations.services import usage_record_append
@@ -207,6 +208,13 @@ def compaction_lost_resume(firing_id, *, silent_before) -> bool:
         except (store.ConversationLoadFailed, store.ConversationTooLarge) as exc:
             firing_end(firing, state=Firing.State.FAILED, error_code=exc.code, error_message=exc.message)
             return True
+        # Whether its summary call was made (and billed by the provider) is not known: recorded as such, once.
+        record_llm_usage(
+            firing,
+            idempotency_key=f"compaction-lost:{firing.pk}:{firing.iteration}",
+            kind="compaction",
+            outcome="ambiguous",
+        )
         firing.compaction_pending = False
         firing_save_changes(firing, "compaction_pending")
         enqueue_step("agent.execute_llm_step", str(firing.pk), firing.iteration + 1)

@@ -68,13 +68,21 @@ def _mark_seen(now) -> None:
         cache.set(SWEEP_SEEN_KEY, now, timeout=24 * 3600)
 
 
-def _ambiguous_steps(now) -> int:
-    """A step whose worker stopped beating was lost mid-call: record `ambiguous`, never call again."""
+def _silent_before(now):
+    """Work whose heartbeat is older than this was lost with its worker; None right after an outage, when it is too
+    soon to tell a dead worker from one whose beats could not be written (`_healthy_since`)."""
     lost_after = timedelta(seconds=settings.AGENT_STEP_LOST_AFTER_SECONDS)
     back = _healthy_since(now)
     if back is not None and now - back < lost_after:
-        return 0  # too soon after an outage to tell a dead worker from one whose beats could not be written
-    cutoff = now - lost_after
+        return None
+    return now - lost_after
+
+
+def _ambiguous_steps(now) -> int:
+    """A step whose worker stopped beating was lost mid-call: record `ambiguous`, never call again."""
+    cutoff = _silent_before(now)
+    if cutoff is None:
+        return 0
     count = 0
     lost = LlmStep.objects.filter(state=LlmStep.State.STARTED, heartbeat_at__lt=cutoff)
     for step in lost.select_related("firing", "firing__workflow"):
@@ -95,11 +103,9 @@ def _lost_compactions(now) -> int:
     acknowledged task comes back only after the broker's visibility timeout, an hour), or its task never arrived.
     The firing continues from the stored list as it is (`compaction_lost_resume`); without this it waited for its
     deadline. Silence is judged as for steps (healthy time only, AGENT_STEP_LOST_AFTER_SECONDS)."""
-    lost_after = timedelta(seconds=settings.AGENT_STEP_LOST_AFTER_SECONDS)
-    back = _healthy_since(now)
-    if back is not None and now - back < lost_after:
+    cutoff = _silent_before(now)
+    if cutoff is None:
         return 0
-    cutoff = now - lost_after
     silent = Firing.objects.filter(state=Firing.State.RUNNING, compaction_pending=True, updated_at__lt=cutoff)
     firing_ids = silent.values_list("pk", flat=True)
     return sum(compaction_lost_resume(firing_id, silent_before=cutoff) for firing_id in firing_ids)

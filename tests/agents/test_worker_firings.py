@@ -342,3 +342,5 @@ def test_a_worker_killed_mid_compaction_leaves_a_firing_the_watchdog_continues(o
     assert not any(COMPACTION_SUMMARY_HEADER in b.get("text", "") for m in stored for b in m["blocks"])
     assert [m["role"] for m in stored][-4:] == ["user", "assistant", "tool", "assistant"]  # the whole turn, kept
     assert LlmStep.objects.filter(firing_id=firing_id).count() == 2
+    compactions = UsageRecord.objects.filter(workflow_id=workflow.pk, kind="compaction")
+    assert list(compactions.values_list("outcome", flat=True)) == ["ambiguous"]  # its summary call may have run
