@@ -47,6 +47,24 @@ def worker(tmp_path):
     process.stop()
 
 
+def kill_when_blocked(worker, *, hold_sql: str, params: list, blocked_query_like: str, what: str, before_block=None):
+    """Hold a row lock (`hold_sql`) until the worker blocks on it in a statement like `blocked_query_like`, kill the
+    worker right there (SIGKILL, its pool children with it), then release the lock. `before_block` runs while the
+    lock is held, before the wait (what the test waits for first)."""
+    blocker = psycopg.connect(database_url_for_tests(), autocommit=False)
+    try:
+        blocker.execute(hold_sql, params)
+        if before_block is not None:
+            before_block()
+        wait_until(lambda: waiting_on_a_lock(query_like=blocked_query_like), timeout=30, what=what)
+        worker.kill(signal.SIGKILL)
+        worker.process.wait(timeout=10)
+    finally:
+        blocker.rollback()
+        blocker.close()
+        worker.stop()
+
+
 def _blocks(messages, kind):
     return [b for m in messages for b in m["blocks"] if b["type"] == kind]
 
@@ -182,27 +200,19 @@ def test_a_worker_killed_inside_persist_turn_saves_the_turn_exactly_once(owner, 
     firing_id = firing_start(workflow, generation, ids["lead"], "hello worker")
     wait_until(lambda: LlmStep.objects.filter(firing_id=firing_id).exists(), timeout=30, what="the step to start")
     # Hold the firing row so persist_turn blocks inside its transaction, then kill the worker right there.
-    blocker = psycopg.connect(database_url_for_tests(), autocommit=False)
-    try:
-        blocker.execute("select 1 from agents_firing where id = %s for update", [str(firing_id)])
-        wait_until(
+    kill_when_blocked(
+        first,
+        hold_sql="select 1 from agents_firing where id = %s for update",
+        params=[str(firing_id)],
+        # The long SELECT ... FOR UPDATE is cut short in pg_stat_activity, so match its start.
+        blocked_query_like='SELECT "agents_firing".%',
+        what="persist_turn to block on the firing row",
+        before_block=lambda: wait_until(
             lambda: LlmStep.objects.filter(firing_id=firing_id, state=LlmStep.State.COMPLETED).exists(),
             timeout=30,
             what="the provider answer",
-        )
-
-        # The long SELECT ... FOR UPDATE is cut short in pg_stat_activity, so match its start.
-        wait_until(
-            lambda: waiting_on_a_lock(query_like='SELECT "agents_firing".%'),
-            timeout=30,
-            what="persist_turn to block on the firing row",
-        )
-        first.kill(signal.SIGKILL)
-        first.process.wait(timeout=10)
-    finally:
-        blocker.rollback()
-        blocker.close()
-        first.stop()
+        ),
+    )
     assert firing_state(firing_id).state == Firing.State.RUNNING  # nothing was saved by the killed worker
     rescuer = start_celery_worker(tmp_path, name="rescuer", beat=True, **FAST_WATCHDOG)
     try:
@@ -312,24 +322,14 @@ def test_a_worker_killed_mid_compaction_leaves_a_firing_the_watchdog_continues(o
     )
     # Hold the stored conversation's header so the compaction, its summary done, blocks as it swaps the list in;
     # the worker is killed right there.
-    blocker = psycopg.connect(database_url_for_tests(), autocommit=False)
-    try:
-        blocker.execute(
-            "select 1 from conversations_agentconversation where workflow_id = %s and generation = %s "
-            "and agent_node_id = %s for update",
-            [workflow.pk, generation, ids["lead"]],
-        )
-        wait_until(
-            lambda: waiting_on_a_lock(query_like="%conversations_agentconversation%for update%"),
-            timeout=30,
-            what="the compaction to block on the conversation's header",
-        )
-        first.kill(signal.SIGKILL)
-        first.process.wait(timeout=10)
-    finally:
-        blocker.rollback()
-        blocker.close()
-        first.stop()
+    kill_when_blocked(
+        first,
+        hold_sql="select 1 from conversations_agentconversation where workflow_id = %s and generation = %s "
+        "and agent_node_id = %s for update",
+        params=[workflow.pk, generation, ids["lead"]],
+        blocked_query_like="%conversations_agentconversation%for update%",
+        what="the compaction to block on the conversation's header",
+    )
     assert firing_state(firing_id).compaction_pending  # nothing was swapped or continued by the killed worker
 
     rescuer = start_celery_worker(tmp_path, name="rescuer", beat=True, **FAST_WATCHDOG)
