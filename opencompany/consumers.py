@@ -20,10 +20,11 @@ import time
 from collections import deque
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
 from opencompany.hub import hub_epoch
+from opencompany.origins import refuse_handshake
 from opencompany.realtime import session_group_name, user_group_name, workflow_group_name
 from opencompany.socket_access import socket_access_problem
 
@@ -67,6 +68,10 @@ class WorkflowConsumer(AsyncJsonWebsocketConsumer):
     _epoch: str = ""
 
     async def __call__(self, scope, receive, send):
+        refusal = await self._access_refusal(scope)
+        if refusal is not None:
+            # Refused before Channels opens this consumer's channel-layer listener (opencompany/origins.py).
+            return await refuse_handshake(receive, send, code=refusal)
         try:
             return await super().__call__(scope, receive, send)
         finally:
@@ -80,24 +85,29 @@ class WorkflowConsumer(AsyncJsonWebsocketConsumer):
             if task is not None:
                 task.cancel()
 
-    async def connect(self):
-        user = self.scope.get("user")
-        workflow_id = self.scope["url_route"]["kwargs"]["workflow_id"]
-        session = self.scope.get("session")
-        session_key = getattr(session, "session_key", None)
+    async def _access_refusal(self, scope) -> int | None:
+        """The close code a socket is refused with (no session, or a workflow the owner cannot see), else None, with
+        whom the socket is for kept on the consumer."""
+        user = scope.get("user")
+        workflow_id = scope["url_route"]["kwargs"]["workflow_id"]
+        session_key = getattr(scope.get("session"), "session_key", None)
         if user is None or not user.is_authenticated or not session_key:
-            await self.close(code=CLOSE_SESSION_ENDED)
-            return
-        self.user_id = user.pk
-        self.session_key = session_key
-        self.workflow_id = workflow_id
+            return CLOSE_SESSION_ENDED
         problem = await database_sync_to_async(socket_access_problem)(
             session_key=session_key, user_id=user.pk, workflow_id=workflow_id
         )
         if problem is not None:
-            await self.close(code=CLOSE_NOT_FOUND if problem == "not_found" else CLOSE_SESSION_ENDED)
-            return
-        groups = (workflow_group_name(workflow_id), user_group_name(user.pk), session_group_name(session_key))
+            return CLOSE_NOT_FOUND if problem == "not_found" else CLOSE_SESSION_ENDED
+        self.user_id, self.session_key, self.workflow_id = user.pk, session_key, workflow_id
+        return None
+
+    async def connect(self):
+        workflow_id = self.workflow_id  # access was checked before the consumer started (`__call__`)
+        groups = (
+            workflow_group_name(workflow_id),
+            user_group_name(self.user_id),
+            session_group_name(self.session_key),
+        )
         try:
             for group in groups:
                 await self.channel_layer.group_add(group, self.channel_name)
@@ -223,11 +233,6 @@ class WorkflowConsumer(AsyncJsonWebsocketConsumer):
         await self.close(code=code)
 
 
-class UnknownRouteConsumer(AsyncWebsocketConsumer):
+async def unknown_route(scope, receive, send) -> None:
     """Any socket path we do not serve (`/ws/workflows/abc/`): refused with 4404, never a 500."""
-
-    # No channel-layer listener (a blocking Redis read held until the client's disconnect) for a refused socket.
-    channel_layer_alias = None
-
-    async def connect(self):
-        await self.close(code=CLOSE_NOT_FOUND)
+    await refuse_handshake(receive, send, code=CLOSE_NOT_FOUND)

@@ -74,13 +74,14 @@ class ExactOriginValidator:
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "websocket" and not origin_allowed(scope):
-            return await _refuse_handshake(receive, send)
+            return await refuse_handshake(receive, send)
         return await self.application(scope, receive, send)
 
 
-async def _refuse_handshake(receive, send) -> None:
-    """Close the handshake and end. Channels' WebsocketDenier is a consumer: it would open a channel-layer listener
-    (a blocking Redis read) for a socket that never opens, and hold it until the client's disconnect arrives."""
+async def refuse_handshake(receive, send, *, code: int | None = None) -> None:
+    """Close the handshake (with `code`) and end. A consumer refusing in `connect()` is too late: Channels has
+    already opened its channel-layer listener (a blocking Redis read), held until the client's disconnect arrives;
+    Channels' WebsocketDenier is such a consumer."""
     message = await receive()
     if message["type"] == "websocket.connect":
-        await send({"type": "websocket.close"})
+        await send({"type": "websocket.close", **({"code": code} if code is not None else {})})

@@ -6,6 +6,7 @@ from channels.layers import get_channel_layer
 
 from opencompany.realtime import workflow_group_name
 from tests.realtime import SocketClient
+from tests.waiting import wait_until
 from workflows.models import Workflow
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -32,9 +33,13 @@ def test_anonymous_and_other_owner_sockets_are_refused(owner, other_owner):
     workflow = Workflow.objects.create(owner=owner, name="w")
     anonymous = SocketClient(f"/ws/workflows/{workflow.pk}/")
     assert not anonymous.connect()
+    assert anonymous.close_code == 4401
     intruder = SocketClient(f"/ws/workflows/{workflow.pk}/", user=other_owner)
     assert not intruder.connect()
     assert intruder.close_code == 4404
+    # Refused before the consumer starts: nothing of either socket waits on (or holds a connection to) the layer.
+    for refused in (anonymous, intruder):
+        wait_until(refused.communicator.future.done, timeout=5, what="the refused socket's application to end")
 
 
 def test_a_foreign_origin_is_refused(owner):
