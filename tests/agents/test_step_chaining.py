@@ -25,15 +25,6 @@ from tests.agents.factories import agent_node, assistant_with, edge, started_wor
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def broker(settings, monkeypatch):
-    """What the runtime sends to the broker, kept instead of sent."""
-    settings.AGENT_EXECUTION_MODE = "celery"
-    sent: list[tuple[str, tuple]] = []
-    monkeypatch.setattr(dispatch, "_send", lambda name, args, countdown=None: sent.append((name, tuple(args))))
-    return sent
-
-
 def run_as_task(name: str, *args) -> None:
     """What agents.tasks does with a delivered message: early-acknowledged tasks continue in-process."""
     if name == "agent.persist_turn":

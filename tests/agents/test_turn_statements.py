@@ -30,14 +30,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 TURN_STATEMENTS = 15
 
 
-@pytest.fixture
-def broker(settings, monkeypatch):
-    settings.AGENT_EXECUTION_MODE = "celery"
-    sent: list[tuple[str, tuple]] = []
-    monkeypatch.setattr(dispatch, "_send", lambda name, args, countdown=None: sent.append((name, tuple(args))))
-    return sent
-
-
 def worker_turn(broker, workflow, generation, agent, text) -> tuple[str, list[str]]:
     """Fire a turn and run its delivered task as a worker does; the firing id and the worker's statements."""
     broker.clear()

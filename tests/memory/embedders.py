@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import UTC, datetime
 
 from memory.embedders import Embedder, EmbedderError
+from memory.models import MemoryEmbedding, MemoryItem, MemoryNamespace
 
 CONCEPTS = [
     {"tea", "coffee", "espresso", "latte", "beverage", "beverages", "drink", "drinks", "cup", "brew"},
@@ -126,3 +128,28 @@ def noise(rng, scale):
 def distance(a, b):
     """Cosine distance, as pgvector's `<=>`."""
     return 1.0 - sum(x * y for x, y in zip(unit(a), unit(b), strict=True))
+
+
+def store_random_vectors(rows):
+    """rows: (namespace, vector) -> the items made, each with a ready projection of RandomEmbedder's model holding
+    its vector (bulk-inserted: no embedding task runs), and each namespace's item count brought up to date."""
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    items = MemoryItem.objects.bulk_create(
+        MemoryItem(namespace=namespace, content=f"note {n}", version=1, created_at=now, updated_at=now)
+        for n, (namespace, _) in enumerate(rows)
+    )
+    MemoryEmbedding.objects.bulk_create(
+        MemoryEmbedding(
+            item=item,
+            namespace_id=item.namespace_id,
+            model=RandomEmbedder.model,
+            dims=RandomEmbedder.dims,
+            embedding=vector,
+            item_version=1,
+            status=MemoryEmbedding.Status.READY,
+        )
+        for item, (_, vector) in zip(items, rows, strict=True)
+    )
+    for namespace in {namespace for namespace, _ in rows}:
+        MemoryNamespace.objects.filter(pk=namespace.pk).update(item_count=namespace.items.count())
+    return items

@@ -7,7 +7,6 @@ shaped like it.
 """
 
 import random
-from datetime import UTC, datetime
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -15,41 +14,26 @@ from django.db import connection
 
 from memory.embedders.indexes import index_name, outlier_index_name, vector_index_sql
 from memory.embedding import embed_items
-from memory.models import MemoryEmbedding, MemoryItem, MemoryNamespace
+from memory.models import MemoryEmbedding
 from memory.outliers import memory_embeddings_outliers_mark
 from memory.selectors import memory_items_recall
 from memory.services import memory_item_remember, memory_namespace_get_or_create
 from tests.memory.conftest import NODE, memory_graph
-from tests.memory.embedders import RANDOM_DIMS, RandomEmbedder, axis, distance, noise, plus, unit
+from tests.memory.embedders import (
+    RANDOM_DIMS,
+    RandomEmbedder,
+    axis,
+    distance,
+    noise,
+    plus,
+    store_random_vectors,
+    unit,
+)
 from workflows.models import Workflow
 
 pytestmark = pytest.mark.django_db
 
 QUERY = "qqzx vector probe"  # matches no item's text: the order is the vector ranking alone
-
-
-def _store(rows):
-    """rows: (namespace, vector) -> the items, with ready projections of RandomEmbedder's model."""
-    now = datetime(2026, 1, 1, tzinfo=UTC)
-    items = MemoryItem.objects.bulk_create(
-        MemoryItem(namespace=namespace, content=f"note {n}", version=1, created_at=now, updated_at=now)
-        for n, (namespace, _) in enumerate(rows)
-    )
-    MemoryEmbedding.objects.bulk_create(
-        MemoryEmbedding(
-            item=item,
-            namespace_id=item.namespace_id,
-            model=RandomEmbedder.model,
-            dims=RandomEmbedder.dims,
-            embedding=vector,
-            item_version=1,
-            status=MemoryEmbedding.Status.READY,
-        )
-        for item, (_, vector) in zip(items, rows, strict=True)
-    )
-    for namespace in {namespace for namespace, _ in rows}:
-        MemoryNamespace.objects.filter(pk=namespace.pk).update(item_count=namespace.items.count())
-    return items
 
 
 def _index(*, outliers):
@@ -92,7 +76,7 @@ def lonely(owner, workflow, random_embedder):
     rows = [(mine, unit(plus(axis(0), noise(rng, 0.05)))) for _ in range(3000)]
     lonely = [unit(plus(axis(1), axis(2 + n, 0.8 + 0.05 * n), axis(0, 0.3))) for n in range(5)]
     rows[100:100] = [(mine, vector) for vector in lonely]
-    items = _store(rows)
+    items = store_random_vectors(rows)
     vectors = {item.pk: vector for item, (_, vector) in zip(items, rows, strict=True)}
     lonely_ids = [item.pk for item in items[100:105]]
     return mine, query, vectors, lonely_ids
@@ -157,7 +141,7 @@ def test_a_recall_finds_its_owners_items_when_other_owners_items_are_nearer(owne
     # Mine: in 30 directions off the query, each farther than the last, so the exact order is clear-cut.
     rows += [(mine, unit(plus(query, axis(2 + n % 30, 0.8 + 2.0 * n / 300), noise(rng, 0.02)))) for n in range(300)]
     rng.shuffle(rows)
-    items = _store(rows)
+    items = store_random_vectors(rows)
     _index(outliers=True)
     mine_vectors = {item.pk: vector for item, (ns, vector) in zip(items, rows, strict=True) if ns == mine}
     farthest_theirs = max(distance(vector, query) for ns, vector in rows if ns == theirs)

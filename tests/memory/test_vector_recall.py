@@ -8,18 +8,25 @@ cluster belongs to another namespace, so the filter makes the scan go on.
 """
 
 import random
-from datetime import UTC, datetime
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from memory.embedders.indexes import vector_index_sql
-from memory.models import MemoryEmbedding, MemoryItem, MemoryNamespace
 from memory.selectors import memory_items_recall
 from memory.services import memory_namespace_get_or_create
 from tests.memory.conftest import NODE, OTHER_NODE
-from tests.memory.embedders import RANDOM_DIMS, RandomEmbedder, axis, distance, noise, plus, unit
+from tests.memory.embedders import (
+    RANDOM_DIMS,
+    RandomEmbedder,
+    axis,
+    distance,
+    noise,
+    plus,
+    store_random_vectors,
+    unit,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -44,25 +51,7 @@ def clustered(owner, workflow, settings):
     rows = [(other if n % 10 else mine, unit(plus(axis(0), noise(rng, 0.05)))) for n in range(CLUSTER)]
     isolated = [unit(plus(axis(1), axis(2 + n, 0.8 + 0.1 * n), axis(0, 0.3))) for n in range(ISOLATED)]
     rows[200:200] = [(mine, vector) for vector in isolated]
-    now = datetime(2026, 1, 1, tzinfo=UTC)
-    items = MemoryItem.objects.bulk_create(
-        MemoryItem(namespace=namespace, content=f"note {n}", version=1, created_at=now, updated_at=now)
-        for n, (namespace, _) in enumerate(rows)
-    )
-    MemoryEmbedding.objects.bulk_create(
-        MemoryEmbedding(
-            item=item,
-            namespace_id=item.namespace_id,
-            model=RandomEmbedder.model,
-            dims=RandomEmbedder.dims,
-            embedding=vector,
-            item_version=1,
-            status=MemoryEmbedding.Status.READY,
-        )
-        for item, (_, vector) in zip(items, rows, strict=True)
-    )
-    for namespace in (mine, other):
-        MemoryNamespace.objects.filter(pk=namespace.pk).update(item_count=namespace.items.count())
+    items = store_random_vectors(rows)
     with connection.cursor() as cursor:
         # The test's transaction holds the bulk inserts' deferred foreign-key checks; an index build needs none.
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")

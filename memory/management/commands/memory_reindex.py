@@ -75,14 +75,7 @@ class Command(BaseCommand):
         todo = items.filter(~Exists(current))
         counts = {"ready": 0, "failed": 0, "skipped": 0}
         batch = max(1, options["batch_size"])
-        bar = tqdm(
-            total=todo.count(),
-            unit="item",
-            file=sys.stderr,
-            disable=options["no_progress"],
-            desc=embedder.model,
-            dynamic_ncols=True,
-        )
+        bar = _progress(todo.count(), unit="item", desc=embedder.model, options=options)
         last_id = 0
         # --all re-embeds current vectors on purpose: a new billing attempt, the same one when it is continued.
         attempt = f"reindex-all:{before.isoformat()}" if options["all"] else ""
@@ -113,14 +106,7 @@ class Command(BaseCommand):
         if options.get("namespace"):
             vectors = vectors.filter(namespace_id=options["namespace"])
         batch = max(1, options["batch_size"])
-        bar = tqdm(
-            total=vectors.count(),
-            unit="vector",
-            file=sys.stderr,
-            disable=options["no_progress"],
-            desc=f"{embedder.model} outliers",
-            dynamic_ncols=True,
-        )
+        bar = _progress(vectors.count(), unit="vector", desc=f"{embedder.model} outliers", options=options)
         last_id, changed = 0, 0
         while True:
             todo = vectors.filter(item_id__gt=last_id).order_by("item_id")
@@ -141,3 +127,8 @@ def _parse_time(value: str) -> datetime:
     except ValueError as exc:
         raise CommandError(f"--before is not an ISO time: {value!r}") from exc
     return parsed if parsed.tzinfo else timezone.make_aware(parsed)
+
+
+def _progress(total: int, *, unit: str, desc: str, options) -> tqdm:
+    """A progress bar on stderr (stdout carries the command's result), off with --no-progress."""
+    return tqdm(total=total, unit=unit, file=sys.stderr, disable=options["no_progress"], desc=desc, dynamic_ncols=True)
