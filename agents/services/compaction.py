@@ -181,7 +181,7 @@ def _continue_after_compaction(firing_id: str, next_iteration: int, *, compacted
         if firing is None or firing.state != Firing.State.RUNNING or firing.iteration != next_iteration - 1:
             return
         if compacted:
-            _continue_from_the_stored_list(firing)
+            _continue_from_the_stored_list(firing, store.load_conversation_snapshot(firing_key(firing)))
         firing.compaction_pending = False
         firing_save_changes(firing, "compaction_pending")
         continue_step("agent.execute_llm_step", str(firing.pk), next_iteration)
@@ -203,8 +203,9 @@ def compaction_lost_resume(firing_id, *, silent_before) -> bool:
             return False
         known_version = (firing.stored_prefix or {}).get("version")
         try:
-            if store.load_conversation_snapshot(firing_key(firing)).version != known_version:
-                _continue_from_the_stored_list(firing)  # the swap went through before the compaction was lost
+            snapshot = store.load_conversation_snapshot(firing_key(firing))
+            if snapshot.version != known_version:
+                _continue_from_the_stored_list(firing, snapshot)  # the swap went through before the compaction was lost
         except (store.ConversationLoadFailed, store.ConversationTooLarge) as exc:
             firing_end(firing, state=Firing.State.FAILED, error_code=exc.code, error_message=exc.message)
             return True
@@ -222,10 +223,9 @@ def compaction_lost_resume(firing_id, *, silent_before) -> bool:
     return True
 
 
-def _continue_from_the_stored_list(firing: Firing) -> None:
-    """The locked firing continues from the stored list (its unsaved messages, if any, are in it: compaction keeps
-    the latest turn verbatim)."""
-    snapshot = store.load_conversation_snapshot(firing_key(firing))
+def _continue_from_the_stored_list(firing: Firing, snapshot) -> None:
+    """The locked firing continues from `snapshot`, the stored list as just loaded (its unsaved messages, if any,
+    are in it: compaction keeps the latest turn verbatim)."""
     repaired = store.close_unanswered_tool_calls(snapshot.messages)
     firing.stored_prefix = store.StoredPrefix.of_snapshot(snapshot).as_dict()
     firing.pending_messages = []
