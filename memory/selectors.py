@@ -180,6 +180,17 @@ LIMIT %(limit)s
 # batch ranked ~37th instead of 1st. `distance + 0` is not the presorted key, so `vec` is ranked by a real sort.
 # The HNSW walk's settings are set by the statement itself: the one-time filter on `nearest` runs before the index
 # scan fetches its first row, which is when pgvector reads them, so a hybrid recall is one statement.
+# One walk of a vector index for `nearest` (below): the main one, or the outliers' (`{outlier}` names the column).
+_VECTOR_WALK = """(SELECT i.id, (e.embedding::{cast} <=> %(vector)s::{cast}) AS distance
+    FROM memory_memoryembedding e JOIN memory_memoryitem i ON i.id = e.item_id
+    WHERE (SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)
+                  || set_config('hnsw.ef_search', %(ef_search)s, true)) IS NOT NULL
+      AND e.model = %(model)s{outlier} AND e.status = 'ready' AND e.namespace_id = %(ns)s
+      AND e.item_version = i.version
+      AND i.namespace_id = %(ns)s AND (i.expires_at IS NULL OR i.expires_at > %(now)s){filters}
+    ORDER BY e.embedding::{cast} <=> %(vector)s::{cast}
+    LIMIT %({limit})s)"""
+
 _HYBRID_SQL = """
 WITH {matches},
 fts AS (
@@ -187,26 +198,11 @@ fts AS (
     FROM matches m, q
 ),
 nearest AS MATERIALIZED (
-    (SELECT i.id, (e.embedding::{cast} <=> %(vector)s::{cast}) AS distance
-    FROM memory_memoryembedding e JOIN memory_memoryitem i ON i.id = e.item_id
-    WHERE (SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)
-                  || set_config('hnsw.ef_search', %(ef_search)s, true)) IS NOT NULL
-      AND e.model = %(model)s AND e.status = 'ready' AND e.namespace_id = %(ns)s AND e.item_version = i.version
-      AND i.namespace_id = %(ns)s AND (i.expires_at IS NULL OR i.expires_at > %(now)s){filters}
-    ORDER BY e.embedding::{cast} <=> %(vector)s::{cast}
-    LIMIT %(candidates)s)
+    {main_walk}
     UNION
     -- The second walk, over the outliers' own small index (memory/outliers.py): the vectors the main graph links
     -- poorly. Its finds join the main walk's and are ranked with them by distance in `vec`.
-    (SELECT i.id, (e.embedding::{cast} <=> %(vector)s::{cast}) AS distance
-    FROM memory_memoryembedding e JOIN memory_memoryitem i ON i.id = e.item_id
-    WHERE (SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)
-                  || set_config('hnsw.ef_search', %(ef_search)s, true)) IS NOT NULL
-      AND e.model = %(model)s AND e.outlier AND e.status = 'ready' AND e.namespace_id = %(ns)s
-      AND e.item_version = i.version
-      AND i.namespace_id = %(ns)s AND (i.expires_at IS NULL OR i.expires_at > %(now)s){filters}
-    ORDER BY e.embedding::{cast} <=> %(vector)s::{cast}
-    LIMIT %(outlier_candidates)s)
+    {outlier_walk}
 ),
 vec AS (
     SELECT id, row_number() OVER (ORDER BY distance + 0, id DESC) AS rnk FROM nearest WHERE distance <= %(max_distance)s
@@ -320,7 +316,12 @@ def memory_items_recall(
         )
         if position is not None:
             after = " AND (score, id) < (%(after_score)s, %(after_id)s)"
-        sql = _HYBRID_SQL.format(matches=matches, filters=filters, after=after, cast=vector_cast(embedder.dims))
+        cast = vector_cast(embedder.dims)
+        main_walk, outlier_walk = (
+            _VECTOR_WALK.format(cast=cast, outlier=outlier, filters=filters, limit=limit)
+            for outlier, limit in (("", "candidates"), (" AND e.outlier", "outlier_candidates"))
+        )
+        sql = _HYBRID_SQL.format(matches=matches, after=after, main_walk=main_walk, outlier_walk=outlier_walk)
     if position is not None:
         params.update(after_score=position["score"], after_id=position["last_id"])
     rows = _run(sql, params)
