@@ -13,6 +13,8 @@ import functools
 
 from django.db import DatabaseError, connection, models
 
+from opencompany.statements import with_clauses
+
 
 def select_columns(model: type[models.Model], alias: str, *, leave_out: tuple[str, ...] = ()) -> str:
     """`alias.col, ...` for the model's concrete fields but `leave_out` (in field order, as `instance_of` reads)."""
@@ -66,8 +68,8 @@ def update_fields(instance: models.Model, names, *, along: list[tuple[str, str, 
     params = [f.get_db_prep_save(f.pre_save(instance, False), connection) for f in fields]
     params.append(instance.pk)
     if along:
-        sql = "WITH " + ", ".join(f"{name} AS ({statement})" for name, statement, _ in along) + " " + sql
-        params = [param for _, _, statement_params in along for param in statement_params] + params
+        clauses, along_params = with_clauses(along)
+        sql, params = f"{clauses} {sql}", along_params + params
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         if cursor.rowcount != 1:
@@ -79,9 +81,9 @@ def execute_statements(statements: list[tuple[str, str, list]]) -> None:
     to carry them)."""
     if not statements:
         return
-    clauses = ", ".join(f"{name} AS ({statement})" for name, statement, _ in statements)
+    clauses, params = with_clauses(statements)
     with connection.cursor() as cursor:
-        cursor.execute(f"WITH {clauses} SELECT 1", [p for _, _, params in statements for p in params])
+        cursor.execute(f"{clauses} SELECT 1", params)
 
 
 @functools.cache

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import connection
 
 from conversations.models import FiringLease, RetainedConversation
+from opencompany.statements import with_clauses
 
 from .errors import FiringLeaseBusy
 from .keys import ConversationKey
@@ -57,12 +58,9 @@ def renew_firing_lease(key: ConversationKey, *, owner_token: str, ttl_seconds: i
 def release_firing_lease(key: ConversationKey, *, owner_token: str) -> bool:
     """Release the caller's own lease; the stored lists kept for it (retained.py) go with it, in the same
     statement."""
-    statements = release_firing_lease_statements(key, owner_token=owner_token)
-    clauses = ", ".join(f"{name} AS ({sql})" for name, sql, _ in statements)
+    clauses, params = with_clauses(release_firing_lease_statements(key, owner_token=owner_token))
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"WITH {clauses} SELECT count(*) FROM lease_released", [p for _, _, params in statements for p in params]
-        )
+        cursor.execute(f"{clauses} SELECT count(*) FROM lease_released", params)
         return cursor.fetchone()[0] == 1
 
 
