@@ -41,17 +41,64 @@ def _install_stamp(extras: str) -> Path:
     return VENV / f".opencompany-installed-{digest}"
 
 
-def _pyproject_digest() -> str:
-    return hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+def _declared_dependencies(pyproject: Path) -> dict:
+    """What the lock is made from: the project's dependencies, its extras and the Python it needs (the rest of
+    pyproject.toml, such as pytest's or ruff's settings, changes no pin)."""
+    import tomllib
+
+    project = tomllib.loads(pyproject.read_text()).get("project", {})
+    return {
+        "requires-python": project.get("requires-python", ""),
+        "dependencies": sorted(project.get("dependencies", [])),
+        "optional-dependencies": {k: sorted(v) for k, v in sorted(project.get("optional-dependencies", {}).items())},
+    }
+
+
+def _pyproject_digest(pyproject: Path = ROOT / "pyproject.toml") -> str:
+    import json
+
+    return hashlib.sha256(json.dumps(_declared_dependencies(pyproject), sort_keys=True).encode()).hexdigest()
+
+
+def lock_problems(pyproject: Path = ROOT / "pyproject.toml", lock: Path = LOCK) -> list[str]:
+    """Why `lock` does not match `pyproject` (empty when it does): it was made from other declarations, or a
+    dependency the project declares is missing from it or pinned outside the declared range."""
+    if not lock.exists():
+        return [f"{lock.name} is missing"]
+    text = lock.read_text()
+    stamps = [
+        line.removeprefix(LOCK_STAMP_PREFIX).strip() for line in text.splitlines() if line.startswith(LOCK_STAMP_PREFIX)
+    ]
+    problems = []
+    if stamps != [_pyproject_digest(pyproject)]:
+        problems.append(f"{lock.name} was made from other dependencies than {pyproject.name} declares")
+    try:
+        from packaging.requirements import Requirement
+        from packaging.utils import canonicalize_name
+    except ImportError:  # not a dependency of the project: pip's own copy does the same
+        from pip._vendor.packaging.requirements import Requirement
+        from pip._vendor.packaging.utils import canonicalize_name
+    pins = {}
+    for line in text.splitlines():
+        if "==" in line and not line.startswith((" ", "#")):
+            name, _, version = line.split(" ", 1)[0].partition("==")
+            pins[canonicalize_name(name)] = version
+    declared = _declared_dependencies(pyproject)
+    wanted = [*declared["dependencies"], *declared["optional-dependencies"].get(LOCK_EXTRAS, [])]
+    for spec in wanted:
+        requirement = Requirement(spec)
+        name = canonicalize_name(requirement.name)
+        if name == canonicalize_name("opencompany"):
+            continue  # an extra naming the project's own other extras
+        if name not in pins:
+            problems.append(f"{requirement.name} is declared but not pinned in {lock.name}")
+        elif not requirement.specifier.contains(pins[name], prereleases=True):
+            problems.append(f"{requirement.name}=={pins[name]} in {lock.name} is outside {requirement.specifier}")
+    return problems
 
 
 def _lock_is_current() -> bool:
-    if not LOCK.exists():
-        return False
-    for line in LOCK.read_text().splitlines():
-        if line.startswith(LOCK_STAMP_PREFIX):
-            return line.removeprefix(LOCK_STAMP_PREFIX).strip() == _pyproject_digest()
-    return False
+    return not lock_problems()
 
 
 def _ensure_venv(extras: str) -> None:
@@ -202,7 +249,7 @@ def cmd_run() -> int:
             except subprocess.TimeoutExpired:
                 process.kill()
         if not os.environ.get("DATABASE_URL") or not os.environ.get("REDIS_URL"):
-            from opencompany import embedded
+            from core import embedded
 
             embedded.stop_all()
         sys.exit(0)
@@ -233,6 +280,14 @@ def _wait_healthy(url: str, processes: list, timeout: float = 90) -> None:
 
 def cmd_test() -> int:
     _reexec_in_venv("test")
+    if problems := lock_problems():
+        print(
+            "requirements.lock does not match pyproject.toml:\n  "
+            + "\n  ".join(problems)
+            + "\nRefresh it with `python3 dev.py lock` and commit it.",
+            flush=True,
+        )
+        return 1
     _ensure_chromium()
     lint = subprocess.run([sys.executable, "-m", "ruff", "check", "."], cwd=ROOT)
     fmt = subprocess.run([sys.executable, "-m", "ruff", "format", "--check", "."], cwd=ROOT)
@@ -248,7 +303,7 @@ def cmd_test() -> int:
 
 def cmd_stop() -> int:
     _reexec_in_venv("")
-    from opencompany import embedded
+    from core import embedded
 
     embedded.stop_all()
     return 0

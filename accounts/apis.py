@@ -35,7 +35,7 @@ class NewTokenOutputSerializer(TokenOutputSerializer):
 
 
 class ApiTokensApi(APIView):
-    throttle_scope = "token"  # creating tokens is limited per client IP (opencompany/throttles.py)
+    throttle_scope = "token"  # creating tokens is limited per client IP (core/throttles.py)
 
     class InputSerializer(serializers.Serializer):
         name = serializers.CharField(max_length=100)

@@ -10,7 +10,7 @@ class HashedTokenAuthentication(TokenAuthentication):
     keyword = "Token"
 
     def authenticate_credentials(self, key):
-        # Imported here: DRF imports this class while `opencompany.errors` (which the services use) imports DRF.
+        # Imported here: DRF imports this class while `core.errors` (which the services use) imports DRF.
         from .tokens import api_token_authenticate
 
         token = api_token_authenticate(key)

@@ -11,8 +11,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from opencompany.errors import NotFoundError, ServiceError
-from opencompany.text import require_storable_text
+from core.errors import NotFoundError, ServiceError
+from core.text import require_storable_text
 
 from .locks import api_token_for_update
 from .models import ApiToken

@@ -13,7 +13,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
-from opencompany.errors import ServiceError
+from core.errors import ServiceError
 
 from . import selectors, tokens
 

@@ -10,7 +10,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from opencompany.errors import NotFoundError, ServiceError
+from core.errors import NotFoundError, ServiceError
 from workflows.apis import ErrorOutput, InvalidGraphOutput
 from workflows.selectors import access_workflow
 

@@ -9,6 +9,7 @@ class AgentsConfig(AppConfig):
         from celery.signals import worker_shutting_down
 
         from conversations.events import register_conversation_listener
+        from core.metrics import register_metrics_source
         from workflows.listeners import (
             register_archive_listener,
             register_generation_end_listener,
@@ -18,6 +19,7 @@ class AgentsConfig(AppConfig):
 
         from .dispatch import mark_worker_stopping, register_steps
         from .listeners import end_firings_on_reset
+        from .metrics import firing_metrics
         from .selectors import last_firing_at
         from .services.compaction import compact_context
         from .services.execute import execute_llm_step
@@ -45,4 +47,5 @@ class AgentsConfig(AppConfig):
         register_generation_end_listener(runtime_dirs_on_generation_end, name="agents.runtime_dirs")
         register_conversation_listener(runtime_dirs_on_conversation_change)
         register_activity_source(last_firing_at)
+        register_metrics_source(firing_metrics)
         worker_shutting_down.connect(mark_worker_stopping, weak=False, dispatch_uid="agents.worker_stopping")

@@ -26,6 +26,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
+from celery import current_app
 from django.conf import settings
 from django.db import DatabaseError, connection, transaction
 
@@ -86,9 +87,8 @@ def _drain_inline() -> None:
 
 
 def _send(task_name: str, args: tuple, countdown: float | None = None) -> None:
-    from opencompany.celery import app
-
-    app.send_task(task_name, args=list(args), queue=settings.CELERY_QUEUE_AGENT, countdown=countdown)
+    # The project's Celery app (opencompany/celery.py, loaded with the settings) is the current one in every process.
+    current_app.send_task(task_name, args=list(args), queue=settings.CELERY_QUEUE_AGENT, countdown=countdown)
 
 
 def enqueue_step(task_name: str, *args, countdown: float | None = None) -> None:

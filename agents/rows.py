@@ -13,7 +13,7 @@ import functools
 
 from django.db import DatabaseError, connection, models
 
-from opencompany.statements import with_clauses
+from core.statements import with_clauses
 
 
 def select_columns(model: type[models.Model], alias: str, *, leave_out: tuple[str, ...] = ()) -> str:

@@ -9,7 +9,7 @@ For conversations of 10, 100 and 1,000 messages (realistic sizes: user text, ass
                       checked against that copy: prefix check, one conditional statement (header + rows), commit
   cpu                 this process's CPU time for that save (what the store itself costs on the client side,
                       unaffected by waiting for the database or for a CPU on a busy machine)
-  +event              the same save including the on-commit `context.updated` broadcast (opencompany.realtime)
+  +event              the same save including the on-commit `context.updated` broadcast (core.realtime)
   save (cold append)  the same with no per-process copy (another process wrote last): hashes the list
   load                load_conversation of the whole conversation
   known prefix        the runtime's path (agent.persist_turn): a process with no copy appends after the stored

@@ -381,7 +381,7 @@ def measure(
 
     timed(remember_once, 20)
     with_broadcast_ms = timed(remember_once, remember_n)
-    # The on-commit `memory.updated` broadcast (opencompany.realtime) runs in the caller's thread after the commit;
+    # The on-commit `memory.updated` broadcast (core.realtime) runs in the caller's thread after the commit;
     # measured apart so the figure is memory's own write.
     real_publish = announce_module.publish_memory_updated
     announce_module.publish_memory_updated = lambda **kwargs: None

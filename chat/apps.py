@@ -8,9 +8,11 @@ class ChatConfig(AppConfig):
     def ready(self) -> None:
         from agents.observers import register_firing_observer
         from conversations.services import register_context_cleared_listener
+        from core.metrics import register_metrics_source
         from memory.listeners import register_memory_edit_listener
         from workflows.listeners import register_archive_listener, register_reset_listener
 
+        from .metrics import chat_turn_metrics
         from .observer import chat_observer
         from .services import (
             chat_context_archive_listener,
@@ -24,3 +26,4 @@ class ChatConfig(AppConfig):
         register_memory_edit_listener(chat_memory_edit_listener)
         register_archive_listener(chat_context_archive_listener, name="chat")
         register_context_cleared_listener(chat_context_cleared)
+        register_metrics_source(chat_turn_metrics)

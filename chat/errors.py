@@ -1,7 +1,7 @@
 """The chat's refusals (docs/chat.md#refusals): a stable code the page and API clients branch on, and plain words
 for the owner."""
 
-from opencompany.errors import ConflictError, NotFoundError, ServiceError
+from core.errors import ConflictError, NotFoundError, ServiceError
 
 PLAIN_WORDS = {
     "run_in_progress": "An answer is still being worked on. Wait for it or press Stop, then try again.",

@@ -3,7 +3,7 @@ carries a `seq` per run and the hub epoch.
 
 The seq counter and the text streamed so far live in Redis, next to the channel layer: a delta batch appends its
 text and takes its seq in one MULTI, so a snapshot (text so far + seq) read in one MULTI is exactly consistent with
-the deltas that follow it. When Redis loses its memory the hub epoch changes too (opencompany/hub.py), so a client
+the deltas that follow it. When Redis loses its memory the hub epoch changes too (core/hub.py), so a client
 comparing epochs never trusts a counter that restarted. Only deltas carry content (the answer's text); every other
 event is metadata (ids, states, counts, tool names).
 
@@ -25,8 +25,8 @@ import redis
 from django.conf import settings
 from django.db import transaction
 
-from opencompany.hub import hub_epoch
-from opencompany.realtime import send_workflow_event_now, sender
+from core.hub import hub_epoch
+from core.realtime import send_workflow_event_now, sender
 
 logger = logging.getLogger("chat.events")
 
@@ -116,7 +116,7 @@ FIRST_DELTA_KEY = "opencompany:metrics:chat-first-delta"
 
 def _record_first_delta(run_id: int) -> None:
     """When a run's first text went out (a sorted set: run id scored by the time), for the first-delta latency in
-    /metrics (opencompany/metrics.py). NX: a later process streaming the same run keeps the first time. Entries
+    /metrics (core/metrics.py). NX: a later process streaming the same run keeps the first time. Entries
     older than an hour are dropped here, so the set stays small without a sweep."""
     now = time.time()
     try:

@@ -14,8 +14,8 @@ from chat.provenance import chat_memory_marks
 from chat.rendering import render_markdown, render_plain
 from conversations.estimates import next_turn_estimate
 from conversations.selectors import conversation_size_bytes
-from opencompany.errors import NotFoundError
-from opencompany.hub import hub_epoch
+from core.errors import NotFoundError
+from core.hub import hub_epoch
 from workflows.graph import trigger_agents
 from workflows.selectors import generation_graph
 

@@ -9,7 +9,7 @@ from django.views.decorators.csrf import ensure_csrf_cookie
 from chat.apis import ThreadOutputSerializer
 from chat.errors import PLAIN_WORDS, RUN_END_WORDS
 from chat.selectors import chat_panel_links, chat_thread
-from opencompany.errors import NotFoundError
+from core.errors import NotFoundError
 from workflows.selectors import access_workflow
 
 

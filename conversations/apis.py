@@ -8,7 +8,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from opencompany.schema import ErrorResponse
+from core.schema import ErrorResponse
 from workflows.selectors import access_workflow
 
 from . import selectors

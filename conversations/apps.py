@@ -6,9 +6,12 @@ class ConversationsConfig(AppConfig):
     name = "conversations"
 
     def ready(self) -> None:
+        from core.metrics import register_metrics_source
         from workflows.listeners import register_archive_listener, register_reset_listener
 
         from .listeners import archive_conversations, reset_conversations
+        from .metrics import usage_metrics
 
         register_reset_listener(reset_conversations, name="conversations")
         register_archive_listener(archive_conversations, name="conversations")
+        register_metrics_source(usage_metrics)

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 
 from django.db import transaction
 
-from opencompany.realtime import publish_workflow_event
+from core.realtime import publish_workflow_event
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from decimal import Decimal
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from opencompany.errors import ServiceError
+from core.errors import ServiceError
 
 from .models import OwnerConversationSettings, RuntimeInteractionPoint, RuntimeSessionBinding, UsageRecord
 from .store import clear_conversation

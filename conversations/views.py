@@ -11,7 +11,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from opencompany.errors import NotFoundError
+from core.errors import NotFoundError
 from providers import capabilities
 from providers.context import pressure_method_note
 from providers.errors import ProviderError

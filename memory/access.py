@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.http import Http404
 
-from opencompany.errors import NotFoundError
+from core.errors import NotFoundError
 from workflows.selectors import access_workflow
 
 from .models import MemoryNamespace

@@ -13,7 +13,7 @@ from django.urls import path, reverse
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_POST
 
-from opencompany.errors import ConflictError, ServiceError
+from core.errors import ConflictError, ServiceError
 
 from . import services
 from .diff import word_diff

@@ -9,7 +9,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from opencompany.schema import ID_MAX, VERSION_MAX, int_query_parameter
+from core.schema import ID_MAX, VERSION_MAX, int_query_parameter
 
 from . import selectors, services
 from .access import access_memory_namespace

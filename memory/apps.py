@@ -6,7 +6,7 @@ class MemoryConfig(AppConfig):
     name = "memory"
 
     def ready(self) -> None:
-        from opencompany.queueing import register_task
+        from core.queueing import register_task
         from workflows.nodes import register_node_spec
 
         from .node import SIMPLE_MEMORY

@@ -1,6 +1,6 @@
 """Memory's errors: each has a stable code and a hint a model (or a client) can act on."""
 
-from opencompany.errors import ConflictError, NotFoundError, ServiceError
+from core.errors import ConflictError, NotFoundError, ServiceError
 
 
 def invalid(message: str, hint: str, *, code: str = "invalid_arguments") -> ServiceError:

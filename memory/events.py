@@ -1,6 +1,6 @@
 """The on-commit broadcast of `memory.updated`: metadata only, never content (docs/architecture.md#realtime-events)."""
 
-from opencompany.realtime import publish_workflow_event
+from core.realtime import publish_workflow_event
 
 
 def memory_updated_event(*, workflow_id: int, memory_node_id: str, item_id, operation: str, version) -> dict:

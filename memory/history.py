@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import QuerySet
 
-from opencompany.errors import ServiceError
+from core.errors import ServiceError
 
 from . import services
 from .models import MemoryItem, MemoryItemHistory, MemoryNamespace

@@ -16,7 +16,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.http import urlencode
 from django.views.decorators.http import require_GET, require_POST
 
-from opencompany.errors import ConflictError, ServiceError
+from core.errors import ConflictError, ServiceError
 
 from .access import memory_namespace_or_404
 from .diff import word_diff

@@ -12,7 +12,7 @@ import logging
 
 from django.conf import settings
 
-from opencompany.errors import ServiceError
+from core.errors import ServiceError
 
 from . import selectors, services
 

@@ -10,7 +10,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.http import urlencode
 from django.views.decorators.http import require_http_methods, require_POST
 
-from opencompany.errors import ConflictError, NotFoundError, ServiceError
+from core.errors import ConflictError, NotFoundError, ServiceError
 from workflows.selectors import generation_graph
 
 from . import selectors, services

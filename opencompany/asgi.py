@@ -8,9 +8,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "opencompany.settings.base")
 _web_flag_added = "OPENCOMPANY_WEB_PROCESS" not in os.environ
 os.environ.setdefault("OPENCOMPANY_WEB_PROCESS", "1")
 # Static files are served by the same process (collected and content-hashed when STATIC_HASHED, else from the source
-# folders, with the security headers of pages: opencompany/static_files.py and opencompany/staticfiles.py), so
+# folders, with the security headers of pages: core/static_files.py), so
 # `dev.py run` and a small deployment need no separate file server; a proxy may serve STATIC_ROOT in front of it.
-from opencompany.staticfiles import StaticFiles  # noqa: E402
+from core.static_files import StaticFiles  # noqa: E402
 
 django_asgi_app = StaticFiles(get_asgi_application())
 if _web_flag_added:
@@ -19,7 +19,7 @@ if _web_flag_added:
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from opencompany.origins import ExactOriginValidator  # noqa: E402
+from core.origins import ExactOriginValidator  # noqa: E402
 from opencompany.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(

@@ -66,7 +66,7 @@ def _is_clean(connection) -> bool:
 def _quiet_periodic_tasks(logger=None, **_kwargs) -> None:
     from django.conf import settings
 
-    from opencompany.logfmt import QuietPeriodicTasks
+    from core.logfmt import QuietPeriodicTasks
 
     names = [entry["task"] for entry in getattr(settings, "CELERY_BEAT_SCHEDULE", {}).values()]
     quiet = QuietPeriodicTasks(names)

@@ -1,6 +1,6 @@
 from django.urls import path, re_path
 
-from opencompany.consumers import WorkflowConsumer, unknown_route
+from core.consumers import WorkflowConsumer, unknown_route
 
 websocket_urlpatterns = [
     path("ws/workflows/<int:workflow_id>/", WorkflowConsumer.as_asgi()),

@@ -5,8 +5,8 @@ from django.templatetags.static import static
 from django.urls import include, path
 
 from accounts import views as account_views
-from opencompany import health, metrics, views
-from opencompany.schema import docs_view, schema_view
+from core import health, metrics, views
+from core.schema import docs_view, schema_view
 from workflows.views import workflows_home
 
 api_urlpatterns = [

@@ -7,7 +7,7 @@ import json
 from django.db import transaction
 from django.utils import timezone
 
-from opencompany.errors import NotFoundError, ServiceError
+from core.errors import NotFoundError, ServiceError
 from providers import ChatRequest, check_credentials
 from providers.errors import ProviderError, scrub
 from providers.urlguard import UnsafeURLError, check_outbound_url

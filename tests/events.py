@@ -1,7 +1,7 @@
 """`capture_events`: what an action sends on commit, checked where it is made (Zulip's `verify_action` idea).
 
 Every event leaves a process through two functions, both called at commit time (or at once for streamed deltas):
-`opencompany.realtime.send_workflow_event_now` and `chat.events.send_run_event_now`. The fixture replaces them,
+`core.realtime.send_workflow_event_now` and `chat.events.send_run_event_now`. The fixture replaces them,
 so a test sees exactly the events an action handed over — none for a rolled-back change or an idempotent replay —
 and compares them with what the app's typed constructors (`<app>/events.py`) build. Nothing reaches a socket
 while capturing; a few socket tests (`tests/realtime.py`) keep the transport honest, and they alone see the
@@ -34,7 +34,7 @@ class EventCapture:
         def run_event(*, workflow_id: int, run_id: int, event: dict, append_text: str | None = None) -> None:
             self.sent.append(SentEvent(workflow_id, dict(event), run_id=run_id))
 
-        monkeypatch.setattr("opencompany.realtime.send_workflow_event_now", workflow_event)
+        monkeypatch.setattr("core.realtime.send_workflow_event_now", workflow_event)
         monkeypatch.setattr("chat.events.send_workflow_event_now", workflow_event)
         monkeypatch.setattr("chat.events.send_run_event_now", run_event)
 

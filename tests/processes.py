@@ -150,7 +150,7 @@ def wait_for_port(port: int, process: ManagedProcess | None = None, *, timeout: 
 
 
 def start_spare_redis(tmp_path: Path) -> tuple[subprocess.Popen, str]:
-    from opencompany.embedded import redis_server_binary
+    from core.embedded import redis_server_binary
 
     port = free_port()
     process = subprocess.Popen(

@@ -89,7 +89,7 @@ class SocketClient:
         """Prove that nothing was sent to this socket so far, without waiting on time: this process's one sender
         sends in hand-over order, so a marker handed over now arrives after anything handed over before it (to the
         workflow this socket listens on, or, if routing were wrong, to any group it should not be in)."""
-        from opencompany.realtime import send_workflow_event_now
+        from core.realtime import send_workflow_event_now
 
         marker = {"type": "test.marker", "nonce": uuid.uuid4().hex}
         send_workflow_event_now(workflow_id=workflow_id, event=marker)

@@ -20,8 +20,8 @@ ARCHITECTURE = ROOT / "docs" / "architecture.md"
 
 
 def _declared_layers() -> tuple[list[str], set[str]]:
-    """The ```layers block of docs/architecture.md: one app per line, lowest first; `project:` names the modules
-    that wire the apps together and may import any of them."""
+    """The ```layers block of docs/architecture.md: one package per line, lowest first (the ground floor first, the
+    project's wiring last); `project:` names the wiring modules, the only ones the top package may hold."""
     text = ARCHITECTURE.read_text()
     block = re.search(r"```layers\n(.*?)```", text, re.S)
     assert block, "docs/architecture.md has no ```layers block"
@@ -91,16 +91,12 @@ def _is_project(module: str, project: set[str]) -> bool:
     return any(module == p or module.startswith(p + ".") for p in project)
 
 
-def upward_imports(edges, apps: list[str], project: set[str]) -> list[str]:
+def upward_imports(edges, apps: list[str]) -> list[str]:
     rank = {app: index for index, app in enumerate(apps)}
     found = []
     for module, targets in sorted(edges.items()):
-        if _is_project(module, project):
-            continue
         for target, line in sorted(targets.items()):
-            if _is_project(target, project) and not _is_project(module, project):
-                found.append(f"{module}:{line} imports the project module {target}")
-            elif rank[_app(target)] > rank[_app(module)]:
+            if rank[_app(target)] > rank[_app(module)]:
                 found.append(f"{module}:{line} imports {target} ({_app(target)} is above {_app(module)})")
     return found
 
@@ -171,9 +167,32 @@ def test_no_import_circle():
 
 
 def test_no_import_from_a_lower_app_to_a_higher_one():
-    apps, project, _, edges = _graph()
-    found = upward_imports(edges, apps, project)
+    apps, _, _, edges = _graph()
+    found = upward_imports(edges, apps)
     assert found == [], "upward imports:\n" + "\n".join(found)
+
+
+def test_the_ground_floor_imports_no_app():
+    apps, _, modules, edges = _graph()
+    ground = apps[0]
+    assert ground == "core", "the first layer is the ground floor"
+    assert any(_app(m) == ground for m in modules), "the walk found no ground-floor module"
+    found = [
+        f"{module}:{line} imports {target}"
+        for module, targets in sorted(edges.items())
+        if _app(module) == ground
+        for target, line in sorted(targets.items())
+        if _app(target) != ground
+    ]
+    assert found == [], "the ground floor reaches up:\n" + "\n".join(found)
+
+
+def test_the_project_package_holds_only_the_wiring():
+    apps, project, modules, _ = _graph()
+    top = apps[-1]
+    assert top == "opencompany" and project, "the last layer is the project's wiring, with its `project:` modules"
+    stray = sorted(m for m in modules if _app(m) == top and m != top and not _is_project(m, project))
+    assert stray == [], f"modules in {top}/ that are not wiring (move them to an app or the ground floor): {stray}"
 
 
 def test_the_walk_sees_function_local_imports_and_circles(tmp_path):
@@ -192,4 +211,4 @@ def test_the_walk_sees_function_local_imports_and_circles(tmp_path):
     edges = import_edges(modules)
     assert edges["low.a"] == {"high.b": 2}
     assert import_circles(edges) == [["high.b", "low.a"]]
-    assert upward_imports(edges, ["low", "high"], set()) == ["low.a:2 imports high.b (high is above low)"]
+    assert upward_imports(edges, ["low", "high"]) == ["low.a:2 imports high.b (high is above low)"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.contrib import admin, messages
 from django.template.response import TemplateResponse
 
-from opencompany.errors import ServiceError
+from core.errors import ServiceError
 
 from . import services
 from .models import ArchiveOutbox, LegacyImportRecord, TodoItem, Workflow, WorkflowGeneration

@@ -6,8 +6,8 @@ class WorkflowsConfig(AppConfig):
     name = "workflows"
 
     def ready(self) -> None:
-        from opencompany.queueing import register_task
-        from opencompany.socket_access import register_workflow_access
+        from core.queueing import register_task
+        from core.socket_access import register_workflow_access
 
         from .models import Workflow
         from .nodes import register_node_spec

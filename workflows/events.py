@@ -1,6 +1,6 @@
 """The events workflows sends on a workflow's socket, one typed constructor each (metadata only).
 
-Services publish them with `opencompany.realtime.publish_workflow_event` (on commit); tests compare what an
+Services publish them with `core.realtime.publish_workflow_event` (on commit); tests compare what an
 action sent with what these build (`capture_events`).
 """
 

@@ -15,7 +15,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
-from opencompany.queueing import enqueue_task
+from core.queueing import enqueue_task
 
 from .listeners import archive_listeners
 from .models import ArchiveOutbox, Workflow

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from django.db.models import F, OuterRef, Subquery, TextField
 from django.db.models.functions import Cast
 
-from opencompany.errors import NotFoundError
+from core.errors import NotFoundError
 
 from .graph import normalize_workflow_graph
 from .models import Workflow, WorkflowGeneration

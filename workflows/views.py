@@ -16,7 +16,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from opencompany.errors import NotFoundError, ServiceError
+from core.errors import NotFoundError, ServiceError
 
 from . import services
 from .selectors import access_workflow, workflows_overview

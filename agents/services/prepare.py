@@ -28,7 +28,7 @@ from agents.tools import (
 )
 from agents.wiring import AgentNotFound, agent_wiring
 from conversations import store
-from opencompany.errors import NotFoundError
+from core.errors import NotFoundError
 from workflows.selectors import generation_graph
 
 logger = logging.getLogger("agents.step")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from opencompany.errors import ServiceError
+from core.errors import ServiceError
 from workflows.graph import errors_of, normalize_workflow_graph, trigger_agents, validate_workflow_graph
 from workflows.models import Workflow
 

@@ -7,7 +7,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from opencompany.idempotency import idempotent
+from core.idempotency import idempotent
 from workflows.selectors import access_workflow
 
 from .. import selectors, services
@@ -22,7 +22,7 @@ from .serializers import (
 
 
 class ChatMessageSendApi(APIView):
-    throttle_scope = "chat_send"  # opencompany/throttles.py
+    throttle_scope = "chat_send"  # core/throttles.py
 
     class InputSerializer(serializers.Serializer):
         text = message_text_field()
@@ -61,7 +61,7 @@ class ChatMessageSendApi(APIView):
 
 
 class ChatMessageEditApi(APIView):
-    throttle_scope = "chat_send"  # opencompany/throttles.py
+    throttle_scope = "chat_send"  # core/throttles.py
 
     class InputSerializer(serializers.Serializer):
         text = message_text_field()
@@ -91,7 +91,7 @@ class ChatMessageEditApi(APIView):
 
 
 class ChatMessageRegenerateApi(APIView):
-    throttle_scope = "chat_send"  # opencompany/throttles.py
+    throttle_scope = "chat_send"  # core/throttles.py
 
     @extend_schema(
         operation_id="chat_message_regenerate",

@@ -1,4 +1,4 @@
-from opencompany.errors import ConflictError, ServiceError
+from core.errors import ConflictError, ServiceError
 
 
 class ConversationLoadFailed(ServiceError):

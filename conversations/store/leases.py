@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import connection
 
 from conversations.models import FiringLease, RetainedConversation
-from opencompany.statements import with_clauses
+from core.statements import with_clauses
 
 from .errors import FiringLeaseBusy
 from .keys import ConversationKey

@@ -7,7 +7,7 @@ import logging
 
 from django.db import transaction
 
-from opencompany.queueing import enqueue_task
+from core.queueing import enqueue_task
 
 from ..embedders import get_embedder
 from ..locks import memory_item_at_version_for_update

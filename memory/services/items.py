@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import F
 
-from opencompany.errors import ServiceError
+from core.errors import ServiceError
 
 from .. import clock
 from ..errors import item_not_found, version_conflict

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from opencompany.errors import NotFoundError
+from core.errors import NotFoundError
 
 from .. import clock
 from ..errors import invalid

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from django.db import IntegrityError, transaction
 
-from opencompany.errors import ServiceError
+from core.errors import ServiceError
 
 from .. import clock
 from ..errors import invalid

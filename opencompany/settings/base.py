@@ -11,8 +11,8 @@ from pathlib import Path
 
 import dj_database_url
 
-from opencompany import embedded
-from opencompany.env import env_bool, env_float, env_int, env_list, env_secret, env_str
+from core import embedded
+from core.env import env_bool, env_float, env_int, env_list, env_secret, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent.parent
 
@@ -47,7 +47,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "csp",
     "channels",
-    "opencompany",
+    "core",
     "accounts",
     # App order is the order of Workflow Reset's listeners, and so its lock order after the workflow row: chat
     # session and runs, then firings, then conversation headers (never a header before a chat row).
@@ -62,11 +62,11 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "csp.middleware.CSPMiddleware",
-    "opencompany.metrics.RequestMetricsMiddleware",
+    "core.metrics.RequestMetricsMiddleware",
     # Outermost of ours: it sees every response, so any /api/ error leaves as JSON and an outage as a quick 503.
-    "opencompany.failfast.FailFastMiddleware",
-    "opencompany.middleware.RequestSizeLimitMiddleware",
-    "opencompany.middleware.UnstorableTextMiddleware",
+    "core.failfast.FailFastMiddleware",
+    "core.middleware.RequestSizeLimitMiddleware",
+    "core.middleware.UnstorableTextMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -102,7 +102,7 @@ DATABASES = {
     "default": dj_database_url.parse(DATABASE_URL, conn_max_age=0 if DB_POOL else env_int("DB_CONN_MAX_AGE", 60))
 }
 # Web processes (opencompany/asgi.py and wsgi.py set OPENCOMPANY_WEB_PROCESS) fail fast: while PostgreSQL is down a
-# request must answer 503 within a few seconds, not wait out a 10-second pool timeout (opencompany/failfast.py).
+# request must answer 503 within a few seconds, not wait out a 10-second pool timeout (core/failfast.py).
 # Workers and commands keep the patient defaults: they retry instead of answering anyone.
 WEB_PROCESS = env_bool("OPENCOMPANY_WEB_PROCESS", False)
 DB_CONNECT_TIMEOUT_SECONDS = env_int("DB_CONNECT_TIMEOUT_SECONDS", 2 if WEB_PROCESS else 10, minimum=2)
@@ -221,19 +221,19 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
-    "DEFAULT_SCHEMA_CLASS": "opencompany.schema.AutoSchema",
-    "EXCEPTION_HANDLER": "opencompany.errors.api_exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "core.schema.AutoSchema",
+    "EXCEPTION_HANDLER": "core.errors.api_exception_handler",
     "DEFAULT_PAGINATION_CLASS": None,
     # The API speaks JSON only (pages post forms to Django views, not to the API).
-    "DEFAULT_PARSER_CLASSES": ["opencompany.parsers.BoundedJSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["core.parsers.BoundedJSONParser"],
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     "DEFAULT_THROTTLE_CLASSES": [
-        "opencompany.throttles.ApiUserThrottle",
-        "opencompany.throttles.ScopedSettingThrottle",
+        "core.throttles.ApiUserThrottle",
+        "core.throttles.ScopedSettingThrottle",
     ],
 }
-# Rate limits ("<count>/<second|minute|hour|day>"), counted in the cache; see opencompany/throttles.py.
+# Rate limits ("<count>/<second|minute|hour|day>"), counted in the cache; see core/throttles.py.
 THROTTLE_RATES = {
     "user": env_str("THROTTLE_RATE_API_USER", "1200/minute"),  # every API request, per user
     "chat_send": env_str("THROTTLE_RATE_CHAT_SEND", "30/minute"),  # chat send, edit, try again, per user
@@ -259,12 +259,12 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": True,
 }
 
-# --- Metrics (opencompany/metrics.py) ---------------------------------------------------
+# --- Metrics (core/metrics.py) ---------------------------------------------------
 # /metrics is readable by staff sessions, and by `Authorization: Bearer <METRICS_TOKEN>` when this is set.
 METRICS_TOKEN = env_str("METRICS_TOKEN")
 METRICS_TURN_WINDOW_SECONDS = env_int("METRICS_TURN_WINDOW_SECONDS", 300, minimum=10)
 
-# --- Idempotency keys (opencompany/idempotency.py) ---------------------------------------
+# --- Idempotency keys (core/idempotency.py) ---------------------------------------
 IDEMPOTENCY_RECEIPT_TTL_HOURS = env_int("IDEMPOTENCY_RECEIPT_TTL_HOURS", 24, minimum=1)
 CELERY_BEAT_SCHEDULE["opencompany-purge-idempotency-receipts"] = {
     "task": "opencompany.purge_idempotency_receipts",
@@ -288,7 +288,7 @@ STATIC_ROOT = DATA_DIR / "static"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 # Content-hashed names (chat.3f9a1c.js) once `collectstatic` has run (`dev.py run` does, and sets this): a browser
 # never keeps an old script after a deploy, and the hashed files are served with a year-long immutable cache
-# (opencompany/staticfiles.py). Django names hashed files only with DEBUG off. Off by default with DEBUG on, so a
+# (core/static_files.py). Django names hashed files only with DEBUG off. Off by default with DEBUG on, so a
 # checkout works without collecting first.
 STATIC_HASHED = env_bool("STATIC_HASHED", not DEBUG)
 STORAGES = {
@@ -307,7 +307,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {
         "plain": {
-            "()": "opencompany.logfmt.KeyValueFormatter",
+            "()": "core.logfmt.KeyValueFormatter",
             "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
         }
     },
@@ -540,7 +540,7 @@ API_TOKEN_LAST_USED_RESOLUTION_S = env_int("API_TOKEN_LAST_USED_RESOLUTION_S", 6
 
 # --- sockets ---------------------------------------------------------------------------------------------------------
 # The origins a page may open a socket from, exactly (scheme://host[:port]). Unset: the http(s) origins of
-# ALLOWED_HOSTS and CSRF_TRUSTED_ORIGINS on the port the server listens on (see opencompany/origins.py).
+# ALLOWED_HOSTS and CSRF_TRUSTED_ORIGINS on the port the server listens on (see core/origins.py).
 WEBSOCKET_ALLOWED_ORIGINS = env_list("WEBSOCKET_ALLOWED_ORIGINS", [])
 WEBSOCKET_MAX_FRAME_BYTES = env_int("WEBSOCKET_MAX_FRAME_BYTES", 4096, minimum=64)
 WEBSOCKET_MAX_FRAME_DEPTH = env_int("WEBSOCKET_MAX_FRAME_DEPTH", 4, minimum=1, maximum=32)

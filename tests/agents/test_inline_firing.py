@@ -76,7 +76,7 @@ def test_a_command_for_a_tool_the_agent_lacks_is_answered_in_words(owner):
 def test_step_logs_carry_ids_and_counts_but_no_content(owner, caplog):
     import logging
 
-    from opencompany.logfmt import KeyValueFormatter
+    from core.logfmt import KeyValueFormatter
 
     workflow, generation, ids = assistant_with(owner)
     with caplog.at_level(logging.INFO, logger="agents"):

@@ -24,7 +24,7 @@ from chat.services import (
     chat_run_stop,
 )
 from conversations.store import conversation_key, lock_conversations, replace_conversation_locked
-from opencompany.errors import ServiceError
+from core.errors import ServiceError
 from tests.chat.conftest import chat_workflow
 from tests.chat.helpers import HeldDispatch, stored, texts
 from tests.race import Competitor, wait_until_waiting_on_a_lock

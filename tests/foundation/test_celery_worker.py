@@ -2,8 +2,8 @@ import pytest
 from celery.backends.redis import RedisBackend
 from celery.result import AsyncResult
 
+from core.tasks import ping
 from opencompany.celery import app
-from opencompany.tasks import ping
 from tests.processes import start_celery_worker
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

@@ -14,7 +14,7 @@ from tests.processes import REPO_ROOT
 
 pytestmark = pytest.mark.slow
 
-START = "from opencompany import embedded as e; print(e.ensure_postgres()); print(e.ensure_redis())"
+START = "from core import embedded as e; print(e.ensure_postgres()); print(e.ensure_redis())"
 
 
 def _run(code: str, data_dir) -> list[str]:
@@ -51,5 +51,5 @@ def test_two_racing_starters_share_one_server_and_a_killed_run_is_recovered(serv
         assert json.loads((data_dir / "redis.json").read_text())["port"]
         assert len(again) == 2
     finally:
-        _run("from opencompany import embedded as e; e.stop_all()", data_dir)
+        _run("from core import embedded as e; e.stop_all()", data_dir)
     assert not (data_dir / "postgres" / "postmaster.pid").exists()

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 def _run(code: str, data_dir) -> list[str]:
     env = {**os.environ, "OPENCOMPANY_DATA_DIR": str(data_dir), "OPENCOMPANY_QUIET_EMBEDDED": "1"}
     out = subprocess.run(
-        [sys.executable, "-c", f"from opencompany import embedded as e; {code}"],
+        [sys.executable, "-c", f"from core import embedded as e; {code}"],
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,

@@ -22,7 +22,7 @@ def test_external_urls_are_used_and_nothing_embedded_starts(services_path):
     base_env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE"}}
     external_dir = services_path / "external"
     # Stand-ins for managed servers: the embedded engines, started by hand in another folder.
-    start = "from opencompany import embedded as e; print(e.ensure_postgres()); print(e.ensure_redis())"
+    start = "from core import embedded as e; print(e.ensure_postgres()); print(e.ensure_redis())"
     pg_url, redis_url = _python(start, {**base_env, "OPENCOMPANY_DATA_DIR": str(external_dir)}).splitlines()[-2:]
     app_dir = services_path / "app"
     env = {
@@ -55,6 +55,6 @@ def test_external_urls_are_used_and_nothing_embedded_starts(services_path):
         assert applied >= 1
     finally:
         _python(
-            "from opencompany import embedded as e; e.stop_all()",
+            "from core import embedded as e; e.stop_all()",
             {**base_env, "OPENCOMPANY_DATA_DIR": str(external_dir)},
         )

@@ -40,7 +40,7 @@ def test_healthz_names_redis_when_it_is_down_and_recovers(client, settings, tmp_
             process.kill()
     # The same port comes back: health follows without a restart of the web process.
     port = url.rsplit(":", 1)[1].split("/")[0]
-    from opencompany.embedded import redis_server_binary
+    from core.embedded import redis_server_binary
 
     again = subprocess.Popen(
         [redis_server_binary(), "--port", port, "--bind", "127.0.0.1", "--save", ""],
@@ -75,7 +75,7 @@ def test_healthz_never_shows_connection_strings(client, settings):
 def _beat_queues(settings, *queues, age: float = 0.0):
     import time
 
-    from opencompany.health import queue_heartbeat_key
+    from core.health import queue_heartbeat_key
 
     client = redis.Redis.from_url(settings.REDIS_URL)
     for queue in (settings.CELERY_QUEUE_AGENT, settings.CELERY_QUEUE_HOUSEKEEPING):
@@ -87,7 +87,7 @@ def _beat_queues(settings, *queues, age: float = 0.0):
 def test_live_touches_no_dependency(client):
     from unittest import mock
 
-    with mock.patch("opencompany.health._check_database", side_effect=AssertionError("touched")):
+    with mock.patch("core.health._check_database", side_effect=AssertionError("touched")):
         response = client.get("/healthz/live")
     assert response.status_code == 200 and response.json() == {"status": "ok"}
 
@@ -123,7 +123,7 @@ def test_ready_answers_at_its_deadline_when_a_check_hangs(client, settings):
         return {"ok": True}
 
     try:
-        with mock.patch("opencompany.health._check_database", side_effect=hang):
+        with mock.patch("core.health._check_database", side_effect=hang):
             response = client.get("/healthz/ready")
         # The answer came while the check still hung: the probe's deadline, not the check, ended the wait.
         assert not returned.is_set()

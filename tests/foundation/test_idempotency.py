@@ -10,7 +10,7 @@ from rest_framework.test import APIClient
 
 from agents.models import Firing
 from chat.models import ChatRun
-from opencompany.models import IdempotencyReceipt
+from core.models import IdempotencyReceipt
 from tests.chat.conftest import chat_workflow
 from workflows.models import WorkflowGeneration
 

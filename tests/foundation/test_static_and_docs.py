@@ -18,7 +18,7 @@ def test_collected_static_files_have_hashed_names_and_a_year_long_cache(tmp_path
     from django.core.asgi import get_asgi_application
     from django.templatetags.static import static
 
-    from opencompany.staticfiles import LONG_CACHE, SHORT_CACHE, StaticFiles
+    from core.static_files import LONG_CACHE, SHORT_CACHE, StaticFiles
 
     storages = {**settings.STORAGES, **MANIFEST}
     with override_settings(STATIC_ROOT=tmp_path, STATIC_HASHED=True, STORAGES=storages):
@@ -51,18 +51,18 @@ def test_api_docs_load_their_ui_from_the_installed_sidecar(client, django_user_m
 
 
 def test_a_503_while_the_worker_starts_is_no_error_line(client, monkeypatch, caplog):
-    from opencompany import health
+    from core import health
 
     monkeypatch.setattr(health, "_check_worker", lambda redis_ok: {"ok": False, "reason": "no heartbeat"})
     with caplog.at_level(logging.INFO):
         response = client.get("/healthz")
     assert response.status_code == 503
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
-    assert [r.levelname for r in caplog.records if r.name == "opencompany.health"] == ["INFO"]
+    assert [r.levelname for r in caplog.records if r.name == "core.health"] == ["INFO"]
 
 
 def test_periodic_task_lines_are_debug_and_other_task_lines_stay_info():
-    from opencompany.logfmt import QuietPeriodicTasks
+    from core.logfmt import QuietPeriodicTasks
 
     quiet = QuietPeriodicTasks(["opencompany.worker_heartbeat", "chat.watchdog"])
     logging.getLogger("celery.app.trace").setLevel(logging.INFO)

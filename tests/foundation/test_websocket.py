@@ -4,7 +4,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from opencompany.realtime import workflow_group_name
+from core.realtime import workflow_group_name
 from tests.realtime import SocketClient
 from tests.waiting import wait_until
 from workflows.models import Workflow

@@ -345,7 +345,7 @@ def test_the_owners_stored_service_account_signs_in_at_its_token_endpoint(owner,
 
 
 def test_a_service_account_pointing_elsewhere_is_refused_before_any_request(owner, vertex_fake, monkeypatch):
-    from opencompany.errors import ServiceError
+    from core.errors import ServiceError
     from provider_keys.services import owner_provider_key_set
 
     monkeypatch.delenv("VERTEX_AGENT_CREDENTIALS")

@@ -70,7 +70,7 @@ class Cluster:
     def _services_python(self, code: str, *, timeout: float) -> str:
         """Run `code` against the cluster's own embedded services (not the app's environment); its stdout."""
         env = {**self._base_env, "OPENCOMPANY_DATA_DIR": str(self.services_dir), "OPENCOMPANY_QUIET_EMBEDDED": "1"}
-        done = _run([sys.executable, "-c", f"from opencompany import embedded as e; {code}"], env, timeout, check=False)
+        done = _run([sys.executable, "-c", f"from core import embedded as e; {code}"], env, timeout, check=False)
         assert done.returncode == 0, f"embedded services: {code} failed:\n{done.stderr[-3000:]}"
         return done.stdout
 
@@ -166,7 +166,7 @@ class Cluster:
 
     def socket(self, web: str, cookie: str):
         url = self.web_urls[web].replace("http://", "ws://") + f"/ws/workflows/{self.workflow_id}/"
-        # The page's own origin: sockets accept exactly the origin they are served on (opencompany/origins.py).
+        # The page's own origin: sockets accept exactly the origin they are served on (core/origins.py).
         origin = self.web_urls[web]
         return ws_connect(url, additional_headers={"Cookie": cookie, "Origin": origin}, open_timeout=20)
 

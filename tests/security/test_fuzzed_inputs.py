@@ -7,8 +7,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.errors import ServiceError
 from memory.tool import OPERATIONS, memory_tool_call
-from opencompany.errors import ServiceError
 from tests.chat.conftest import chat_workflow
 
 pytestmark = pytest.mark.django_db
@@ -128,7 +128,7 @@ def test_a_nul_byte_in_memory_text_is_refused_not_a_500(owner, owner_client, cli
         "panel ?q=": lambda: client.get(panel, {"q": nul}),
         "panel new item": lambda: client.post(panel + "new/", {"content": nul}),
     }[where]()
-    # Refused where it enters (opencompany.text, one check for the API and the pages alike): a JSON 400.
+    # Refused where it enters (core.text, one check for the API and the pages alike): a JSON 400.
     assert response.status_code == 400 and response.json()["code"] == "invalid_text", response.content
 
 

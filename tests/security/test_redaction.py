@@ -19,9 +19,9 @@ import pytest
 
 import opencompany.asgi  # noqa: F401 - its django.setup() reconfigures logging; done at collection, not under caplog
 from conversations.store import conversation_key, load_conversation, save_conversation
+from core.logfmt import KeyValueFormatter
 from memory.models import MemoryItem
 from memory.services import memory_item_remember, memory_namespace_get_or_create
-from opencompany.logfmt import KeyValueFormatter
 from tests.security.conftest import open_socket
 
 pytestmark = pytest.mark.django_db(transaction=True)

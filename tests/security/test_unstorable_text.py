@@ -1,6 +1,6 @@
 """NUL (and an unpaired surrogate) is refused with a JSON 400 `invalid_text` wherever text enters: URL segments,
 query parameters, page forms and every JSON body (graph params, memory, chat, tokens) — one check
-(opencompany.text), nothing reaches PostgreSQL, nothing is half-written."""
+(core.text), nothing reaches PostgreSQL, nothing is half-written."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ import threading
 import pytest
 from django.db import connection
 
-from opencompany.errors import ConflictError
+from core.errors import ConflictError
 from workflows import services
 from workflows.models import Workflow
 

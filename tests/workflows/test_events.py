@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from opencompany.errors import ConflictError
+from core.errors import ConflictError
 from tests.workflows.factories import basic_graph
 from workflows import services
 from workflows.events import workflow_generation_event, workflow_reset_event, workflow_updated_event

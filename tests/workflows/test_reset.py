@@ -8,9 +8,9 @@ import textwrap
 import pytest
 
 from conversations.store import conversation_key, list_conversations, save_conversation
+from core.errors import ConflictError
 from memory.models import MemoryItem
 from memory.services import memory_item_remember, memory_namespace_get_or_create
-from opencompany.errors import ConflictError
 from providers.wire import text_message
 from tests.python_source import parse
 from workflows import services

@@ -2,7 +2,7 @@
 
 import pytest
 
-from opencompany.errors import ConflictError, NotFoundError, ServiceError
+from core.errors import ConflictError, NotFoundError, ServiceError
 from workflows import services
 from workflows.graph import agent_wiring
 from workflows.models import ArchiveOutbox, LegacyImportRecord, Workflow, WorkflowGeneration

@@ -1,4 +1,4 @@
-"""The workflows REST API: thin views over services and selectors; errors via opencompany.errors. Import from here,
+"""The workflows REST API: thin views over services and selectors; errors via core.errors. Import from here,
 not from submodules."""
 
 from .catalogue import NodeTypesApi

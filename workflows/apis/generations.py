@@ -7,8 +7,8 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from opencompany.fields import StrictIntegerField
-from opencompany.idempotency import idempotent
+from core.fields import StrictIntegerField
+from core.idempotency import idempotent
 
 from .. import services
 from ..selectors import access_workflow, workflow_generations

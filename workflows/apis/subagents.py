@@ -7,7 +7,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from opencompany.fields import StrictCharField, StrictFloatField, StrictIntegerField
+from core.fields import StrictCharField, StrictFloatField, StrictIntegerField
 
 from .. import services
 from ..selectors import access_workflow

@@ -7,8 +7,8 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from opencompany.errors import ServiceError
-from opencompany.fields import StrictCharField, StrictIntegerField
+from core.errors import ServiceError
+from core.fields import StrictCharField, StrictIntegerField
 
 from .. import services
 from ..graph import GraphShapeError, normalize_workflow_graph, validate_workflow_graph

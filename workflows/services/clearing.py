@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from opencompany.errors import ServiceError
+from core.errors import ServiceError
 
 from ..graph import agent_for_context, agent_nodes, normalize_workflow_graph
 from ..locks import workflow_for_update

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import transaction
 
-from opencompany.errors import ServiceError
+from core.errors import ServiceError
 
 from ..demo import DEMO_WORKFLOW_NAME, demo_graph
 from ..models import Workflow

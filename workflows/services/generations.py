@@ -7,7 +7,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from opencompany.realtime import publish_workflow_event
+from core.realtime import publish_workflow_event
 
 from ..events import workflow_generation_event
 from ..listeners import generation_end_listeners

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from opencompany.errors import ServiceError
+from core.errors import ServiceError
 
 from ..graph import (
     CONTEXT_TOPOLOGY_CODES,

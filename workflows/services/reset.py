@@ -11,8 +11,8 @@ from django.conf import settings
 from django.db import OperationalError, transaction
 from django.utils import timezone
 
-from opencompany.errors import ConflictError
-from opencompany.realtime import publish_workflow_event
+from core.errors import ConflictError
+from core.realtime import publish_workflow_event
 
 from ..events import workflow_reset_event
 from ..graph import normalize_workflow_graph

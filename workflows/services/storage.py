@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from opencompany.errors import ConflictError, ServiceError
-from opencompany.realtime import publish_workflow_event
+from core.errors import ConflictError, ServiceError
+from core.realtime import publish_workflow_event
 
 from ..events import workflow_updated_event
 from ..graph import agent_for_context, agent_nodes, graph_size_issues, normalize_workflow_graph, validate_workflow_graph

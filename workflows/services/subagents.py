@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from opencompany.errors import ConflictError, ServiceError
+from core.errors import ConflictError, ServiceError
 
 from ..graph import normalize_workflow_graph
 from ..locks import workflow_for_update

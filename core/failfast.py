@@ -90,7 +90,7 @@ def _remember_exception(sender, request=None, **kwargs):
         request._uncaught_exception = sys.exc_info()[1]
 
 
-got_request_exception.connect(_remember_exception, dispatch_uid="opencompany.failfast.remember_exception")
+got_request_exception.connect(_remember_exception, dispatch_uid="core.failfast.remember_exception")
 
 
 def _is_json(response) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from opencompany.errors import ServiceError
+from core.errors import ServiceError
 
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 

@@ -26,7 +26,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.exceptions import APIException
 from rest_framework.response import Response
 
-from opencompany.errors import ConflictError, ServiceError
+from core.errors import ConflictError, ServiceError
 
 HEADER = "Idempotency-Key"
 KEY_PATTERN = r"^[A-Za-z0-9_.:\-]{1,200}$"
@@ -53,7 +53,7 @@ def _fingerprint(request) -> str:
 def _claim(user_id: int, key: str, fingerprint: str) -> bool:
     # INSERT ... ON CONFLICT DO NOTHING waits for a concurrent uncommitted insert of the same key, so exactly one
     # of two racing requests claims it; the other sees the winner's committed receipt.
-    from opencompany.models import IdempotencyReceipt
+    from core.models import IdempotencyReceipt
 
     table = IdempotencyReceipt._meta.db_table
     with connection.cursor() as cursor:
@@ -94,7 +94,7 @@ def idempotent(handler):
         key = request.headers.get(HEADER)
         if key is None or not request.user.is_authenticated:
             return handler(self, request, *args, **kwargs)
-        from opencompany.models import IdempotencyReceipt
+        from core.models import IdempotencyReceipt
 
         if not _KEY_RE.match(key):
             error = ServiceError("invalid_idempotency_key", f"{HEADER} is 1-200 letters, digits or `_.:-`.")

@@ -82,7 +82,7 @@ _HBA_MARKER = "# opencompany: password logins only"
 
 
 _HBA = f"""{_HBA_MARKER}
-# Written by opencompany.embedded. Every login needs the password in postgres.password (scram-sha-256).
+# Written by core.embedded. Every login needs the password in postgres.password (scram-sha-256).
 local   all   all                  scram-sha-256
 host    all   all   127.0.0.1/32   scram-sha-256
 host    all   all   ::1/128        scram-sha-256

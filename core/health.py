@@ -69,7 +69,7 @@ def _heartbeat_age(key: str) -> dict:
     return {"ok": age <= settings.CELERY_WORKER_HEARTBEAT_TTL, "last_heartbeat_seconds_ago": round(age, 1)}
 
 
-health_logger = logging.getLogger("opencompany.health")
+health_logger = logging.getLogger("core.health")
 
 
 def _check_worker(redis_ok: bool) -> dict:

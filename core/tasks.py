@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 
 
 def record_queue_heartbeats(queues: list[str]) -> None:
-    from opencompany.health import queue_heartbeat_key
+    from core.health import queue_heartbeat_key
 
     client = redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=2)
     now, ttl = str(time.time()), settings.CELERY_WORKER_HEARTBEAT_TTL * 2
@@ -78,7 +78,7 @@ def purge_idempotency_receipts() -> int:
 
     from django.utils import timezone
 
-    from opencompany.models import IdempotencyReceipt
+    from core.models import IdempotencyReceipt
 
     cutoff = timezone.now() - timedelta(hours=settings.IDEMPOTENCY_RECEIPT_TTL_HOURS)
     deleted, _ = IdempotencyReceipt.objects.filter(created_at__lt=cutoff).delete()

@@ -29,6 +29,6 @@ class BoundedJSONParser(JSONParser):
             raise ParseError(f"The JSON document is nested deeper than {settings.REQUEST_MAX_JSON_DEPTH} levels.")
         # Every API body passes here, so graph params, memory items and chat texts are all checked by this one
         # call; the 400 carries the path of the offending value.
-        from opencompany.text import require_storable  # not at import: DRF loads this class while its own views load
+        from core.text import require_storable  # not at import: DRF loads this class while its own views load
 
         return require_storable(data)

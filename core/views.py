@@ -1,6 +1,6 @@
 from django.contrib.auth import views as auth_views
 
-from opencompany.throttles import ip_throttle
+from core.throttles import ip_throttle
 
 
 class LoginView(auth_views.LoginView):

@@ -2,7 +2,7 @@
 
 A socket lives only as long as what let it in: its login session (closed at logout, 4401), its user's password
 (a password change ends the other sessions, 4401) and the owner's access to the workflow (deleted: 4404). The
-logout, user-save and workflow-delete paths tell the sockets at once (opencompany/socket_access.py); a periodic
+logout, user-save and workflow-delete paths tell the sockets at once (core/socket_access.py); a periodic
 re-check is the net under them. Client frames are small control messages: their size and nesting are checked
 before they are parsed.
 
@@ -23,10 +23,10 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
-from opencompany.hub import hub_epoch
-from opencompany.origins import refuse_handshake
-from opencompany.realtime import session_group_name, user_group_name, workflow_group_name
-from opencompany.socket_access import socket_access_problem
+from core.hub import hub_epoch
+from core.origins import refuse_handshake
+from core.realtime import session_group_name, user_group_name, workflow_group_name
+from core.socket_access import socket_access_problem
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class WorkflowConsumer(AsyncJsonWebsocketConsumer):
     async def __call__(self, scope, receive, send):
         refusal = await self._access_refusal(scope)
         if refusal is not None:
-            # Refused before Channels opens this consumer's channel-layer listener (opencompany/origins.py).
+            # Refused before Channels opens this consumer's channel-layer listener (core/origins.py).
             return await refuse_handshake(receive, send, code=refusal)
         try:
             return await super().__call__(scope, receive, send)

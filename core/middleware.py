@@ -3,7 +3,7 @@
 from django.conf import settings
 from django.http import JsonResponse
 
-from opencompany.text import UnstorableText, find_unstorable
+from core.text import UnstorableText, find_unstorable
 
 
 class RequestSizeLimitMiddleware:

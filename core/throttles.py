@@ -4,7 +4,7 @@
 - `chat_send`: sending, editing and trying again in the chat, per user (views with `throttle_scope = "chat_send"`).
 - `login` and `token`: login attempts (`ip_throttle` in the login view) and API token creation (`POST
   /api/tokens/`, `throttle_scope = "token"`), per client IP.
-- The workflow socket counts its own messages (opencompany/consumers.py, SOCKET_MESSAGE_LIMIT).
+- The workflow socket counts its own messages (core/consumers.py, SOCKET_MESSAGE_LIMIT).
 
 Rates are read from settings on every request, so an override (or a test) takes effect at once. Over the limit an
 API call answers 429 `{"code": "rate_limited"}` with `Retry-After`; a page answers a plain 429 with `Retry-After`.

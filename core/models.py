@@ -3,7 +3,7 @@ from django.db import models
 
 
 class IdempotencyReceipt(models.Model):
-    """The first answer to an owner action sent with an `Idempotency-Key` (opencompany/idempotency.py).
+    """The first answer to an owner action sent with an `Idempotency-Key` (core/idempotency.py).
 
     Written in the same transaction as the action, so a receipt exists exactly when the action's effects do.
     """

@@ -11,8 +11,8 @@ from django.contrib.auth.signals import user_logged_out
 from django.db.models.signals import post_delete, post_save
 from django.utils.crypto import constant_time_compare
 
-from opencompany.errors import NotFoundError
-from opencompany.realtime import send_socket_control, session_group_name, user_group_name, workflow_group_name
+from core.errors import NotFoundError
+from core.realtime import send_socket_control, session_group_name, user_group_name, workflow_group_name
 
 logger = logging.getLogger(__name__)
 
