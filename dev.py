@@ -29,6 +29,9 @@ LOCK = ROOT / "requirements.lock"
 # The extras the lock covers: everything `run` and `test` install.
 LOCK_EXTRAS = "test"
 LOCK_STAMP_PREFIX = "# pyproject-sha256: "
+# Test processes `test` runs side by side: the suite waits on browsers, workers and servers much of the time, so two
+# processes keep this project's 2-core machines busy; OPENCOMPANY_TEST_PROCESSES overrides it (1: one process).
+DEFAULT_TEST_PROCESSES = 2
 
 
 def _in_venv() -> bool:
@@ -294,7 +297,24 @@ def cmd_test() -> int:
     if lint.returncode or fmt.returncode:
         print("ruff found problems (run: .venv/bin/ruff check --fix . && .venv/bin/ruff format .)", flush=True)
         return 1
-    result = subprocess.run([sys.executable, "-m", "pytest", *sys.argv[2:]], cwd=ROOT)
+    args = sys.argv[2:]
+    # Test processes side by side (pytest-xdist), each with its own database and Redis database
+    # (opencompany/settings/test.py); a file's tests stay in one process, so a module's shared server starts once.
+    processes = os.environ.get("OPENCOMPANY_TEST_PROCESSES", str(DEFAULT_TEST_PROCESSES))
+    parallel = (
+        []
+        if processes in ("0", "1") or any(a == "-n" or a.startswith("-n") for a in args)
+        else [
+            "-n",
+            processes,
+            "--dist",
+            "loadfile",
+        ]
+    )
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "pytest", *parallel, *args], cwd=ROOT)
+    minutes, seconds = divmod(round(time.monotonic() - started), 60)
+    print(f"The test suite took {minutes} min {seconds} s ({processes} test processes).", flush=True)
     if result.returncode == 5:
         print("pytest collected no tests: that is a failure here.", flush=True)
         return 1
