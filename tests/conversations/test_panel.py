@@ -8,7 +8,7 @@ from django.test import Client
 from django.urls import reverse
 
 from conversations.models import AgentConversation
-from conversations.services import usage_record_append
+from conversations.services import UsageEntry, usage_record_append
 from conversations.store import conversation_key, conversation_pressure_record, load_conversation, save_conversation
 from tests.conversations.factories import assistant, result, started_workflow, system, turn, user
 
@@ -104,9 +104,9 @@ def test_the_raw_tab_shows_the_stored_wires_escaped(live, browser):
 def test_the_panel_picks_the_node_and_shows_usage_and_pressure(live, browser):
     key = conversation_key(live.pk, 2, f"{live.pk}:agent:2")
     conversation_pressure_record(key, input_tokens=6000, output_headroom_tokens=2000, context_window_tokens=10_000)
-    usage_record_append(idempotency_key="u1", kind="llm", provider="offline", model="m", outcome="ok",
-                        workflow_id=live.pk, generation=2, agent_node_id=key.agent_node_id, input_tokens=123,
-                        output_tokens=45)  # fmt: skip
+    usage_record_append(entry=UsageEntry(idempotency_key="u1", kind="llm", provider="offline", model="m", outcome="ok",
+                                         workflow_id=live.pk, generation=2, agent_node_id=key.agent_node_id,
+                                         input_tokens=123, output_tokens=45))  # fmt: skip
     url, _ = _panel(live)
     html = browser.get(url, {"node": f"{live.pk}:context:2"}).content.decode()
     assert "agent two&#x27;s question" in html
