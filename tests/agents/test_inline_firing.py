@@ -103,6 +103,23 @@ def test_a_provider_failure_fails_the_firing_with_a_code_and_bills_an_error(owne
     assert load_conversation(conversation_key(workflow.pk, generation, ids["lead"])) == []
 
 
+def test_a_request_that_cannot_be_built_fails_the_firing_with_the_store_code_and_bills_nothing(owner, monkeypatch):
+    from agents.services import execute
+    from conversations.store import ConversationLoadFailed
+
+    def unreadable(firing):
+        raise ConversationLoadFailed(message="the stored row could not be read")
+
+    monkeypatch.setattr(execute, "firing_messages", unreadable)
+    workflow, generation, ids = assistant_with(owner)
+    firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "hello"))
+    assert (firing.state, firing.error_code) == (Firing.State.FAILED, "conversation_load_failed")
+    assert firing.error_message == "the stored row could not be read"
+    step = LlmStep.objects.get(firing=firing)
+    assert (step.state, step.error_code, step.duration_ms) == (LlmStep.State.FAILED, "conversation_load_failed", 0)
+    assert not UsageRecord.objects.filter(workflow_id=workflow.pk).exists()  # no call was made
+
+
 def test_a_continuing_firing_appends_after_the_stored_prefix_it_knows(owner):
     from conversations.models import AgentConversation
 
