@@ -39,6 +39,23 @@ def test_reset_ends_a_live_firing_and_its_late_answer_lands_nowhere(owner, setti
     assert LlmStep.objects.get(pk=step.pk).state == LlmStep.State.PERSISTED
 
 
+def test_reset_writes_each_live_firing_once_stopped_and_ended(owner, settings):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    settings.AGENT_EXECUTION_MODE = "celery"  # no worker: the firings stay live until the reset
+    workflow, generation, ids = assistant_with(owner)
+    firing_ids = [firing_start(workflow, generation, ids["lead"], text) for text in ("one", "two")]
+    prepare_payload(str(firing_ids[0]))  # one holds the conversation's lease, released with the same write
+    with CaptureQueriesContext(connection) as queries:
+        workflow_reset(workflow=workflow, actor=owner)
+    table = f'"{Firing._meta.db_table}"'
+    writes = [q["sql"] for q in queries if f"UPDATE {table}" in q["sql"]]
+    assert len(writes) == 2, writes
+    for firing in Firing.objects.filter(pk__in=firing_ids):
+        assert (firing.state, firing.error_code, firing.stop_requested) == (Firing.State.FAILED, "reset", True)
+
+
 def test_a_context_cleared_during_a_turn_is_not_written_back(owner, settings):
     from conversations.store import clear_conversation
 
