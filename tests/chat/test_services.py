@@ -10,6 +10,7 @@ from django.db import IntegrityError
 
 from agents.models import Firing
 from agents.services.messages import firing_messages
+from chat.events import chat_updated_event
 from chat.locks import chat_session_for_update
 from chat.models import ChatBranchSnapshot, ChatMessage, ChatNote, ChatRun, ChatSession
 from chat.selectors import chat_thread
@@ -205,6 +206,50 @@ def test_try_again_answers_beside_the_latest_answer_and_forgets_the_old_one(owne
     assert thread["messages"][-1]["siblings"]["count"] == 2
     chat_message_switch(workflow=workflow, message_id=old_answer.pk)
     assert chat_thread(workflow=workflow)["messages"][-1]["id"] == old_answer.pk
+
+
+def test_send_edit_and_try_again_start_their_answer_alike_and_only_the_moves_announce_a_new_shape(
+    owner, inline, capture_events
+):
+    # One way to start an answer (chat_answer_start): the owner's message is the shown leaf when the run starts,
+    # the run's parent is the run that answered the message above, and a branch move announces `chat.updated`.
+    workflow, _, _, _, _, second_run = two_turns(owner)
+    starts = []
+    for move in ("send", "edit", "regenerate"):
+        capture_events.clear()
+        before = revision(workflow)
+        if move == "send":
+            three, run, _ = chat_message_send(workflow=workflow, text="three")
+        elif move == "edit":
+            _, run = chat_message_edit(workflow=workflow, message_id=three.pk, text="THREE")
+        else:
+            latest = ChatSession.objects.get(workflow=workflow).active_leaf_id
+            run = chat_message_regenerate(workflow=workflow, message_id=latest)
+        run.refresh_from_db()
+        started = capture_events.events("run.started")
+        assert started == [
+            {
+                "type": "run.started",
+                "workflow_id": workflow.pk,
+                "kind": run.kind,
+                "state": "pending",
+                "user_message_id": run.user_message_id,
+            }
+        ]
+        updated = capture_events.events("chat.updated")
+        # The move's own bump, before the answer's end bumps again.
+        expected = (
+            [] if move == "send" else [chat_updated_event(workflow_id=workflow.pk, revision=before + 1, reason=move)]
+        )
+        assert updated == expected
+        starts.append((run.kind, run.user_message.kind, run.user_message.parent_id, run.parent_run_id))
+    second_answer = second_run.reply_message_id
+    assert starts == [
+        ("message", "message", second_answer, second_run.pk),
+        ("edit", "edit", second_answer, second_run.pk),
+        ("regenerate", "edit", second_answer, second_run.pk),
+    ]
+    assert ChatMessage.objects.get(pk=run.user_message_id).meta == {"edit_of": three.pk}
 
 
 def test_try_again_is_only_for_the_latest_answer_and_edit_only_for_the_owners_messages(owner, inline):
