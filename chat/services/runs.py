@@ -343,7 +343,18 @@ def chat_run_finish(
     run.error_message = error_message[:2000]
     run.finished_at = timezone.now()
     run.seq = seq  # the last delta's seq; the end event takes the next one when it is sent
-    run.save()
+    run.save(
+        update_fields=[
+            "state",
+            "reply_message",
+            "outcome",
+            "error_code",
+            "error_message",
+            "finished_at",
+            "seq",
+            "updated_at",
+        ]
+    )
     chat_notes_settle(run=run, told=state == ChatRun.State.FINISHED or _turn_saved(run))
     if session.active_leaf_id == run.user_message_id:
         chat_session_bump(session, leaf=reply)

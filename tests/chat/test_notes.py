@@ -54,6 +54,22 @@ def test_after_a_rating_the_next_answer_reports_the_note_in_its_own_words(owner,
     assert ChatNote.objects.get().told_at is not None
 
 
+def test_a_rating_note_quotes_the_rated_answer_up_to_the_feedback_limit(owner, inline, monkeypatch):
+    import json
+
+    from chat.services import feedback
+
+    workflow, _, _, _, (_, rated) = two_turns(owner)
+    answer = rated.reply_message.text
+    limit = 12  # the one named limit decides the quote's length, shorter than the answer
+    assert len(answer) > limit
+    monkeypatch.setattr(feedback, "FEEDBACK_ANSWER_CHARS", limit)
+    chat_feedback_set(workflow=workflow, message_id=rated.reply_message_id, rating="bad")
+    text = ChatNote.objects.get(key=f"feedback:{rated.reply_message_id}").text
+    payload = json.loads(text.removeprefix("[feedback]").removesuffix("[/feedback]"))
+    assert payload == {"rating": "bad", "answer": answer[:limit] + "…"}
+
+
 def test_a_stopped_run_whose_turn_was_saved_marks_its_notes_told(owner, inline, settings):
     settings.OFFLINE_PROVIDER_DELAY_MS = 30
     settings.AGENT_STOP_POLL_SECONDS = 0.02

@@ -446,6 +446,17 @@ def test_clear_chat_removes_the_thread_and_the_agents_forget(owner, inline):
     assert run.reply_message.text == "I see 0 earlier messages. You said: fresh"
 
 
+def test_clear_chat_reads_the_live_generation_from_the_row_not_from_a_stale_workflow(owner, inline):
+    from workflows.models import Workflow
+
+    workflow, _, ids = chat_workflow(owner, start=False)
+    stale = Workflow.objects.get(pk=workflow.pk)  # read before the first message starts the workflow
+    _, run = send(workflow, "hello")
+    assert stale.live_generation == 0 and run.generation == 1
+    counts = chat_clear(workflow=stale)
+    assert counts["conversations"] == 1 and stored(workflow, run.generation, ids["lead"]) == []
+
+
 def test_workflow_reset_ends_live_runs_with_code_reset_and_clears_the_thread(owner, monkeypatch, settings):
     from workflows.services import workflow_reset
 
@@ -521,3 +532,19 @@ def test_a_conversation_repaired_on_load_can_still_be_rewound(owner, inline):
     assert run.context_cursors[agent]["length"] == len(current) + 1
     chat_message_edit(workflow=workflow, message_id=third.pk, text="THREE")
     assert texts(stored(workflow, generation, agent))[-2] == "THREE"
+
+
+def test_every_save_in_the_chat_services_names_its_fields():
+    # A save without update_fields writes every column back, over whatever another transaction changed meanwhile.
+    import ast
+    from pathlib import Path
+
+    import chat.services
+
+    unnamed = []
+    for path in sorted(Path(chat.services.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "save":
+                if not any(keyword.arg == "update_fields" for keyword in node.keywords):
+                    unnamed.append(f"{path.name}:{node.lineno}")
+    assert unnamed == []
