@@ -8,10 +8,10 @@ from django.db.models import Q
 
 from agents.selectors import firing_request_view
 from agents.wiring import AgentNotFound, agent_wiring
-from chat.events import run_stream_state
 from chat.models import ChatFeedback, ChatMarker, ChatMessage, ChatRun, ChatRunStep, ChatSession
 from chat.provenance import chat_memory_marks
 from chat.rendering import render_markdown, render_plain
+from chat.run_stream import run_stream_state
 from conversations.estimates import next_turn_estimate
 from conversations.selectors import conversation_size_bytes
 from core.errors import NotFoundError

@@ -18,17 +18,15 @@ from agents.selectors import FiringOutcome, firing_outcome, firing_saved_a_turn
 from agents.services.firings import FiringRefused, firing_start
 from chat.errors import refuse
 from chat.events import (
-    forget_run_stream,
     publish_chat_updated,
     publish_run_event,
-    reset_run_stream,
     run_ended_event,
     run_started_event,
     run_stopping_event,
-    run_stream_state,
 )
 from chat.locks import chat_run_for_update, chat_session_for_update
 from chat.models import ChatMessage, ChatRun, ChatSession
+from chat.run_stream import forget_run_stream, reset_run_stream, run_stream_state
 from chat.services.notes import chat_notes_settle
 from workflows.graph import trigger_agents
 from workflows.selectors import LiveGeneration, live_generation_snapshot, workflow_never_started

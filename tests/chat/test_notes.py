@@ -11,8 +11,8 @@ from django.db import connection
 
 from agents.models import Firing
 from agents.services.messages import firing_messages
-from chat.events import run_stream_state
 from chat.models import ChatMarker, ChatNote, ChatRun
+from chat.run_stream import run_stream_state
 from chat.selectors import chat_thread
 from chat.services import chat_feedback_set, chat_message_edit, chat_message_send, chat_run_stop
 from tests.chat.conftest import chat_workflow

@@ -10,8 +10,8 @@ import pytest
 from django.db import connection
 
 from agents.models import Firing
-from chat.events import run_stream_state
 from chat.models import ChatRun
+from chat.run_stream import run_stream_state
 from chat.services import chat_message_send, chat_run_stop
 from providers.wire import validate_messages
 from tests.agents.factories import agent_node, edge, started_workflow
