@@ -7,7 +7,7 @@ import pytest
 from chat.delta_batcher import DeltaBatcher
 from chat.events import chat_updated_event, run_ended_event, run_started_event
 from chat.services import chat_feedback_set, chat_message_send
-from tests.chat.conftest import chat_workflow
+from tests.chat.helpers import chat_workflow
 from tests.realtime import SocketClient
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -15,8 +15,7 @@ from chat.models import ChatMarker, ChatNote, ChatRun
 from chat.run_stream import run_stream_state
 from chat.selectors import chat_thread
 from chat.services import chat_feedback_set, chat_message_edit, chat_message_send, chat_run_stop
-from tests.chat.conftest import chat_workflow
-from tests.chat.helpers import stored, texts, wait_until
+from tests.chat.helpers import chat_workflow, stored, texts, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -111,11 +110,11 @@ def test_a_run_that_ended_before_its_turn_was_saved_offers_the_notes_again(owner
 
     from agents.services.firings import firing_end
     from agents.services.prepare import prepare_payload
-    from tests.chat.helpers import HeldDispatch
+    from tests.broker import hold_broker
 
     workflow, _, _, _, (_, rated) = two_turns(owner)
     chat_feedback_set(workflow=workflow, message_id=rated.reply_message_id, rating="bad")
-    HeldDispatch(monkeypatch, settings)
+    hold_broker(monkeypatch, settings)
     _, run, _ = chat_message_send(workflow=workflow, text="three")
     prepare_payload(str(run.firing_id))  # claimed, but no model call was made: nothing was saved
     chat_run_stop(workflow=workflow, run_id=run.pk)

@@ -26,8 +26,8 @@ from chat.services import (
 )
 from conversations.store import conversation_key, lock_conversations, replace_conversation_locked
 from core.errors import ServiceError
-from tests.chat.conftest import chat_workflow
-from tests.chat.helpers import HeldDispatch, stored, texts
+from tests.broker import hold_broker
+from tests.chat.helpers import chat_workflow, stored, texts
 from tests.race import Competitor, wait_until_waiting_on_a_lock
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -81,8 +81,7 @@ def test_the_same_client_message_id_returns_the_first_message_and_run_and_starts
     assert ChatMessage.objects.filter(role="user").count() == 1
 
 
-def test_a_second_send_during_a_run_is_refused_run_in_progress(owner, monkeypatch, settings):
-    HeldDispatch(monkeypatch, settings)
+def test_a_second_send_during_a_run_is_refused_run_in_progress(owner, broker):
     workflow, _, _ = chat_workflow(owner)
     _, run, _ = chat_message_send(workflow=workflow, text="first")
     with pytest.raises(ServiceError) as excinfo:
@@ -91,8 +90,7 @@ def test_a_second_send_during_a_run_is_refused_run_in_progress(owner, monkeypatc
     assert excinfo.value.status == 409
 
 
-def test_the_partial_unique_index_allows_one_active_run_per_session(owner, monkeypatch, settings):
-    HeldDispatch(monkeypatch, settings)
+def test_the_partial_unique_index_allows_one_active_run_per_session(owner, broker):
     workflow, _, _ = chat_workflow(owner)
     message, run, _ = chat_message_send(workflow=workflow, text="first")
     with pytest.raises(IntegrityError):
@@ -101,11 +99,10 @@ def test_the_partial_unique_index_allows_one_active_run_per_session(owner, monke
         )
 
 
-def test_two_sends_at_the_same_moment_make_exactly_one_run(owner, monkeypatch, settings):
+def test_two_sends_at_the_same_moment_make_exactly_one_run(owner, broker):
     """Given two requests queued on the same session lock at once, when the lock opens, exactly one is admitted."""
     from django.db import transaction
 
-    HeldDispatch(monkeypatch, settings)
     workflow, _, _ = chat_workflow(owner)
     session = ChatSession.objects.create(workflow=workflow)
 
@@ -136,8 +133,7 @@ def test_an_empty_or_too_long_message_is_an_invalid_request(owner, inline, text)
 # --- stop -----------------------------------------------------------------------------------------------------
 
 
-def test_stopping_a_pending_run_stops_it_at_once(owner, monkeypatch, settings):
-    HeldDispatch(monkeypatch, settings)
+def test_stopping_a_pending_run_stops_it_at_once(owner, broker, settings):
     workflow, _, _ = chat_workflow(owner)
     _, run, _ = chat_message_send(workflow=workflow, text="never mind")
     stopped = chat_run_stop(workflow=workflow, run_id=run.pk)
@@ -273,7 +269,7 @@ def test_a_move_from_a_stale_revision_is_refused_revision_conflict(owner, inline
 
 def test_a_move_during_a_run_is_refused_run_in_progress(owner, monkeypatch, settings, inline):
     workflow, _, _, _, second, _ = two_turns(owner)
-    HeldDispatch(monkeypatch, settings)
+    hold_broker(monkeypatch, settings)
     chat_message_send(workflow=workflow, text="three")
     with pytest.raises(ServiceError) as excinfo:
         chat_message_edit(workflow=workflow, message_id=second.pk, text="x")
@@ -395,7 +391,7 @@ def test_a_note_is_offered_again_after_a_failed_run(owner, inline, monkeypatch, 
 
     workflow, _, _, _, _, run = two_turns(owner)
     chat_feedback_set(workflow=workflow, message_id=run.reply_message_id, rating="bad")
-    HeldDispatch(monkeypatch, settings)
+    hold_broker(monkeypatch, settings)
     _, failed, _ = chat_message_send(workflow=workflow, text="three")
     # The answering agent is prepared (the note is claimed), then the runtime's watchdog fails the lost firing.
     prepare_payload(str(failed.firing_id))
@@ -457,10 +453,9 @@ def test_clear_chat_reads_the_live_generation_from_the_row_not_from_a_stale_work
     assert counts["conversations"] == 1 and stored(workflow, run.generation, ids["lead"]) == []
 
 
-def test_workflow_reset_ends_live_runs_with_code_reset_and_clears_the_thread(owner, monkeypatch, settings):
+def test_workflow_reset_ends_live_runs_with_code_reset_and_clears_the_thread(owner, broker):
     from workflows.services import workflow_reset
 
-    HeldDispatch(monkeypatch, settings)
     workflow, _, _ = chat_workflow(owner)
     _, run, _ = chat_message_send(workflow=workflow, text="hello")
     outcome = workflow_reset(workflow=workflow)

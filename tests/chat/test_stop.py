@@ -15,8 +15,7 @@ from chat.run_stream import run_stream_state
 from chat.services import chat_message_send, chat_run_stop
 from providers.wire import validate_messages
 from tests.agents.factories import agent_node, edge, started_workflow
-from tests.chat.conftest import chat_workflow
-from tests.chat.helpers import stored, texts, wait_until
+from tests.chat.helpers import chat_workflow, stored, texts, wait_until
 from tests.fakes import Call, FakeAnthropic, FakeChatCompletions, FakeGemini, FakeOpenAIResponses, Text, Turn
 from tests.processes import start_celery_worker
 

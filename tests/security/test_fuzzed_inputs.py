@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from core.errors import ServiceError
 from memory.tool import OPERATIONS, memory_tool_call
-from tests.chat.conftest import chat_workflow
+from tests.chat.helpers import chat_workflow
 
 pytestmark = pytest.mark.django_db
 

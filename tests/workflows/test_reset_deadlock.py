@@ -19,8 +19,8 @@ from agents.models import Firing
 from chat.locks import chat_run_for_update
 from chat.models import ChatRun
 from chat.services import chat_message_send
-from tests.chat.conftest import chat_workflow
-from tests.chat.helpers import HeldDispatch
+from tests.broker import hold_broker
+from tests.chat.helpers import chat_workflow
 from tests.race import Competitor, backend_pid, run_before, wait_until_waiting_on_a_lock
 from workflows.models import Workflow
 
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _pending_run(owner, monkeypatch, settings):
-    HeldDispatch(monkeypatch, settings)  # the firing stays queued: no worker prepares it but the competitor
+    hold_broker(monkeypatch, settings)  # the firing stays queued: no worker prepares it but the competitor
     workflow, generation, _ = chat_workflow(owner)
     _, run, _ = chat_message_send(workflow=workflow, text="hello")
     assert run.firing_id is not None and run.is_active
