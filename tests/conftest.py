@@ -151,6 +151,14 @@ def provider_requests(monkeypatch):
 
 
 @pytest.fixture
+def broker(settings, monkeypatch):
+    """What the code sends to the broker, kept instead of sent (tests/broker.py): no task reaches a worker."""
+    from tests.broker import hold_broker
+
+    return hold_broker(monkeypatch, settings)
+
+
+@pytest.fixture
 def inline(settings):
     """Firings run their steps in this process, one after another (AGENT_EXECUTION_MODE=inline)."""
     settings.AGENT_EXECUTION_MODE = "inline"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.chat.conftest import chat_workflow
+from tests.chat.helpers import chat_workflow
 from tests.processes import REPO_ROOT, chromium_page, running_site
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

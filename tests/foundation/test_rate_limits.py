@@ -8,7 +8,7 @@ import uuid
 import pytest
 from django.core.cache import cache
 
-from tests.chat.conftest import chat_workflow
+from tests.chat.helpers import chat_workflow
 from tests.realtime import SocketClient
 from workflows.models import Workflow
 

@@ -9,7 +9,7 @@ from django.test import Client
 from chat.services import chat_message_edit, chat_message_regenerate, chat_message_send
 from memory.diff import word_diff
 from memory.models import MemoryItem, MemoryItemHistory
-from tests.chat.conftest import chat_workflow
+from tests.chat.helpers import chat_workflow
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

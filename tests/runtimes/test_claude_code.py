@@ -255,8 +255,8 @@ def test_the_agent_form_schema_names_each_runtimes_fidelity():
 
 
 def test_a_chat_with_claude_code_streams_stops_and_continues(owner, anthropic_fake, settings):
-    from chat.events import run_stream_state
     from chat.models import ChatRun
+    from chat.run_stream import run_stream_state
     from chat.services import chat_message_send, chat_run_stop
 
     settings.AGENT_STOP_POLL_SECONDS = 0.02

@@ -215,8 +215,8 @@ def test_a_chat_streams_step_deltas_and_a_stopped_answer_is_not_continued(owner,
 
     from django.db import connection
 
-    from chat.events import run_stream_state
     from chat.models import ChatRun
+    from chat.run_stream import run_stream_state
     from chat.services import chat_message_send, chat_run_stop
     from tests.chat.helpers import wait_until
 

@@ -39,7 +39,7 @@ def build_world(make_user) -> World:
     from chat.models import ChatMessage, ChatRun
     from chat.services.runs import chat_message_send
     from memory.services import memory_item_remember, memory_namespace_get_or_create
-    from tests.chat.conftest import chat_workflow
+    from tests.chat.helpers import chat_workflow
 
     owner = make_user("owner")
     intruder = make_user("intruder")
