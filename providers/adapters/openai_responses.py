@@ -10,39 +10,19 @@ go back byte-identical and in place), and a portable item built from the block o
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 import openai
 
-from .. import config
 from ..catalogue import capabilities
 from ..errors import ProviderError, TruncatedStreamError, classify_status
 from ..types import ChatRequest, ChatResult, Usage
 from ..wire import text_block, tool_call_block
+from .clients import CONTEXT_MARKERS, connect, map_error
 from .common import Stream, data_url_parts, estimated_usage, image_placeholder, own_thinking, system_text
-from .openai_errors import CONTEXT_MARKERS, map_openai_error
 
 PROVIDER = "openai"
 REASONING_EFFORT = {"low": "low", "medium": "medium", "high": "high", "minimal": "minimal"}
-
-
-def make_client(request: ChatRequest) -> tuple[openai.OpenAI, str | None]:
-    api_key = config.api_key_for(PROVIDER, request.api_key)
-    connect, read = config.timeouts()
-    client = openai_client(api_key or "missing-api-key", config.base_url_for(PROVIDER, request.base_url), connect, read)
-    return client, api_key
-
-
-@lru_cache(maxsize=32)
-def openai_client(api_key: str, base_url: str | None, connect: float, read: float) -> openai.OpenAI:
-    # Cached: building a client loads the CA bundle (~0.1 s), and a shared client reuses its connections.
-    return openai.OpenAI(
-        api_key=api_key,
-        base_url=base_url,
-        max_retries=0,  # one attempt: a retried LLM step could be billed twice
-        timeout=openai.Timeout(read, connect=connect),
-    )
 
 
 def _item_dict(item: Any) -> dict:
@@ -254,11 +234,11 @@ def _stream_error(event: dict) -> ProviderError:
     code = event.get("code") or ""
     text = f"{event.get('message', 'stream error')} ({code})" if code else event.get("message", "stream error")
     status = {"rate_limit_exceeded": 429, "context_length_exceeded": 400, "invalid_request_error": 400}.get(code, 500)
-    return classify_status(status, text, provider=PROVIDER, context_markers=CONTEXT_MARKERS)
+    return classify_status(status, text, provider=PROVIDER, context_markers=CONTEXT_MARKERS[PROVIDER])
 
 
 def chat(request: ChatRequest, stream: Stream) -> ChatResult:
-    client, api_key = make_client(request)
+    client, api_key = connect(request, PROVIDER)
     params = build_params(request)
     closed: dict[int, dict] = {}
     open_items: dict[str, dict] = {}  # item id -> {"type", "call_id", "text"}
@@ -317,9 +297,9 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
             raise TruncatedStreamError(
                 f"{PROVIDER}: the stream broke before response.completed", provider=PROVIDER
             ) from exc
-        raise map_openai_error(exc, provider=PROVIDER, api_key=api_key) from exc
+        raise map_error(exc, provider=PROVIDER, api_key=api_key) from exc
     except Exception as exc:
-        raise map_openai_error(exc, provider=PROVIDER, api_key=api_key) from exc
+        raise map_error(exc, provider=PROVIDER, api_key=api_key) from exc
 
     stopped = stopped or stream.stop_requested
     if final is None and not stopped:
@@ -363,7 +343,7 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
 
 
 def count_input_tokens(request: ChatRequest) -> int:
-    client, api_key = make_client(request)
+    client, api_key = connect(request, PROVIDER)
     params = build_params(request)
     params.pop("include", None)
     params.pop("store", None)
@@ -372,14 +352,14 @@ def count_input_tokens(request: ChatRequest) -> int:
     try:
         result = client.responses.input_tokens.count(**params)
     except Exception as exc:
-        raise map_openai_error(exc, provider=PROVIDER, api_key=api_key) from exc
+        raise map_error(exc, provider=PROVIDER, api_key=api_key) from exc
     return int(result.input_tokens)
 
 
 def check_credentials(request: ChatRequest) -> None:
     """One cheap call that proves the key works: the model list (free, no tokens)."""
-    client, api_key = make_client(request)
+    client, api_key = connect(request, PROVIDER)
     try:
         client.models.list()
     except Exception as exc:
-        raise map_openai_error(exc, provider=PROVIDER, api_key=api_key) from exc
+        raise map_error(exc, provider=PROVIDER, api_key=api_key) from exc
