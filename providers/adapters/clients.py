@@ -8,6 +8,7 @@ on outbound connections is added in one place for every provider.
 
 from __future__ import annotations
 
+import hashlib
 from functools import lru_cache
 from typing import Any, NamedTuple
 
@@ -86,6 +87,14 @@ def connect(request: ChatRequest, provider: str) -> Connection:
     builders = {"openai": _openai, "anthropic": _anthropic, "gemini": _gemini}
     client = builders[provider](api_key or MISSING_KEY, base_url, connect_s, read_s, policy)
     return Connection(client, api_key)
+
+
+def key_fingerprint(request: ChatRequest, provider: str) -> str:
+    """Which key at which base URL a call used, as a short one-way hash: safe to store beside what that key's
+    account issued (reasoning another key's account cannot verify) or to remember what it may not do."""
+    base_url = config.base_url_for(provider, request.base_url) or ""
+    api_key = config.api_key_for(provider, request.api_key) or ""
+    return hashlib.sha256(f"{provider}\0{base_url}\0{api_key}".encode()).hexdigest()[:16]
 
 
 def _http_client(connect_s: float, read_s: float, policy: UrlPolicy | None) -> httpx2.Client | None:

@@ -18,10 +18,18 @@ from ..catalogue import capabilities
 from ..errors import ProviderError, TruncatedStreamError, classify_status
 from ..types import ChatRequest, ChatResult, Usage
 from ..wire import text_block, tool_call_block
-from .clients import CONTEXT_MARKERS, connect, map_error
+from .clients import CONTEXT_MARKERS, connect, key_fingerprint, map_error
 from .common import Stream, data_url_parts, estimated_usage, image_placeholder, own_thinking, system_text
 
 PROVIDER = "openai"
+# Reasoning summaries need a verified organisation; an unverified one gets a 400 naming `reasoning.summary`.
+# Which keys got it, by fingerprint, so later calls leave the summary out from the start (per process: a new
+# worker learns it again with one refused request, which costs nothing).
+_SUMMARY_REFUSED: set[str] = set()
+SUMMARY_REFUSED_NOTE = (
+    "Reasoning summaries are off for this OpenAI key: OpenAI generates them only for verified organisations "
+    "(verify the organisation in OpenAI's settings to see the model's reasoning here)."
+)
 REASONING_EFFORT = {"low": "low", "medium": "medium", "high": "high", "minimal": "minimal"}
 
 
@@ -148,6 +156,17 @@ def reasoning_effort(request: ChatRequest, caps) -> str | None:
     return wanted
 
 
+def _summary_refused(exc: Exception) -> bool:
+    """Is this the 400 an unverified organisation gets for asking for reasoning summaries?"""
+    if not isinstance(exc, openai.BadRequestError):
+        return False
+    body = exc.body if isinstance(exc.body, dict) else {}
+    error = body.get("error", body) if isinstance(body.get("error", body), dict) else {}
+    return error.get("param") == "reasoning.summary" or "verified to generate reasoning summaries" in str(
+        error.get("message") or exc.message
+    )
+
+
 def build_params(request: ChatRequest) -> dict:
     params: dict[str, Any] = {"model": request.model, "input": build_input(request.messages), "store": False}
     caps = capabilities(PROVIDER, request.model)
@@ -177,7 +196,8 @@ def build_params(request: ChatRequest) -> dict:
         params["temperature"] = settings.temperature  # reasoning families refuse it ("Unsupported parameter")
     effort = reasoning_effort(request, caps)
     if effort:
-        params["reasoning"] = {"effort": effort, "summary": "auto"} if effort != "none" else {"effort": "none"}
+        summary = effort != "none" and key_fingerprint(request, PROVIDER) not in _SUMMARY_REFUSED
+        params["reasoning"] = {"effort": effort, "summary": "auto"} if summary else {"effort": effort}
     return params
 
 
@@ -246,8 +266,20 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     response_id: str | None = None
     received_any = False
     stopped = False
+    notes: list[str] = []
     try:
-        events = client.responses.create(stream=True, **params)
+        try:
+            events = client.responses.create(stream=True, **params)
+        except openai.BadRequestError as exc:
+            if not _summary_refused(exc) or "summary" not in params.get("reasoning", {}):
+                raise
+            # Refused before any work (nothing billed): the same request once more without the summary.
+            _SUMMARY_REFUSED.add(key_fingerprint(request, PROVIDER))
+            params["reasoning"] = {"effort": params["reasoning"]["effort"]}
+            events = client.responses.create(stream=True, **params)
+        reasoning = params.get("reasoning") or {}
+        if reasoning.get("effort", "none") != "none" and "summary" not in reasoning:
+            notes.append(SUMMARY_REFUSED_NOTE)
         try:
             for event in stream.pump(events, events.close):
                 received_any = True
@@ -339,6 +371,8 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
         "provider_state": {PROVIDER: {"response_id": response_id, "items": items}},
         "usage": usage.to_dict(),
     }
+    if notes:
+        message["meta"] = {"notes": notes}  # shown with the message in the Context panel
     return ChatResult(message=message, usage=usage, stop_reason=stop_reason, provider_ids={"response_id": response_id})
 
 

@@ -72,6 +72,8 @@ class ErrorReply:
     message: str
     headers: dict[str, str] = field(default_factory=dict)
     kind: str | None = None  # provider-specific error type/status; the fake picks a sensible one when None
+    param: str | None = None  # OpenAI: the request field the error names
+    code: str | None = None  # OpenAI: the error's code
 
 
 @dataclass

@@ -1,0 +1,60 @@
+"""Providers at their edges (issue 30): one test per rule, each running the real SDK against a fake that behaves
+as the provider documents (refusals, blocked prompts, unverified organisations, reasoning bound to its issuer,
+thinking-mode replay), so each fails on an adapter that ignores the rule."""
+
+from __future__ import annotations
+
+from providers import ChatRequest, ChatSettings, ChatUnifier
+from providers.wire import text_message
+from tests.fakes import Text, Think, Turn
+
+from .loop import MEMORY_TOOL, opening
+
+
+def chat(provider, fake, model, messages, *, api_key, thinking=None, temperature=None, **kwargs):
+    request = ChatRequest(
+        provider=provider,
+        model=model,
+        messages=messages,
+        tools=[MEMORY_TOOL],
+        settings=ChatSettings(thinking=thinking, temperature=temperature),
+        api_key=api_key,
+        base_url=fake.base_url,
+    )
+    return ChatUnifier().chat(request, **kwargs)
+
+
+def texts(message: dict) -> list[str]:
+    return [b["text"] for b in message["blocks"] if b["type"] == "text"]
+
+
+# --- 2. OpenAI: reasoning summaries need a verified organisation ------------------------------------------------
+
+
+def test_2_an_unverified_organisation_gets_its_answer_without_summaries_and_the_key_is_remembered(openai_fake):
+    key = "sk-test-unverified-org-2"
+    openai_fake.unverified_keys = {key}
+    openai_fake.push(Turn([Think("Weighing it."), Text("Green.")]), Turn([Text("Still green.")]))
+    first = chat("openai", openai_fake, "gpt-5", opening(), api_key=key, thinking="low")
+    assert texts(first.message) == ["Green."] and first.stop_reason == "end_turn"
+    refused, answered = openai_fake.requests
+    assert refused.body["reasoning"] == {"effort": "low", "summary": "auto"}  # asked once, refused (400)
+    assert answered.body["reasoning"] == {"effort": "low"}  # the same request without the summary
+    assert [r.param for r in openai_fake.rejections] == ["reasoning.summary"]
+    (note,) = first.message["meta"]["notes"]
+    assert "verified organisations" in note
+    # The key is remembered: the next call leaves the summary out from the start, nothing refused again.
+    messages = [*opening(), first.message, text_message("user", "And now?")]
+    second = chat("openai", openai_fake, "gpt-5", messages, api_key=key, thinking="low")
+    assert texts(second.message) == ["Still green."]
+    assert openai_fake.requests[-1].body["reasoning"] == {"effort": "low"} and len(openai_fake.rejections) == 1
+    assert second.message["meta"]["notes"] == [note]
+
+
+def test_2_a_verified_organisation_still_gets_summaries(openai_fake):
+    openai_fake.unverified_keys = {"sk-test-some-other-org"}
+    openai_fake.push(Turn([Think("Weighing it."), Text("Green.")]))
+    result = chat("openai", openai_fake, "gpt-5", opening(), api_key="sk-test-verified-2", thinking="low")
+    assert openai_fake.last_body["reasoning"] == {"effort": "low", "summary": "auto"}
+    assert [b["text"] for b in result.message["blocks"] if b["type"] == "thinking"] == ["Weighing it."]
+    assert "meta" not in result.message
