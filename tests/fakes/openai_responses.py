@@ -179,9 +179,7 @@ class FakeOpenAIResponses(FakeProviderServer):
             raise Rejected(ErrorReply(400, "Encrypted content is not supported with this model."))
         summary = (body.get("reasoning") or {}).get("summary")
         if summary is not None and self.presented_key(request) in self.unverified_keys:
-            raise Rejected(
-                ErrorReply(400, UNVERIFIED_SUMMARY, param="reasoning.summary", code="unsupported_value")
-            )
+            raise Rejected(ErrorReply(400, UNVERIFIED_SUMMARY, param="reasoning.summary", code="unsupported_value"))
         effort = (body.get("reasoning") or {}).get("effort")
         if effort is not None:
             if not reasoning_model(model):
