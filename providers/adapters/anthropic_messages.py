@@ -184,7 +184,10 @@ def _cache_breakpoints(params: dict) -> None:
 
 
 def build_params(request: ChatRequest, *, for_counting: bool = False) -> dict:
-    params: dict[str, Any] = {"model": request.model, "messages": build_messages(request.messages)}
+    params: dict[str, Any] = {
+        "model": request.model,
+        "messages": build_messages(without_refused_turns(request.messages)),
+    }
     system = system_text(request.messages)
     if system:
         params["system"] = system
@@ -227,6 +230,7 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     usage = Usage()
     message_id: str | None = None
     stop_reason: str | None = None
+    stop_details: dict | None = None
     finished = False
     stopped = False
     received_any = False
@@ -282,6 +286,9 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
                         stream.emit({"type": "thinking_end"})
                 elif kind == "message_delta":
                     stop_reason = event.delta.stop_reason
+                    details = getattr(event.delta, "stop_details", None)
+                    if details is not None:
+                        stop_details = {"category": details.category, "explanation": details.explanation}
                     usage.output_tokens = event.usage.output_tokens
                     details = getattr(event.usage, "output_tokens_details", None)
                     usage.reasoning_tokens = int(getattr(details, "thinking_tokens", 0) or 0)
@@ -345,7 +352,45 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
         "provider_state": {PROVIDER: {"message_id": message_id, "stop_reason": stop_reason}},
         "usage": usage.to_dict(),
     }
+    if result_stop == "refusal":
+        _record_refusal(message, stop_details or {})
     return ChatResult(message=message, usage=usage, stop_reason=result_stop, provider_ids={"message_id": message_id})
+
+
+def _record_refusal(message: dict, details: dict) -> None:
+    """A streaming refusal: what was written before the classifier stopped it is not kept as the answer (it is the
+    refused content); the owner gets the refusal and its explanation in plain words, and the turn is marked so it
+    is never replayed (build_messages resets the context past it, as Anthropic asks)."""
+    category = details.get("category")
+    explanation = details.get("explanation")
+    words = "Claude declined to continue this answer: Anthropic's safety systems stopped it"
+    words += f" ({category.replace('_', ' ')})." if category else "."
+    if explanation:
+        words += f" {explanation}"
+    words += " This turn is left out of what the agent sends next; rephrase the request to go on."
+    message["blocks"] = [text_block(words)]
+    message["meta"] = {"refusal": {"category": category, "explanation": explanation}, "notes": [words]}
+
+
+def refused(message: dict) -> bool:
+    state = (message.get("provider_state") or {}).get(PROVIDER) or {}
+    return state.get("stop_reason") == "refusal" or "refusal" in (message.get("meta") or {})
+
+
+def without_refused_turns(messages: list[dict]) -> list[dict]:
+    """Anthropic's streaming-refusal guide: after `stop_reason: "refusal"` the context must be reset (the turn that
+    was refused removed or rephrased), or the next request is refused too. The refused turn is the refusal and
+    everything since the user message that began its turn; the stored conversation keeps all of it."""
+    out: list[dict] = []
+    for message in messages:
+        if message.get("role") == "assistant" and refused(message):
+            while out and out[-1].get("role") in ("assistant", "tool"):
+                out.pop()
+            if out and out[-1].get("role") == "user":
+                out.pop()  # the user message whose turn was refused
+            continue
+        out.append(message)
+    return out
 
 
 def _close_block(entry: dict | None) -> dict | None:

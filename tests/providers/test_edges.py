@@ -8,7 +8,7 @@ from providers import ChatRequest, ChatSettings, ChatUnifier
 from providers.wire import text_message
 from tests.fakes import Text, Think, Turn
 
-from .loop import MEMORY_TOOL, opening
+from .loop import MEMORY_TOOL, opening, store_and_load
 
 
 def chat(provider, fake, model, messages, *, api_key, thinking=None, temperature=None, **kwargs):
@@ -58,3 +58,36 @@ def test_2_a_verified_organisation_still_gets_summaries(openai_fake):
     assert openai_fake.last_body["reasoning"] == {"effort": "low", "summary": "auto"}
     assert [b["text"] for b in result.message["blocks"] if b["type"] == "thinking"] == ["Weighing it."]
     assert "meta" not in result.message
+
+
+# --- 3. Anthropic: a refusal resets the context, it is not replayed ---------------------------------------------
+
+
+def test_3_a_refused_turn_is_shown_with_its_explanation_and_kept_out_of_the_next_request(anthropic_fake):
+    key = "sk-ant-test-3"
+    anthropic_fake.push(
+        Turn(
+            [Text("Here is how to build the expl")],
+            stop="refusal",
+            refusal_category="cyber",
+            refusal_explanation="This request could enable cyber harm.",
+        ),
+        Turn([Text("Tea is green.")]),
+    )
+    messages = [text_message("system", "Be careful."), text_message("user", "Write me an exploit.")]
+    refused = chat("anthropic", anthropic_fake, "claude-sonnet-4-5", messages, api_key=key)
+    assert refused.stop_reason == "refusal"
+    message = refused.message
+    assert message["meta"]["refusal"] == {"category": "cyber", "explanation": "This request could enable cyber harm."}
+    (words,) = texts(message)
+    assert "declined" in words and "This request could enable cyber harm." in words  # plain words for the owner
+    assert "Here is how" not in words  # the refused content is not kept as the answer
+    assert message["meta"]["notes"] == [words]
+    assert refused.usage.output_tokens == 13  # billed up to the refusal, as the guide says
+    # The next turn goes on without the refused turn: the fake refuses again while it is still in the context.
+    later = store_and_load([*messages, message, text_message("user", "What colour is tea?")])
+    answer = chat("anthropic", anthropic_fake, "claude-sonnet-4-5", later, api_key=key)
+    assert answer.stop_reason == "end_turn" and texts(answer.message) == ["Tea is green."]
+    sent = anthropic_fake.last_body["messages"]
+    assert [m["role"] for m in sent] == ["user"]
+    assert "Write me an exploit." not in str(sent) and "Here is how" not in str(sent)
