@@ -95,12 +95,17 @@ def build_messages(messages: list[dict], *, replay_reasoning: bool, alternate_ro
             entry: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(texts) if texts else None}
             if calls:
                 entry["tool_calls"] = calls
-            if replay_reasoning:
+            # Reasoning goes back when the family needs it, and whenever the server itself sent it beside tool calls
+            # (DeepSeek's thinking-mode rule: such a turn's reasoning must come back in every later request, or 400),
+            # on the field the server used.
+            state = (message.get("provider_state") or {}).get(PROVIDER) or {}
+            field = state.get("reasoning_field") or "reasoning_content"
+            if replay_reasoning or (calls and state.get("reasoning_with_calls")):
                 reasoning = "".join(
                     b["text"] for b in blocks if b.get("type") == "thinking" and own_thinking(b, PROVIDER)
                 )
                 if reasoning:
-                    entry["reasoning_content"] = reasoning
+                    entry[field] = reasoning
             if entry["content"] is not None or calls:
                 out.append(entry)
         elif role == "tool":
@@ -142,6 +147,7 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     client, api_key = connect(request, PROVIDER)
     params = build_params(request)
     reasoning = ""
+    reasoning_field: str | None = None
     reasoning_open = False
     text = ""
     calls: dict[int, dict] = {}
@@ -167,6 +173,7 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
                     extra = delta.model_extra or {}
                     piece = extra.get("reasoning_content") or extra.get("reasoning")
                     if piece:
+                        reasoning_field = "reasoning_content" if extra.get("reasoning_content") else "reasoning"
                         if not reasoning_open:
                             reasoning_open = True
                             stream.emit({"type": "thinking_start"})
@@ -241,10 +248,14 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
         }.get(finish, "other")
         if stop_reason == "end_turn" and calls:
             stop_reason = "tool_use"
+    state: dict[str, Any] = {"completion_id": completion_id, "finish_reason": finish}
+    if reasoning_field and any(b["type"] == "thinking" for b in blocks):
+        state["reasoning_field"] = reasoning_field
+        state["reasoning_with_calls"] = any(b["type"] == "tool_call" for b in blocks)
     message = {
         "role": "assistant",
         "blocks": blocks,
-        "provider_state": {PROVIDER: {"completion_id": completion_id, "finish_reason": finish}},
+        "provider_state": {PROVIDER: state},
         "usage": usage.to_dict(),
     }
     return ChatResult(

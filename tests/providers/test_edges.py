@@ -4,11 +4,13 @@ thinking-mode replay), so each fails on an adapter that ignores the rule."""
 
 from __future__ import annotations
 
+import pytest
+
 from providers import ChatRequest, ChatSettings, ChatUnifier
 from providers.wire import text_message
-from tests.fakes import Text, Think, Turn
+from tests.fakes import Call, FakeChatCompletions, Text, Think, Turn
 
-from .loop import MEMORY_TOOL, opening, store_and_load
+from .loop import MEMORY_TOOL, answer_calls, opening, store_and_load
 
 
 def chat(provider, fake, model, messages, *, api_key, thinking=None, temperature=None, **kwargs):
@@ -91,3 +93,40 @@ def test_3_a_refused_turn_is_shown_with_its_explanation_and_kept_out_of_the_next
     sent = anthropic_fake.last_body["messages"]
     assert [m["role"] for m in sent] == ["user"]
     assert "Write me an exploit." not in str(sent) and "Here is how" not in str(sent)
+
+
+# --- 4. DeepSeek thinking mode (and any server that sends reasoning beside tool calls) ------------------------
+
+
+def _tool_loop_with_reasoning(fake, model):
+    fake.push(
+        Turn([Think("I should store it."), Call("memory", '{"operation": "remember", "content": "tea"}')]),
+        Turn([Text("Stored.")]),
+    )
+    key = "sk-local-4"
+    first = chat("openai_compatible", fake, model, opening(), api_key=key)
+    assert first.stop_reason == "tool_use"
+    messages = store_and_load([*opening(), first.message, *answer_calls(first.message)])
+    return chat("openai_compatible", fake, model, messages, api_key=key)
+
+
+@pytest.mark.parametrize("model", ["deepseek-v4-flash", "deepseek-v4-pro", "my-local-thinker"])
+def test_4_reasoning_sent_beside_tool_calls_goes_back_in_later_requests(model):
+    # DeepSeek's thinking-mode guide: thinking is on by default, and in a turn with tool calls the
+    # `reasoning_content` must be passed back in all later requests, or the API answers 400. The V4 names are
+    # DeepSeek's; "my-local-thinker" is a name no catalogue knows, served by a server that sends reasoning the same
+    # way: replay follows what the server sent.
+    with FakeChatCompletions(reasoning_replay=True) as fake:
+        second = _tool_loop_with_reasoning(fake, model)
+        assert not fake.rejections, fake.rejections
+    assert texts(second.message) == ["Stored."]
+    replayed = [m for m in fake.last_body["messages"] if m["role"] == "assistant"]
+    assert replayed[0]["reasoning_content"] == "I should store it."
+
+
+def test_4_deepseek_v4_is_a_known_family_priced_from_genai_prices():
+    from providers import capabilities
+
+    caps = capabilities("openai_compatible", "deepseek-v4-flash")
+    assert caps.known and caps.replay_reasoning
+    assert caps.cost(input_tokens=1_000_000, output_tokens=0) is not None
