@@ -89,6 +89,9 @@ def _view_message(position: int, message: dict) -> dict:
         "when": _when(message.get("ts")),
         "usage": message.get("usage"),
         "blocks": [_view_block(b) for b in message.get("blocks", [])],
+        # What the provider adapter had to say about this message in plain words (a refusal, a blocked prompt,
+        # reasoning summaries off for the key, reasoning dropped after a model change): providers/README.md.
+        "notes": [n for n in ((message.get("meta") or {}).get("notes") or []) if isinstance(n, str)],
     }
 
 

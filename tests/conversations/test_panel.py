@@ -249,3 +249,15 @@ def test_the_panel_says_when_a_claude_code_session_is_bound(owner, browser):
     html = browser.get(reverse("conversations:context-panel", args=[workflow.pk])).content.decode()
     assert "Bound to a Claude Code session" in html
     assert "2b8e4c1a" not in html  # the session id is the runtime's, not the owner's business
+
+
+def test_the_panel_shows_what_the_provider_adapter_said_about_a_message(owner, browser):
+    # The adapters put plain-words notes on an answer (providers/README.md): reasoning summaries off for an
+    # unverified OpenAI organisation, a refusal, a blocked prompt, reasoning dropped after a model change.
+    workflow = started_workflow(owner, agents=1, generation=1)
+    note = f"Reasoning summaries are off for this OpenAI key {SCRIPT}"
+    answer = {"role": "assistant", "blocks": [{"type": "text", "text": "Green."}], "meta": {"notes": [note]}}
+    save_conversation(conversation_key(workflow.pk, 1, f"{workflow.pk}:agent:1"), [user("tea?"), answer])
+    url, _ = _panel(workflow)
+    html = browser.get(url, {"node": f"{workflow.pk}:context:1"}).content.decode()
+    assert '<p class="meta ctx-note">Reasoning summaries are off for this OpenAI key &lt;script&gt;' in html
