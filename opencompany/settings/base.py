@@ -214,7 +214,13 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
+# How many proxies of the operator's own stand in front of the web processes, each appending the address it saw to
+# X-Forwarded-For; the client is the N-th entry from the right. 0 (the default): the header is ignored and the
+# client is the connection's peer (core/client_address.py, docs/deploy.md "Rate limits").
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0, maximum=10)
 REST_FRAMEWORK = {
+    # DRF's own reading of the header agrees with core/client_address.py (whose function the throttles use).
+    "NUM_PROXIES": TRUSTED_PROXY_COUNT,
     # Token first: its WWW-Authenticate header makes an anonymous API call answer 401, not 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "accounts.authentication.HashedTokenAuthentication",
@@ -237,7 +243,9 @@ REST_FRAMEWORK = {
 THROTTLE_RATES = {
     "user": env_str("THROTTLE_RATE_API_USER", "1200/minute"),  # every API request, per user
     "chat_send": env_str("THROTTLE_RATE_CHAT_SEND", "30/minute"),  # chat send, edit, try again, per user
-    "login": env_str("THROTTLE_RATE_LOGIN", "20/minute"),  # login attempts, per client IP
+    "login": env_str("THROTTLE_RATE_LOGIN", "20/minute"),  # failed login attempts, per client IP
+    # failed login attempts per account (the username tried), from any address
+    "login_account": env_str("THROTTLE_RATE_LOGIN_ACCOUNT", "30/hour"),
     "token": env_str("THROTTLE_RATE_TOKEN", "10/hour"),  # API token creation, per client IP
 }
 # A workflow page's socket may send at most this many messages per window; past it the socket is closed (4429).
