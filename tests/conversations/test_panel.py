@@ -249,3 +249,15 @@ def test_the_panel_says_when_a_claude_code_session_is_bound(owner, browser):
     html = browser.get(reverse("conversations:context-panel", args=[workflow.pk])).content.decode()
     assert "Bound to a Claude Code session" in html
     assert "2b8e4c1a" not in html  # the session id is the runtime's, not the owner's business
+
+
+def test_rest_detail_of_a_node_not_in_this_workflow_is_404(live, owner, owner_client):
+    """Another workflow's agent (same owner) or a made-up node id: 404, never an empty conversation or a count."""
+    elsewhere = started_workflow(owner, name="other")
+    foreign = f"{elsewhere.pk}:agent:1"
+    for node in (foreign, "nope"):
+        path = f"/api/workflows/{live.pk}/conversations/{node}/"
+        for response in (owner_client.get(path), owner_client.delete(path)):
+            assert response.status_code == 404 and response.json()["code"] == "not_found"
+    assert owner_client.get(f"/api/workflows/{elsewhere.pk}/conversations/{foreign}/").status_code == 200
+    assert AgentConversation.objects.filter(workflow=live).count() == 3
