@@ -56,9 +56,8 @@ def close_code(socket, *, timeout: float) -> int:
 
 def manage(*args: str) -> None:
     """A short-lived process, as an operator runs one: it exits right after its commit."""
-    subprocess.run(
-        [sys.executable, "manage.py", *args], cwd=REPO_ROOT, env=child_env(), check=True, timeout=120, capture_output=True
-    )
+    command = [sys.executable, "manage.py", *args]
+    subprocess.run(command, cwd=REPO_ROOT, env=child_env(), check=True, timeout=120, capture_output=True)
 
 
 def test_a_user_deactivated_by_a_management_command_has_their_sockets_closed_at_once(web, owner):
