@@ -14,6 +14,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
 from core.errors import ServiceError
+from core.throttles import ip_throttle
 
 from . import selectors, tokens
 
@@ -51,6 +52,9 @@ def _pop_new_key(request) -> dict | None:
 def api_tokens_page(request):
     if request.method == "POST":
         action = request.POST.get("action", "")
+        # Creating and replacing mint a key: the same per-address limit as POST /api/tokens/ (one counter).
+        if action in ("create", "replace") and (refused := ip_throttle(request, "token")):
+            return refused
         try:
             if action == "create":
                 days = request.POST.get("expires_in_days") or settings.API_TOKEN_DEFAULT_DAYS

@@ -58,6 +58,13 @@ def live_context_targets(workflow: Workflow) -> list[ContextTarget]:
     return targets
 
 
+def workflow_has_node(workflow: Workflow, node_id: str) -> bool:
+    """Whether `node_id` is a node of the workflow: of its graph as saved, or of its live generation (a node removed
+    since Start still has the live conversation the panel shows)."""
+    graphs = (workflow.graph if isinstance(workflow.graph, dict) else {}, live_graph(workflow=workflow))
+    return any(node_by_id(graph, node_id) is not None for graph in graphs)
+
+
 def agent_model(workflow: Workflow, agent_node_id: str) -> tuple[str, str] | None:
     """(provider, model) of an agent node of the live generation."""
     node = node_by_id(live_graph(workflow=workflow), agent_node_id) or {}

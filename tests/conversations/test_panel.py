@@ -261,3 +261,15 @@ def test_the_panel_shows_what_the_provider_adapter_said_about_a_message(owner, b
     url, _ = _panel(workflow)
     html = browser.get(url, {"node": f"{workflow.pk}:context:1"}).content.decode()
     assert '<p class="meta ctx-note">Reasoning summaries are off for this OpenAI key &lt;script&gt;' in html
+
+
+def test_rest_detail_of_a_node_not_in_this_workflow_is_404(live, owner, owner_client):
+    """Another workflow's agent (same owner) or a made-up node id: 404, never an empty conversation or a count."""
+    elsewhere = started_workflow(owner, name="other")
+    foreign = f"{elsewhere.pk}:agent:1"
+    for node in (foreign, "nope"):
+        path = f"/api/workflows/{live.pk}/conversations/{node}/"
+        for response in (owner_client.get(path), owner_client.delete(path)):
+            assert response.status_code == 404 and response.json()["code"] == "not_found"
+    assert owner_client.get(f"/api/workflows/{elsewhere.pk}/conversations/{foreign}/").status_code == 200
+    assert AgentConversation.objects.filter(workflow=live).count() == 3

@@ -10,6 +10,8 @@ from typing import Annotated, Literal
 from django.conf import settings
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from core.text import is_invisible_text
+
 from ..todos import todos_clear, todos_tool, todos_tool_schema
 from .registry import (
     IS_AGENT,
@@ -38,6 +40,15 @@ def _bounded(setting_name: str):
     return AfterValidator(check)
 
 
+def _visible(value: str) -> str:
+    if value and is_invisible_text(value):
+        raise ValueError(
+            "is made only of invisible or direction-changing characters (such as zero-width spaces or a "
+            "right-to-left override): use visible characters"
+        )
+    return value
+
+
 class NoParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -45,7 +56,9 @@ class NoParams(BaseModel):
 class AgentParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: Annotated[str, Field(min_length=1), _bounded("WORKFLOW_AGENT_NAME_MAX_CHARS")] = "Agent"
+    name: Annotated[str, Field(min_length=1), _bounded("WORKFLOW_AGENT_NAME_MAX_CHARS"), AfterValidator(_visible)] = (
+        "Agent"
+    )
     provider: Literal[
         "openai",
         "anthropic",
