@@ -91,3 +91,52 @@ def test_a_graph_nothing_answers_is_flagged_and_start_refuses_it(page, stack):
     page.get_by_role("button", name="Start").click()
     expect(page.locator("#banner")).to_contain_text("Started generation 1")
     shot(page, "03-wired-started")
+
+
+def chat_graph(*, memory: bool = True, context: bool = True, **agent_params) -> dict:
+    """The chat trigger -> an offline agent (with a Context and a Memory), as the API takes it."""
+    agent = {"id": "lead", "type": "agent", "params": {"name": "Lead", "provider": "offline", "model": "offline-echo"}}
+    agent["params"].update(agent_params)
+    nodes = [{"id": "trigger", "type": "chatTrigger", "params": {}, "position": {"x": 40, "y": 60}}]
+    nodes.append({**agent, "position": {"x": 420, "y": 120}})
+    edges = [{"source": "trigger", "sourceHandle": "output-main", "target": "lead", "targetHandle": "input-main"}]
+    if context:
+        nodes.append({"id": "ctx", "type": "context", "params": {}, "position": {"x": 80, "y": 260}})
+        edges.append(
+            {"source": "ctx", "sourceHandle": "output-context", "target": "lead", "targetHandle": "input-context"}
+        )
+    if memory:
+        nodes.append({"id": "mem", "type": "simpleMemory", "params": {}, "position": {"x": 80, "y": 420}})
+        edges.append({"source": "mem", "sourceHandle": "output-tool", "target": "lead", "targetHandle": "input-tools"})
+    return {"nodes": nodes, "edges": edges}
+
+
+def api_workflow(page, stack: str, graph: dict, name: str = "Helper") -> int:
+    """Create a workflow through the API (from the page, with its session) and open its editor."""
+    from playwright.sync_api import expect
+
+    page.goto(stack + "/")
+    created = api(page, "POST", "/api/workflows/", {"name": name, "graph": graph})
+    assert created["status"] == 201, created
+    workflow_id = created["body"]["id"]
+    page.goto(f"{stack}/workflows/{workflow_id}/")
+    expect(page.locator("#editor")).to_have_attribute("data-state", "ready")
+    return workflow_id
+
+
+def test_a_test_run_leaves_no_memory_behind(page, stack):
+    from playwright.sync_api import expect
+
+    workflow_id = api_workflow(page, stack, chat_graph())
+    expect(page.locator("label[for='test-prompt']")).to_contain_text("leaves no trace")
+    page.get_by_label(re.compile("^Test run")).fill("remember: my favourite colour is teal")
+    page.get_by_role("button", name="Test run").click()
+    expect(page.locator("#test-answer.done")).to_contain_text("1 tool call", timeout=30_000)
+    shot(page, "10-test-run-no-trace")
+    runs = api(page, "GET", f"/api/workflows/{workflow_id}/runs/?generation=0")["body"]
+    detail = api(page, "GET", f"/api/workflows/{workflow_id}/runs/{runs[0]['id']}/")["body"]
+    # The memory tool ran and answered the model...
+    assert [(c["name"], c["is_error"]) for c in detail["tool_calls"]] == [("memory", False)], detail["tool_calls"]
+    # ...and nothing was kept.
+    items = api(page, "GET", f"/api/workflows/{workflow_id}/memory/{workflow_id}:simpleMemory:1/items/")
+    assert items["status"] == 200 and "teal" not in str(items["body"]), items
