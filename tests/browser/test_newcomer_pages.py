@@ -140,3 +140,52 @@ def test_a_test_run_leaves_no_memory_behind(page, stack):
     # ...and nothing was kept.
     items = api(page, "GET", f"/api/workflows/{workflow_id}/memory/{workflow_id}:simpleMemory:1/items/")
     assert items["status"] == 200 and "teal" not in str(items["body"]), items
+
+
+def select_node(page, node_type: str) -> None:
+    page.locator(f"{NODE}[data-type='{node_type}']").first.click(position={"x": 100, "y": 12})
+
+
+def test_the_agent_form_follows_its_provider(page, stack):
+    from playwright.sync_api import expect
+
+    api_workflow(page, stack, chat_graph())
+    select_node(page, "agent")
+    form = page.locator("#node-form")
+    provider, model = form.get_by_label("Provider"), form.get_by_label("Model")
+    expect(model).to_have_value("offline-echo")
+    # Only the common fields show; advanced ones are folded; no other provider's settings.
+    expect(form.get_by_label("Instructions")).to_be_visible()
+    expect(form.get_by_label("Temperature")).to_be_hidden()
+    expect(form.locator("[data-field='project']")).to_be_hidden()
+    expect(form.locator("[data-field='rlm_max_depth']")).to_be_hidden()
+    expect(form.locator("[data-field='runtime_tools']")).to_be_hidden()
+    expect(form).not_to_contain_text("provider-replayable")
+    shot(page, "20-agent-form-offline")
+
+    # Another provider: its default model, and green checks are earned, not inherited.
+    provider.select_option("openai")
+    expect(model).to_have_value("gpt-4.1")
+    page.get_by_text("More settings").click()
+    expect(form.get_by_label("Temperature")).to_be_visible()
+    expect(form.locator("[data-field='project']")).to_be_hidden()
+    expect(page.locator(f"{NODE}[data-type='agent'] .node-sub")).to_contain_text("openai · gpt-4.1")
+    # A model the provider knows is kept when switching back and forth between providers that know it.
+    provider.select_option("codex_cli")
+    expect(model).to_have_value("gpt-4.1")
+    expect(form.locator("[data-field='runtime_tools']")).to_be_visible()
+    provider.select_option("vertex_agent")
+    expect(model).to_have_value("")
+    expect(form.get_by_label("Project")).to_be_visible()
+    expect(form.locator("[data-field='runtime_tools']")).to_be_hidden()
+    expect(page.locator("#issues")).to_contain_text("INVALID_PARAMS", timeout=10_000)
+    provider.select_option("anthropic")
+    expect(model).to_have_value("claude-sonnet-4-6")
+    expect(form.get_by_label("Project")).to_be_hidden()
+    expect(page.locator("#issues")).to_contain_text("No problems found.", timeout=10_000)
+    shot(page, "21-agent-form-anthropic")
+
+    # The side panel scrolls, not the page: Checks and Test run stay on screen.
+    assert page.evaluate("document.documentElement.scrollHeight") <= 900 + 2
+    expect(page.locator("#issues")).to_be_in_viewport()
+    expect(page.locator("#test-run")).to_be_in_viewport()
