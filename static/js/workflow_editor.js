@@ -180,12 +180,18 @@
     });
     const button = element.querySelector(".add-context");
     if (button) {
-      const contextInput = type.inputs.find((h) => h.kind === "context");
-      const cls = dotClass(type, "input", contextInput.id);
-      const connected = (node.inputs[cls] || { connections: [] }).connections.length > 0;
-      button.hidden = connected;
+      button.hidden = hasContext(dfId);
       button.onclick = (event) => { event.stopPropagation(); addContext(dfId); };
     }
+  }
+
+  function hasContext(dfId) {
+    const node = getNode(dfId);
+    const type = node && state.types[node.data.type];
+    const contextInput = type && type.inputs.find((h) => h.kind === "context");
+    if (!contextInput) return false;
+    const cls = dotClass(type, "input", contextInput.id);
+    return (node.inputs[cls] || { connections: [] }).connections.length > 0;
   }
 
   function refreshNode(dfId) {
@@ -383,10 +389,16 @@
       return;
     }
     decorate(input_id);
+    if (state.selectedNode === String(input_id)) renderSelection();
     changed();
   });
 
-  editor.on("connectionRemoved", ({ input_id }) => { if (!state.rebuilding) { decorate(input_id); changed(); } });
+  editor.on("connectionRemoved", ({ input_id }) => {
+    if (state.rebuilding) return;
+    decorate(input_id);
+    if (state.selectedNode === String(input_id)) renderSelection();
+    changed();
+  });
   editor.on("nodeRemoved", () => { if (!state.rebuilding) { state.selectedNode = null; renderSelection(); changed(); } });
   editor.on("nodeMoved", () => changed());
   editor.on("nodeSelected", (id) => { state.selectedNode = String(id); state.selectedConnection = null; renderSelection(); });
@@ -525,7 +537,8 @@
     });
     showFieldErrors();
     const actions = el("div", { className: "node-actions" });
-    if (type.inputs.some((h) => h.kind === "context")) {
+    if (type.inputs.some((h) => h.kind === "context") && !hasContext(dfId)) {
+      // As the node's "+ Context": offered only while the agent has none (a second one is MULTIPLE_CONTEXTS).
       const addCtx = el("button", { type: "button", id: "add-context" }, "Add Context");
       addCtx.addEventListener("click", () => addContext(dfId));
       actions.append(addCtx);
