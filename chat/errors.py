@@ -28,6 +28,15 @@ RUN_END_WORDS = {
     "interrupted": "the worker stopped",
     "max_iterations": "too many tool steps",
     "failed": "the agent failed",
+    # A provider's refusal (agents/services/execute.py: `provider_` + providers/errors.py's code).
+    "provider_auth": "the provider refused the key",
+    "provider_rate_limited": "the provider asked to slow down",
+    "provider_context_too_long": "the conversation is too long for the model",
+    "provider_invalid_request": "the provider refused the request",
+    "provider_server_error": "the provider had an error",
+    "provider_network": "the provider could not be reached",
+    "provider_truncated": "the answer was cut off",
+    "provider_provider_error": "the provider failed",
 }
 
 

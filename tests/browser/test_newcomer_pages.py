@@ -189,3 +189,33 @@ def test_the_agent_form_follows_its_provider(page, stack):
     assert page.evaluate("document.documentElement.scrollHeight") <= 900 + 2
     expect(page.locator("#issues")).to_be_in_viewport()
     expect(page.locator("#test-run")).to_be_in_viewport()
+
+
+@pytest.fixture
+def unreachable_openai_stack(tmp_path):
+    """A site whose OpenAI base URL is a loopback port nothing listens on: every call fails to connect."""
+    from tests.processes import free_port
+
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    env = {"OPENAI_API_KEY": "sk-test-0123456789abcdef", "OPENAI_BASE_URL": dead}
+    with running_site(tmp_path, web_env=env, OFFLINE_PROVIDER_DELAY_MS="20", **env) as base_url:
+        yield base_url
+
+
+def test_the_chat_says_why_an_answer_failed_in_words(tmp_path, cookie, unreachable_openai_stack):
+    from playwright.sync_api import expect
+
+    stack = unreachable_openai_stack
+    with chromium_page(tmp_path / "profile", width=1280, height=900) as page:
+        page.context.add_cookies([{**cookie, "url": stack}])
+        workflow_id = api_workflow(page, stack, chat_graph(memory=False, provider="openai", model="gpt-4.1"))
+        page.goto(f"{stack}/workflows/{workflow_id}/chat/")
+        page.wait_for_function("window.chatSocket && window.chatSocket.readyState === 1")
+        page.get_by_label("Message", exact=True).fill("hello?")
+        page.keyboard.press("Enter")
+        failed = page.locator("#thread > li.msg.assistant[data-status='error']")
+        expect(failed).to_have_count(1, timeout=60_000)
+        expect(failed.locator(".badge")).to_have_text("Could not finish: the provider could not be reached")
+        expect(failed.locator(".run-error")).to_contain_text("openai: connection failed")
+        expect(failed).not_to_contain_text("provider_network")
+        shot(page, "30-chat-failed-in-words")
