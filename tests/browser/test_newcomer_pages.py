@@ -219,3 +219,30 @@ def test_the_chat_says_why_an_answer_failed_in_words(tmp_path, cookie, unreachab
         expect(failed.locator(".run-error")).to_contain_text("openai: connection failed")
         expect(failed).not_to_contain_text("provider_network")
         shot(page, "30-chat-failed-in-words")
+
+
+def test_the_keys_page_says_which_key_is_used_and_keeps_a_refused_base_url(page, stack):
+    from playwright.sync_api import expect
+
+    page.goto(stack + "/settings/provider-keys/")
+    section = page.locator("section.provider-key", has=page.locator("h2", has_text="Anthropic"))
+    # The test site sets no server key for Anthropic: the page does not claim one is used.
+    expect(section.locator(".key-in-use")).to_have_text(
+        "No key is set, yours or the server's: agents on Anthropic cannot answer until you store one."
+    )
+    expect(page.locator("body")).not_to_contain_text("the server's key is used")
+
+    local = page.locator("section.provider-key", has=page.locator("h2", has_text="OpenAI-compatible"))
+    local.locator("input[name=api_key]").fill("sk-local")
+    local.locator("input[name=base_url]").fill("http://localhost:11434/v1")
+    local.locator("button[value=save]").click()
+    local = page.locator("section.provider-key", has=page.locator("h2", has_text="OpenAI-compatible"))
+    base_url = local.locator("input[name=base_url]")
+    expect(base_url).to_have_value("http://localhost:11434/v1")
+    expect(base_url).to_have_attribute("aria-invalid", "true")
+    error = local.locator(".field-error")
+    expect(error).to_contain_text("a loopback address")
+    expect(error).to_contain_text("PROVIDER_BASE_URL_ALLOWED_HOSTS")
+    assert base_url.get_attribute("aria-describedby") == error.get_attribute("id")
+    expect(base_url).to_be_focused()
+    shot(page, "40-keys-refused-base-url")
