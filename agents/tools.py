@@ -83,7 +83,8 @@ def prepare_tool_calls(*, firing, message: dict) -> None:
 
 
 def run_tool(*, firing, binding: dict, call: dict) -> ToolOutcome:
-    """Run one non-teammate tool call inside a savepoint, so a failing tool cannot poison the turn's transaction."""
+    """Run one non-teammate tool call inside a savepoint, so a failing tool cannot poison the turn's transaction; a
+    Test run's (generation 0) savepoint is always rolled back."""
     arguments = call.get("arguments")
     if not isinstance(arguments, dict):
         reason = call.get("parse_error") or "the arguments are not a JSON object"
@@ -115,6 +116,10 @@ def run_tool(*, firing, binding: dict, call: dict) -> ToolOutcome:
                     },
                 )
             )
+            if firing.generation == 0:
+                # A Test run leaves no trace: the call sees the live memory and todos, and what it wrote is rolled
+                # back with this savepoint (its on-commit broadcasts go with it). The model still gets the result.
+                transaction.set_rollback(True)
     except ToolUnavailable as exc:
         return ToolOutcome(f"Error: {exc}", is_error=True)
     except Exception as exc:

@@ -185,6 +185,8 @@ def chat_thread(*, workflow) -> dict:
                 "created_at": message.created_at,
                 "edit_of": (message.meta or {}).get("edit_of"),
                 "error_code": (message.meta or {}).get("error_code", ""),
+                # The reason in words the run detail shows too ("openai: connection failed").
+                "error_message": (run.error_message if run else "") or "",
                 "siblings": {
                     "index": index + 1,
                     "count": len(siblings),

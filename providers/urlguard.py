@@ -103,8 +103,10 @@ def check_outbound_url(
         reason = _forbidden(ipaddress.ip_address(raw.split("%", 1)[0]))
         if reason:
             raise UnsafeURLError(
-                f"The base URL points to {reason} ({host}), which owners may not reach from this server. Ask "
-                "staff to add the host to the allowed provider hosts if it is a server you run."
+                f"The base URL points to {reason} ({host}), which owners may not reach from this server. If it is "
+                "a server you run (a local Ollama or vLLM, say), the operator can allow its host with the "
+                "PROVIDER_BASE_URL_ALLOWED_HOSTS setting (or under Allowed provider hosts in the admin); plain "
+                "http:// also needs PROVIDER_BASE_URL_ALLOW_HTTP."
             )
     # After the address check, so an internal address is named as such whatever its scheme.
     if parts.scheme == "http" and not allow_http:

@@ -498,10 +498,13 @@ def test_a_workflow_without_an_answering_agent_or_stopped_is_refused_in_plain_wo
     from workflows.services import workflow_create, workflow_start, workflow_stop
 
     lonely = workflow_create(owner=owner, name="no trigger", graph={"nodes": [], "edges": []}).workflow
-    workflow_start(workflow=lonely)
+    # Start refuses it with the chat's own sentence; the chat (which starts a never-started workflow) too.
+    with pytest.raises(ServiceError) as started:
+        workflow_start(workflow=lonely)
     with pytest.raises(ServiceError) as excinfo:
         chat_message_send(workflow=lonely, text="hello?")
     assert refusal(excinfo) == "no_answering_agent" and "chat trigger" in excinfo.value.message
+    assert (started.value.code, started.value.message) == ("no_answering_agent", excinfo.value.message)
     workflow, _, _ = chat_workflow(owner)
     workflow_stop(workflow=workflow)
     with pytest.raises(ServiceError) as excinfo:

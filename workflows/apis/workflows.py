@@ -11,7 +11,7 @@ from core.errors import ServiceError
 from core.fields import StrictCharField, StrictIntegerField
 
 from .. import services
-from ..graph import GraphShapeError, normalize_workflow_graph, validate_workflow_graph
+from ..graph import GraphShapeError, normalize_workflow_graph, run_issues, validate_workflow_graph
 from ..graph.shape import graph_nul_path
 from ..graph.validate import graph_size_issues
 from ..selectors import access_workflow, workflow_export, workflows_for_owner
@@ -131,7 +131,8 @@ class WorkflowValidateApi(APIView):
         request=InputSerializer,
         responses={200: OutputSerializer, **BAD_GRAPH, **NOT_FOUND},
         description="Normalize and validate a draft without saving it. Always 200; `valid` says whether a save "
-        "would be accepted, `issues` lists the validator's codes.",
+        "would be accepted, `issues` lists the validator's codes, and, for a savable draft, what Start would refuse "
+        "(NO_ANSWERING_AGENT: no agent wired to the chat trigger).",
     )
     def post(self, request, workflow_id: int):
         workflow = access_workflow(user=request.user, workflow_id=workflow_id)
@@ -152,8 +153,12 @@ class WorkflowValidateApi(APIView):
         except GraphShapeError as exc:
             raise ServiceError("invalid_graph", str(exc)) from None
         issues = validate_workflow_graph(result.graph)
+        valid = not any(i.severity == "error" for i in issues)
+        if valid:
+            # Saving is allowed, but Start would refuse: Checks say so before the owner presses it.
+            issues = issues + run_issues(result.graph)
         data = {
-            "valid": not any(i.severity == "error" for i in issues),
+            "valid": valid,
             "graph": result.graph,
             "aliases": result.aliases,
             "warnings": [w.as_dict() for w in result.warnings],

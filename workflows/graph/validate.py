@@ -25,6 +25,10 @@ from workflows.nodes import (
 
 from .issues import ERROR, WARNING, GraphIssue
 from .normalize import edge_id as make_edge_id
+from .wiring import trigger_agents
+
+# The sentence the chat refuses with (chat/errors.py) is the sentence Checks and Start use: one wording everywhere.
+NO_ANSWERING_AGENT_MESSAGE = "This workflow has no agent connected to its chat trigger."
 
 
 def graph_size_issues(graph: Any) -> list[GraphIssue]:
@@ -287,3 +291,13 @@ def _trigger_issues(by_id: dict, outgoing: dict) -> list[GraphIssue]:
                 GraphIssue("MULTIPLE_ANSWERING_AGENTS", ERROR, "The chat trigger feeds more than one agent.", trigger)
             )
     return issues
+
+
+def run_issues(graph: dict) -> list[GraphIssue]:
+    """What keeps a saved graph from answering a chat: checked by Start and shown in Checks, never by a save (a
+    half-built canvas may be saved). Meant for a normalized graph without errors."""
+    if trigger_agents(graph):
+        return []
+    nodes = graph.get("nodes") if isinstance(graph.get("nodes"), list) else []
+    triggers = [n.get("id") for n in nodes if isinstance(n, dict) and _spec_has(n, IS_TRIGGER)]
+    return [GraphIssue("NO_ANSWERING_AGENT", ERROR, NO_ANSWERING_AGENT_MESSAGE, triggers[0] if triggers else None)]
