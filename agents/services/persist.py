@@ -7,7 +7,7 @@ from django.conf import settings
 from django.db import transaction
 
 from agents import observers
-from agents.dispatch import continue_step, enqueue_step
+from agents.dispatch import continue_step
 from agents.locks import firing_and_step_for_update
 from agents.models import Firing, LlmStep, ToolCallResult
 from agents.rows import update_fields
@@ -29,7 +29,7 @@ from agents.usage import llm_usage_statements, record_llm_usage
 from conversations import store
 from conversations.selectors import owner_tool_result_max_chars
 
-from .compaction import pressure_record_after_turn
+from .compaction import compaction_due, compaction_land_ready, compaction_request, pressure_record_after_turn
 from .delegation import teammate_delegate
 
 STOPPED_TOOL_TEXT = "Not run: the owner stopped this answer."
@@ -221,25 +221,19 @@ def firing_end_for_limit(firing: Firing, limit: str) -> None:
 def _after_turn(firing: Firing, step: LlmStep, *, results: list[dict], stopped: bool) -> None:
     assistant = step.result["message"]
     had_tool_calls = bool(results)
-    compaction_due = pressure_record_after_turn(firing, step, added_messages=[assistant, *results])
+    # A summary that finished while this turn ran lands now, this firing holding the lease (nothing else appends).
+    landed = firing.uses_conversation and bool(compaction_land_ready(firing))
+    over_threshold = pressure_record_after_turn(firing, step, added_messages=[assistant, *results], whole_list=landed)
+    compaction_is_due = compaction_due(firing, over_threshold)
     continues = not stopped and had_tool_calls and step.iteration < firing.agent_config["max_iterations"]
     if continues:
-        if compaction_due:
-            # Compact before the next request, and continue from the compacted list: a summarizer failure then
-            # ends this firing (docs/invariants.md#compaction), and the next save cannot undo the compaction. Until
-            # then no execute_llm_step of this firing runs (a watchdog's or a duplicate's).
-            firing.compaction_pending = True
-            firing_mark_changed(firing, "compaction_pending")
-            enqueue_step(
-                "agent.compact_context",
-                firing.workflow_id,
-                firing.generation,
-                firing.agent_node_id,
-                str(firing.pk),
-                step.iteration + 1,
-            )
-        else:
-            continue_step("agent.execute_llm_step", str(firing.pk), step.iteration + 1, firing=firing)
+        # Compact before the next request, and continue from the compacted list: a summarizer failure then ends
+        # this firing (docs/invariants.md#compaction), and the next save cannot undo the compaction. Until then no
+        # execute_llm_step of this firing runs (a watchdog's or a duplicate's). A compaction already running (one
+        # per conversation) is waited for instead of a second one.
+        if compaction_is_due and compaction_request(firing, next_iteration=step.iteration + 1) != "none":
+            return
+        continue_step("agent.execute_llm_step", str(firing.pk), step.iteration + 1, firing=firing)
         return
     if stopped:
         firing_end(firing, state=Firing.State.STOPPED, end_reason="stopped", final_text=_text(assistant))
@@ -247,5 +241,5 @@ def _after_turn(firing: Firing, step: LlmStep, *, results: list[dict], stopped: 
         firing_end(firing, state=Firing.State.FINISHED, end_reason="answered", final_text=_text(assistant))
     else:
         firing_end_for_limit(firing, "max_iterations")
-    if compaction_due:  # the firing is over: the next one starts from the compacted list
-        enqueue_step("agent.compact_context", firing.workflow_id, firing.generation, firing.agent_node_id)
+    if compaction_is_due:  # runs beside the next turns, and lands on whatever they append
+        compaction_request(firing)

@@ -494,6 +494,9 @@ AGENT_MAX_WALL_SECONDS = env_int("AGENT_MAX_WALL_SECONDS", 600, minimum=5)
 AGENT_RUNTIME_DIR = env_str("AGENT_RUNTIME_DIR") or str(DATA_DIR / "runtimes")
 AGENT_MAX_TOKENS_PER_FIRING = env_int("AGENT_MAX_TOKENS_PER_FIRING", 400_000, minimum=100)
 AGENT_COMPACTION_THRESHOLD = env_float("AGENT_COMPACTION_THRESHOLD", 0.8)
+# A conversation is also compacted when its stored size reaches this share of CONVERSATION_SEED_MAX_BYTES, whatever
+# the window: a 1M-token model would reach the byte cap long before 80% of its window.
+AGENT_COMPACTION_BYTE_SHARE = env_float("AGENT_COMPACTION_BYTE_SHARE", 0.75)
 AGENT_MAX_DELEGATION_DEPTH = env_int("AGENT_MAX_DELEGATION_DEPTH", 3, minimum=1)
 AGENT_LEASE_RETRY_SECONDS = env_float("AGENT_LEASE_RETRY_SECONDS", 0.2)
 AGENT_STOP_POLL_SECONDS = env_float("AGENT_STOP_POLL_SECONDS", 0.2)

@@ -288,6 +288,9 @@ def _firing_waiting_for_its_compaction(owner, broker):
     bulky = "background " * 1500  # ~4,000 tokens: past 10% of the offline model's window
     first = str(firing_start(workflow, generation, ids["lead"], "first: " + bulky))
     run_as_task("agent.prepare_payload", first)
+    # The first turn's own compaction (nothing older than its turn to summarise) frees the conversation's slot.
+    for name, args in [sent for sent in broker if sent[0] == "agent.compact_context"]:
+        run_as_task(name, *args)
     broker.clear()
     firing_id = str(firing_start(workflow, generation, ids["lead"], "todo: buy milk\n" + bulky))
     broker.clear()
