@@ -62,6 +62,18 @@ class ToolCall:
     # Where the call comes from, for provenance: firing_id, chat_run_id, agent_node_id, agent_name, generation,
     # tool_call_id, prompt (what the agent was answering).
     origin: dict = field(default_factory=dict)
+    # The binding's meta from the node's ToolOffer (an MCP server's own tool name and connection).
+    meta: dict = field(default_factory=dict)
+    # For a remote tool: polled while the call runs; True means the owner pressed Stop (cancel the call).
+    should_stop: Callable[[], bool] | None = None
+
+
+@dataclass(frozen=True)
+class ToolText:
+    """A tool's answer given as the text the model reads (an MCP server's result), instead of a dict sent as JSON."""
+
+    text: str
+    is_error: bool = False
 
 
 @dataclass(frozen=True)
