@@ -39,7 +39,7 @@ class ToolUnavailable(LookupError):
 
 def _tool_spec(binding: dict):
     spec = get_node_spec(binding["node_type"])
-    if spec is None or spec.tool_schema is None or spec.tool_call is None:
+    if spec is None or spec.tool_call is None or (spec.tool_schema is None and spec.tools is None):
         raise ToolUnavailable(
             f"The node {binding['node_id']!r} ({binding['node_type']}) is wired as a tool, but its type offers no tool."
         )
@@ -55,10 +55,12 @@ def tool_definition(binding: dict, graph_nodes: dict[str, dict]) -> ToolDefiniti
             description=f"Delegate a task to your teammate {name}. Their final answer comes back as the result.",
             parameters=TEAMMATE_SCHEMA,
         )
-    definition = _tool_spec(binding).tool_schema()
-    return ToolDefinition(
-        name=binding["name"], description=definition["description"], parameters=definition["parameters"]
-    )
+    _tool_spec(binding)  # a node whose type offers no tool contract cannot be offered
+    if binding.get("parameters") is None:
+        raise ToolUnavailable(
+            f"The node {binding['node_id']!r} ({binding['node_type']}) is wired as a tool, but its type offers no tool."
+        )
+    return ToolDefinition(name=binding["name"], description=binding["description"], parameters=binding["parameters"])
 
 
 def _as_outcome(result: dict) -> ToolOutcome:

@@ -13,6 +13,7 @@ api_urlpatterns = [
     path("", include("workflows.urls")),
     path("", include("conversations.urls")),
     path("", include("memory.urls")),
+    path("", include("mcp_nodes.urls")),
     path("", include("chat.urls")),
     path("", include("agents.urls")),
     path("", include("accounts.urls")),

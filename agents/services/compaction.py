@@ -170,17 +170,19 @@ def _finish(key, config: dict, outcome, *, owner_id, paid: bool) -> None:
     if outcome.status == "discarded":
         # Paid for (its call is on the ledger) and not used: recorded as such, with why (docs/invariants.md).
         usage_record_append(
-            idempotency_key=f"compaction-discarded:{key.workflow_id}:{key.generation}:{key.agent_node_id}:"
-            f"{uuid.uuid4().hex}",
-            kind="compaction",
-            provider=config["provider"],
-            model=config["model"],
-            outcome="discarded",
-            owner_id=owner_id,
-            workflow_id=key.workflow_id,
-            generation=key.generation,
-            agent_node_id=key.agent_node_id,
-            meta={"reason": outcome.reason},
+            entry=UsageEntry(
+                idempotency_key=f"compaction-discarded:{key.workflow_id}:{key.generation}:{key.agent_node_id}:"
+                f"{uuid.uuid4().hex}",
+                kind="compaction",
+                provider=config["provider"],
+                model=config["model"],
+                outcome="discarded",
+                owner_id=owner_id,
+                workflow_id=key.workflow_id,
+                generation=key.generation,
+                agent_node_id=key.agent_node_id,
+                meta={"reason": outcome.reason},
+            )
         )
 
 
