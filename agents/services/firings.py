@@ -21,8 +21,6 @@ from conversations.store import conversation_key
 
 logger = logging.getLogger("agents.firing")
 
-MAX_PROMPT_CHARS_SETTING = "AGENT_MAX_PROMPT_CHARS"
-
 
 class FiringRefused(ValueError):
     def __init__(self, code: str, message: str):
@@ -32,11 +30,11 @@ class FiringRefused(ValueError):
 
 
 def firing_start(
+    *,
     workflow,
     generation: int,
     agent_node_id: str,
     prompt: str,
-    *,
     chat_run=None,
     parent: Firing | None = None,
     parent_tool_call_id: str = "",

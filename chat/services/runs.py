@@ -149,7 +149,13 @@ def chat_run_admit(
         event=run_started_event(workflow_id=workflow.pk, kind=kind, state=run.state, user_message_id=user_message.pk),
     )
     try:
-        run.firing_id = firing_start(workflow, generation, agent_node_id, user_message.text, chat_run=run)
+        run.firing_id = firing_start(
+            workflow=workflow,
+            generation=generation,
+            agent_node_id=agent_node_id,
+            prompt=user_message.text,
+            chat_run=run,
+        )
     except FiringRefused as exc:
         raise refuse("invalid_request", exc.message) from None
     run.save(update_fields=["firing_id", "updated_at"])

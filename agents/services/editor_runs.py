@@ -30,6 +30,6 @@ def firing_test_run(*, workflow: Workflow, prompt: str) -> str:
             "no_answering_agent", "Wire a chat trigger to an agent first: the test run asks the agent it feeds."
         )
     try:
-        return firing_start(workflow, 0, agents[0], prompt)
+        return firing_start(workflow=workflow, generation=0, agent_node_id=agents[0], prompt=prompt)
     except FiringRefused as exc:
         raise ServiceError(exc.code, exc.message) from None
