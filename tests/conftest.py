@@ -1,53 +1,14 @@
-import ipaddress
 import itertools
 import json
-import socket
 import sys
 
 import pytest
 
-
-class NetworkAccessError(RuntimeError):
-    pass
-
-
-def _is_loopback(host) -> bool:
-    if host in ("localhost", "", None):
-        return True
-    try:
-        return ipaddress.ip_address(str(host).split("%")[0]).is_loopback
-    except ValueError:
-        return False
-
-
-_real_connect = socket.socket.connect
-_real_connect_ex = socket.socket.connect_ex
-_real_getaddrinfo = socket.getaddrinfo
-
-
-def _guarded_connect(self, address):
-    if self.family in (socket.AF_INET, socket.AF_INET6) and not _is_loopback(address[0]):
-        raise NetworkAccessError(f"tests may only open sockets to 127.0.0.1/::1, not {address[0]!r}")
-    return _real_connect(self, address)
-
-
-def _guarded_connect_ex(self, address):
-    if self.family in (socket.AF_INET, socket.AF_INET6) and not _is_loopback(address[0]):
-        raise NetworkAccessError(f"tests may only open sockets to 127.0.0.1/::1, not {address[0]!r}")
-    return _real_connect_ex(self, address)
-
-
-def _guarded_getaddrinfo(host, *args, **kwargs):
-    if host is not None and not _is_loopback(host) and host not in ("127.0.0.1", "::1"):
-        raise NetworkAccessError(f"tests may not resolve {host!r}: there is no network but loopback")
-    return _real_getaddrinfo(host, *args, **kwargs)
+from tests.network_guard import guard_the_network
 
 
 def pytest_configure(config):
-    # No test may touch the network: a socket to anything but loopback fails the test that opened it.
-    socket.socket.connect = _guarded_connect
-    socket.socket.connect_ex = _guarded_connect_ex
-    socket.getaddrinfo = _guarded_getaddrinfo
+    guard_the_network()
 
 
 @pytest.fixture(autouse=True)
@@ -148,6 +109,15 @@ def provider_requests(monkeypatch):
 
     monkeypatch.setattr(ChatUnifier, "chat", recording_chat)
     return sent
+
+
+@pytest.fixture
+def browser_page(tmp_path):
+    """A page of Debian's Chromium (Playwright), closed after the test; a module may ask for another size."""
+    from tests.processes import chromium_page
+
+    with chromium_page(tmp_path / "profile", height=900) as page:
+        yield page
 
 
 @pytest.fixture

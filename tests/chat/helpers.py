@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from conversations.store import conversation_key, load_conversation
 from tests.agents.factories import agent_node, edge, started_workflow
+from tests.processes import REPO_ROOT
 from tests.waiting import wait_until
 
-__all__ = ["chat_workflow", "stored", "texts", "wait_until"]
+__all__ = ["BROWSER_PASSWORD", "LONG", "answers", "chat_workflow", "shot", "stored", "texts", "wait_until"]
+
+ARTIFACTS = REPO_ROOT / "test-artifacts" / "chat"
+BROWSER_PASSWORD = "pw-for-browser-1"
+LONG = " ".join(f"word{i}" for i in range(300))  # an answer long enough to be stopped or cut while it streams
 
 
 def stored(workflow, generation, agent) -> list[dict]:
@@ -42,3 +47,13 @@ def chat_workflow(owner, *, memory: bool = False, teammate: bool = False, start:
 
     outcome = workflow_create(owner=owner, name="chat test", graph={"nodes": nodes, "edges": edges})
     return outcome.workflow, 0, {n["id"]: outcome.aliases.get(n["id"], n["id"]) for n in nodes}
+
+
+def shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def answers(page):
+    """The chat page's finished answers."""
+    return page.locator("#thread > li.msg.assistant:not(.streaming)")

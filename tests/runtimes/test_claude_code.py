@@ -15,7 +15,7 @@ from conversations.store import clear_conversation, conversation_key, load_conve
 from tests.agents.factories import assistant_with
 from tests.fakes.base import Call, Text, Think, Turn
 from tests.race import Competitor, signal_after
-from tests.runtimes.conftest import fire_in_background, process_group_gone
+from tests.runtimes.helpers import fire_in_background, process_group_gone
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

@@ -12,7 +12,7 @@ from providers.wire import validate_messages
 from tests.agents.factories import assistant_with
 from tests.fakes.base import Text, Think, Turn
 from tests.race import signal_after
-from tests.runtimes.conftest import fire_in_background, process_group_gone
+from tests.runtimes.helpers import fire_in_background, process_group_gone
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

@@ -22,7 +22,7 @@ from tests.agents.factories import assistant_with
 from tests.fakes import FakeChatCompletions
 from tests.fakes.base import Text, Turn
 from tests.race import signal_after
-from tests.runtimes.conftest import fire_in_background
+from tests.runtimes.helpers import fire_in_background
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]

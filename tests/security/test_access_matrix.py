@@ -21,7 +21,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
 
-from tests.security.conftest import WORLD_FACT, WORLD_NAME, World, open_socket
+from tests.security.helpers import WORLD_FACT, WORLD_NAME, World, open_socket
 
 PUBLIC, PAGE, API, ADMIN = "public", "page", "api", "admin"
 STAFF = "staff"  # staff sessions (or the metrics bearer token) only; everybody else gets a 404

@@ -22,7 +22,7 @@ from conversations.store import conversation_key, load_conversation, save_conver
 from core.logfmt import KeyValueFormatter
 from memory.models import MemoryItem
 from memory.services import memory_item_remember, memory_namespace_get_or_create
-from tests.security.conftest import open_socket
+from tests.security.helpers import open_socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
