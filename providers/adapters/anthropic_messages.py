@@ -149,6 +149,24 @@ def _turn_started_with_thinking(messages: list[dict]) -> bool | None:
     return None
 
 
+_UNRECORDED = object()
+
+
+def _recorded_turn_thinking(messages: list[dict]):
+    """The thinking type ("adaptive", "enabled") or None the turn in progress began with, as its first Anthropic
+    step recorded it; _UNRECORDED when that step was made elsewhere or before the type was recorded (the blocks
+    then tell). Adaptive thinking may skip thinking on a step, so the blocks alone cannot say."""
+    start = 0
+    for index, message in enumerate(messages):
+        if message.get("role") == "user":
+            start = index + 1
+    for message in messages[start:]:
+        if message.get("role") == "assistant":
+            state = (message.get("provider_state") or {}).get(PROVIDER) or {}
+            return state.get("thinking", _UNRECORDED)
+    return _UNRECORDED
+
+
 def thinking_params(request: ChatRequest, caps, messages: list[dict]) -> tuple[dict, int | None]:
     """The thinking fields for this request, per model family (catalogue `thinking`), and the budget if any."""
     level = request.settings.thinking
@@ -156,7 +174,12 @@ def thinking_params(request: ChatRequest, caps, messages: list[dict]) -> tuple[d
         # "off" is sent as no thinking field: every family accepts that, and `disabled` is refused by the
         # adaptive-only ones.
         return {}, None
-    if _turn_started_with_thinking(messages) is False:
+    recorded = _recorded_turn_thinking(request.messages)
+    if recorded is None:
+        return {}, None  # the turn began without thinking: it ends without it
+    # Manual thinking needs the turn's first step to start with a thinking block as sent (its block may not go back:
+    # another provider's, or stopped); adaptive thinking does not, and may have skipped it on that step.
+    if recorded != "adaptive" and _turn_started_with_thinking(messages) is False:
         # The turn began without thinking (another provider or a thinking-off request made its first step):
         # Anthropic refuses thinking now, and the documented way out is to finish the turn without it.
         return {}, None
@@ -349,7 +372,14 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     message = {
         "role": "assistant",
         "blocks": wire_blocks,
-        "provider_state": {PROVIDER: {"message_id": message_id, "stop_reason": stop_reason}},
+        # The thinking type this step was made with: the rest of its turn keeps it (one configuration per turn).
+        "provider_state": {
+            PROVIDER: {
+                "message_id": message_id,
+                "stop_reason": stop_reason,
+                "thinking": (params.get("thinking") or {}).get("type"),
+            }
+        },
         "usage": usage.to_dict(),
     }
     if result_stop == "refusal":

@@ -210,10 +210,12 @@ class FakeAnthropic(FakeProviderServer):
                             f"{block.get('tool_use_id')}. Each `tool_result` block must have a corresponding "
                             "`tool_use` block in the previous message."
                         )
-        if thinking_on and messages and messages[-1].get("role") == "user":
+        if thinking.get("type") == "enabled" and messages and messages[-1].get("role") == "user":
             # The assistant turn in progress starts after the last user message that is more than tool results; a
-            # tool loop is one assistant turn, and with thinking on its first assistant message must start with
-            # thinking (later steps of the loop need not, without interleaved thinking).
+            # tool loop is one assistant turn, and with (manual) thinking on its first assistant message must start
+            # with thinking (later steps of the loop need not, without interleaved thinking). Adaptive thinking
+            # decides per step whether to think (it may skip it at low effort) and interleaves it, so a turn under
+            # it may begin with a tool call.
             start = 0
             for index, message in enumerate(messages):
                 if message.get("role") == "user" and any(b.get("type") != "tool_result" for b in _content(message)):

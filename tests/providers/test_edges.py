@@ -130,3 +130,31 @@ def test_4_deepseek_v4_is_a_known_family_priced_from_genai_prices():
     caps = capabilities("openai_compatible", "deepseek-v4-flash")
     assert caps.known and caps.replay_reasoning
     assert caps.cost(input_tokens=1_000_000, output_tokens=0) is not None
+
+
+# --- 5. Anthropic adaptive thinking keeps the turn's configuration ----------------------------------------------
+
+
+def test_5_a_tool_loop_under_adaptive_thinking_keeps_thinking_when_a_step_skipped_it(anthropic_fake):
+    # Adaptive thinking decides per step whether to think and may skip it at low effort; the docs ask for one
+    # thinking configuration per assistant turn. The loop's first step came back without a thinking block.
+    key = "sk-ant-test-5"
+    anthropic_fake.push(Turn([Call("memory", '{"operation": "remember", "content": "tea"}')]), Turn([Text("Done.")]))
+    first = chat("anthropic", anthropic_fake, "claude-sonnet-4-6", opening(), api_key=key, thinking="low")
+    assert anthropic_fake.last_body["thinking"] == {"type": "adaptive"}
+    assert [b["type"] for b in first.message["blocks"]] == ["tool_call"]
+    messages = store_and_load([*opening(), first.message, *answer_calls(first.message)])
+    second = chat("anthropic", anthropic_fake, "claude-sonnet-4-6", messages, api_key=key, thinking="low")
+    assert texts(second.message) == ["Done."]
+    assert anthropic_fake.last_body["thinking"] == {"type": "adaptive"}  # not switched off mid-turn
+    assert anthropic_fake.last_body["output_config"] == {"effort": "low"}
+    assert not anthropic_fake.rejections
+
+
+def test_5_a_turn_begun_without_thinking_still_ends_without_it(anthropic_fake):
+    key = "sk-ant-test-5b"
+    anthropic_fake.push(Turn([Call("memory", '{"operation": "remember", "content": "tea"}')]), Turn([Text("Done.")]))
+    first = chat("anthropic", anthropic_fake, "claude-sonnet-4-5", opening(), api_key=key, thinking="off")
+    messages = store_and_load([*opening(), first.message, *answer_calls(first.message)])
+    chat("anthropic", anthropic_fake, "claude-sonnet-4-5", messages, api_key=key, thinking="high")
+    assert "thinking" not in anthropic_fake.last_body and not anthropic_fake.rejections
