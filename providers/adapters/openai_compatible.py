@@ -17,7 +17,7 @@ from .. import config
 from ..catalogue import capabilities
 from ..errors import InvalidRequestError, ProviderError, TruncatedStreamError
 from ..types import ChatRequest, ChatResult, UrlPolicy, Usage
-from ..urlguard import check_outbound_url, request_hook
+from ..urlguard import check_outbound_url, guarded_client
 from ..wire import text_block, tool_call_block
 from .common import (
     Stream,
@@ -55,9 +55,8 @@ def make_client(request: ChatRequest) -> tuple[openai.OpenAI, str | None]:
 
 @lru_cache(maxsize=32)
 def _guarded_client(api_key: str, base_url: str, connect: float, read: float, policy: UrlPolicy) -> openai.OpenAI:
-    hook = request_hook(allowed_hosts=policy.allowed_hosts, allow_http=policy.allow_http)
-    http_client = httpx2.Client(
-        timeout=httpx2.Timeout(read, connect=connect), follow_redirects=True, event_hooks={"request": [hook]}
+    http_client = guarded_client(
+        allowed_hosts=policy.allowed_hosts, allow_http=policy.allow_http, timeout=httpx2.Timeout(read, connect=connect)
     )
     return openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0, http_client=http_client)
 
