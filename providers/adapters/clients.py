@@ -32,7 +32,7 @@ from ..errors import (
     scrub,
 )
 from ..types import ChatRequest, UrlPolicy
-from ..urlguard import check_outbound_url, request_hook
+from ..urlguard import check_outbound_url, guarded_client
 
 try:  # the google SDK may also use plain httpx underneath
     import httpx as _httpx
@@ -101,9 +101,12 @@ def _http_client(connect_s: float, read_s: float, policy: UrlPolicy | None) -> h
     """The transport under an SDK client: the SDK's own (None) unless a URL policy guards every request."""
     if policy is None:
         return None
-    hook = request_hook(allowed_hosts=policy.allowed_hosts, allow_http=policy.allow_http)
-    return httpx2.Client(
-        timeout=httpx2.Timeout(read_s, connect=connect_s), follow_redirects=True, event_hooks={"request": [hook]}
+    # Every request's URL re-checked (redirects included) and every connection made only to an address vetted in
+    # the same lookup (DNS rebinding): providers/urlguard.py.
+    return guarded_client(
+        allowed_hosts=policy.allowed_hosts,
+        allow_http=policy.allow_http,
+        timeout=httpx2.Timeout(read_s, connect=connect_s),
     )
 
 
