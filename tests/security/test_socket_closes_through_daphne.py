@@ -70,3 +70,15 @@ def test_a_user_deactivated_by_a_management_command_has_their_sockets_closed_at_
         )
         manage("shell", "-c", deactivate)
         assert close_code(socket, timeout=20) == 4401
+
+
+def test_changing_ones_password_on_the_settings_page_closes_the_other_sessions_sockets(web, owner):
+    workflow = Workflow.objects.create(owner=owner, name="w")
+    changer = Client()
+    changer.force_login(owner)
+    with open_socket(web, f"/ws/workflows/{workflow.pk}/", session_cookie(owner)) as other:
+        assert json.loads(other.recv(timeout=10))["type"] == "hello"
+        new = "a-brand-new-passphrase-42"
+        form = {"old_password": "pw-for-tests-1", "new_password1": new, "new_password2": new}
+        assert changer.post("/settings/password/", form).status_code == 302
+        assert close_code(other, timeout=20) == 4401
