@@ -9,6 +9,7 @@ from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import PasswordChangeForm
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
@@ -17,6 +18,7 @@ from core.errors import ServiceError
 from core.throttles import ip_throttle
 
 from . import selectors, tokens
+from .passwords import owner_password_change
 
 _NEW_KEY_SESSION = "accounts.new_token"
 
@@ -94,3 +96,16 @@ def api_tokens_page(request):
 @require_http_methods(["GET"])
 def usage_page(request):
     return render(request, "accounts/usage.html", {"usage": selectors.usage_summary(user=request.user)})
+
+
+@never_cache
+@login_required
+@require_http_methods(["GET", "POST"])
+def password_change_page(request):
+    """The owner's own password (the current one asked first); the other sessions and their sockets end."""
+    form = PasswordChangeForm(request.user, request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        owner_password_change(request=request, user=request.user, new_password=form.cleaned_data["new_password1"])
+        messages.success(request, "Your password was changed. Your other sessions were signed out.")
+        return redirect("password-change")
+    return render(request, "accounts/password.html", {"form": form})

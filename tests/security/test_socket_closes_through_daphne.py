@@ -1,5 +1,5 @@
-"""Socket closes through the real web server (daphne), not only the consumer: a socket of a user changed by another,
-short-lived process closes at once (issue 34)."""
+"""Socket closes through the real web server (daphne), not only the consumer (issue 34): a socket of a user changed
+by another, short-lived process closes at once; a refused socket gets the close code docs/security.md names."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 import pytest
 from django.conf import settings
 from django.test import Client
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect as ws_connect
 
 from tests.processes import REPO_ROOT, child_env, start_web_server
@@ -70,3 +70,32 @@ def test_a_user_deactivated_by_a_management_command_has_their_sockets_closed_at_
         )
         manage("shell", "-c", deactivate)
         assert close_code(socket, timeout=20) == 4401
+
+
+def test_changing_ones_password_on_the_settings_page_closes_the_other_sessions_sockets(web, owner):
+    workflow = Workflow.objects.create(owner=owner, name="w")
+    changer = Client()
+    changer.force_login(owner)
+    with open_socket(web, f"/ws/workflows/{workflow.pk}/", session_cookie(owner)) as other:
+        assert json.loads(other.recv(timeout=10))["type"] == "hello"
+        new = "a-brand-new-passphrase-42"
+        form = {"old_password": "pw-for-tests-1", "new_password1": new, "new_password2": new}
+        assert changer.post("/settings/password/", form).status_code == 302
+        assert close_code(other, timeout=20) == 4401
+
+
+@pytest.mark.parametrize("who", ["nobody", "another owner", "the owner"])
+def test_refused_sockets_are_closed_with_the_documented_codes(web, owner, other_owner, who):
+    """A refusal with a reason is a handshake accepted and closed at once (4401, 4404), which a page can read; a
+    foreign origin is an HTTP 403 handshake. Through daphne, since the ASGI server decides what a client sees."""
+    workflow = Workflow.objects.create(owner=owner, name="w")
+    cookie = {"nobody": "", "another owner": session_cookie(other_owner), "the owner": session_cookie(owner)}[who]
+    if who != "the owner":
+        with open_socket(web, f"/ws/workflows/{workflow.pk}/", cookie) as socket:
+            assert close_code(socket, timeout=20) == (4401 if who == "nobody" else 4404)
+    with open_socket(web, "/ws/workflows/abc/", cookie) as socket:
+        assert close_code(socket, timeout=20) == 4404
+    url = web.replace("http://", "ws://") + f"/ws/workflows/{workflow.pk}/"
+    with pytest.raises(InvalidStatus) as refused:
+        ws_connect(url, additional_headers={"Cookie": cookie, "Origin": "http://evil.example"}, open_timeout=20)
+    assert refused.value.response.status_code == 403
