@@ -246,3 +246,42 @@ def test_the_keys_page_says_which_key_is_used_and_keeps_a_refused_base_url(page,
     assert base_url.get_attribute("aria-describedby") == error.get_attribute("id")
     expect(base_url).to_be_focused()
     shot(page, "40-keys-refused-base-url")
+
+
+def chat_once(page, stack: str, workflow_id: int, text: str) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(f"{stack}/workflows/{workflow_id}/chat/")
+    page.wait_for_function("window.chatSocket && window.chatSocket.readyState === 1")
+    before = page.locator("#thread > li.msg.assistant:not(.streaming)").count()
+    page.get_by_label("Message", exact=True).fill(text)
+    page.keyboard.press("Enter")
+    expect(page.locator("#thread > li.msg.assistant:not(.streaming)")).to_have_count(before + 1, timeout=30_000)
+
+
+def test_the_context_panel_gives_one_token_count_and_costs_read_alike(page, stack):
+    from playwright.sync_api import expect
+
+    workflow_id = api_workflow(page, stack, chat_graph(memory=False))
+    page.get_by_role("button", name="Start").click()
+    expect(page.locator("#run-state")).to_contain_text("Running")
+    chat_once(page, stack, workflow_id, "hello there, how are you today?")
+    page.goto(f"{stack}/workflows/{workflow_id}/context/")
+    box = page.locator(".ctx-pressure")
+    expect(box.locator("#ctx-next-turn")).to_be_visible()
+    # Every size of the conversation the panel states (the room kept free for the answer is not one).
+    counts = set(re.findall(r"([\d,]+) tokens(?! kept free)", box.inner_text()))
+    assert len(counts) == 1, f"the panel gives {counts} as the conversation's size"
+    expect(box).to_contain_text("as counted for the last answer")
+    expect(box).to_contain_text("nothing (the offline model is free)")
+    expect(box).not_to_contain_text("has no price")
+    shot(page, "50-context-one-count")
+
+    # Costs: the same "$0.0000" form on the run detail and the Usage page.
+    page.goto(f"{stack}/workflows/{workflow_id}/runs/")
+    page.locator(".run-row a").first.click()
+    run_text = page.locator("main").inner_text()
+    assert "$0.000000" not in run_text and "cost $0.0000" in run_text, run_text
+    page.goto(f"{stack}/settings/usage/")
+    expect(page.locator("table.usage").first).to_contain_text("$0.0000")
+    shot(page, "51-usage-costs")
