@@ -804,6 +804,16 @@
     } catch (error) { handleWriteError(error, "Not stopped"); }
   });
 
+  function readableName(node) {
+    // The node's own name; a type's label alone is told apart by its number ("Memory 2"), never by its raw id.
+    const title = nodeTitle(node);
+    const type = state.types[node.type];
+    if (node.params && node.params.name) return title;
+    const sameType = (state.workflow.graph.nodes || []).filter((n) => n.type === node.type && !(n.params && n.params.name));
+    const number = String(node.id).split(":").pop();
+    return sameType.length > 1 && /^\d+$/.test(number) ? `${type ? type.label : title} ${number}` : title;
+  }
+
   function resetSummary() {
     const box = $("reset-body");
     box.textContent = "";
@@ -813,7 +823,7 @@
       const type = state.types[node.type];
       if (!type || !type.hasResetHook) return;
       const policy = node.params && node.params.reset_policy;
-      const name = `${type.label} ${node.id}`;
+      const name = `“${readableName(node)}”`;
       if (policy === "keep") items.append(el("li", { "data-node": node.id }, `${name}: reset_policy “keep” — its items are kept.`));
       else if (policy) items.append(el("li", { "data-node": node.id }, `${name}: reset_policy “${policy}” — its items are deleted.`));
       else items.append(el("li", { "data-node": node.id }, `${name}: cleared.`));

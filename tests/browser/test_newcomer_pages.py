@@ -246,3 +246,100 @@ def test_the_keys_page_says_which_key_is_used_and_keeps_a_refused_base_url(page,
     assert base_url.get_attribute("aria-describedby") == error.get_attribute("id")
     expect(base_url).to_be_focused()
     shot(page, "40-keys-refused-base-url")
+
+
+def chat_once(page, stack: str, workflow_id: int, text: str) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(f"{stack}/workflows/{workflow_id}/chat/")
+    page.wait_for_function("window.chatSocket && window.chatSocket.readyState === 1")
+    before = page.locator("#thread > li.msg.assistant:not(.streaming)").count()
+    page.get_by_label("Message", exact=True).fill(text)
+    page.keyboard.press("Enter")
+    expect(page.locator("#thread > li.msg.assistant:not(.streaming)")).to_have_count(before + 1, timeout=30_000)
+
+
+def test_the_context_panel_gives_one_token_count_and_costs_read_alike(page, stack):
+    from playwright.sync_api import expect
+
+    workflow_id = api_workflow(page, stack, chat_graph(memory=False))
+    page.get_by_role("button", name="Start").click()
+    expect(page.locator("#run-state")).to_contain_text("Running")
+    chat_once(page, stack, workflow_id, "hello there, how are you today?")
+    page.goto(f"{stack}/workflows/{workflow_id}/context/")
+    box = page.locator(".ctx-pressure")
+    expect(box.locator("#ctx-next-turn")).to_be_visible()
+    # Every size of the conversation the panel states (the room kept free for the answer is not one).
+    counts = set(re.findall(r"([\d,]+) tokens(?! kept free)", box.inner_text()))
+    assert len(counts) == 1, f"the panel gives {counts} as the conversation's size"
+    expect(box).to_contain_text("as counted for the last answer")
+    expect(box).to_contain_text("nothing (the offline model is free)")
+    expect(box).not_to_contain_text("has no price")
+    shot(page, "50-context-one-count")
+
+    # Costs: the same "$0.0000" form on the run detail and the Usage page.
+    page.goto(f"{stack}/workflows/{workflow_id}/runs/")
+    page.locator(".run-row a").first.click()
+    run_text = page.locator("main").inner_text()
+    assert "$0.000000" not in run_text and "cost $0.0000" in run_text, run_text
+    page.goto(f"{stack}/settings/usage/")
+    expect(page.locator("table.usage").first).to_contain_text("$0.0000")
+    shot(page, "51-usage-costs")
+
+
+def test_export_import_reset_and_login_read_as_a_person_expects(page, stack, tmp_path):
+    from playwright.sync_api import expect
+
+    graph = chat_graph()
+    graph["nodes"].append({"id": "spare", "type": "simpleMemory", "params": {"reset_policy": "clear"}})
+    workflow_id = api_workflow(page, stack, graph, name="Support desk")
+
+    # Export saves a file named after the workflow.
+    with page.expect_download() as download_info:
+        page.get_by_role("link", name="Export").click()
+    download = download_info.value
+    assert download.suggested_filename == "Support desk.json"
+    exported = tmp_path / download.suggested_filename
+    download.save_as(exported)
+
+    # The Reset dialog names the Memory by its name, not its internal id.
+    page.get_by_role("button", name="Reset…").click()
+    dialog = page.locator("#reset-dialog")
+    expect(dialog.locator("li")).to_have_text(
+        [
+            "“Memory 1”: reset_policy “keep” — its items are kept.",
+            "“Memory 2”: reset_policy “clear” — its items are deleted.",
+        ]
+    )
+    expect(dialog).not_to_contain_text(f"{workflow_id}:simpleMemory")
+    shot(page, "60-reset-names")
+    dialog.get_by_role("button", name="Cancel").click()
+
+    # Importing it next to the original: the copy's name says it is the imported one.
+    page.goto(stack + "/")
+    page.get_by_text("Import a workflow (JSON export)").click()
+    page.locator("#import-file").set_input_files(str(exported))
+    page.get_by_role("button", name="Import", exact=True).click()
+    expect(page.locator("#workflow-name")).to_have_text("Support desk (imported)")
+    page.goto(stack + "/")
+    page.get_by_text("Import a workflow (JSON export)").click()
+    page.locator("#import-file").set_input_files(str(exported))
+    page.get_by_role("button", name="Import", exact=True).click()
+    expect(page.locator("#workflow-name")).to_have_text("Support desk (imported 2)")
+    # With no file chosen, the message speaks of the form there is (no paste field).
+    page.goto(stack + "/")
+    page.get_by_text("Import a workflow (JSON export)").click()
+    page.get_by_role("button", name="Import", exact=True).click()
+    expect(page.locator(".flash")).to_contain_text("Choose a workflow's export file (.json) to import.")
+    expect(page.locator(".flash")).not_to_contain_text("paste")
+
+    # A wrong password keeps the username typed.
+    page.context.clear_cookies()
+    page.goto(stack + "/login/")
+    page.get_by_label("Username").fill("newcomer")
+    page.get_by_label("Password").fill("not the password")
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("alert")).to_contain_text("did not match")
+    expect(page.get_by_label("Username")).to_have_value("newcomer")
+    expect(page.get_by_label("Password")).to_be_focused()
+    shot(page, "61-login-kept")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+
+from django.utils.http import content_disposition_header
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -26,6 +29,11 @@ from .serializers import (
     WorkflowOutput,
     workflow_data,
 )
+
+
+def export_file_stem(name: str) -> str:
+    """The workflow's name as a file name: what no file system takes (separators, control characters) becomes -."""
+    return re.sub(r'[\\/:*?"<>|\x00-\x1f\x7f]+', "-", name).strip(" .-")[:150] or "workflow"
 
 
 class WorkflowListCreateApi(APIView):
@@ -202,7 +210,12 @@ class WorkflowExportApi(APIView):
     )
     def get(self, request, workflow_id: int):
         workflow = access_workflow(user=request.user, workflow_id=workflow_id)
-        return Response(ExportOutput(workflow_export(workflow=workflow)).data)
+        response = Response(ExportOutput(workflow_export(workflow=workflow)).data)
+        # The editor's Export link saves the file under the workflow's name, not "export".
+        response["Content-Disposition"] = content_disposition_header(
+            as_attachment=True, filename=f"{export_file_stem(workflow.name)}.json"
+        )
+        return response
 
 
 class WorkflowDuplicateApi(APIView):
