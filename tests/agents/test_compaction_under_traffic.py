@@ -201,6 +201,14 @@ def test_an_edit_inside_the_summarised_prefix_discards_the_summary_and_the_ledge
     assert (slot.summaries, slot.landed, slot.discarded, slot.state) == (1, 0, 1, "idle")
     outcomes = list(UsageRecord.objects.filter(kind="compaction").values_list("outcome", flat=True))
     assert sorted(outcomes) == ["discarded", "ok"]  # the call billed once, and recorded as discarded
+    # The run history shows the discarded summary and why.
+    from django.test import Client
+    from django.urls import reverse
+
+    client = Client()
+    client.force_login(owner)
+    html = client.get(reverse("workflow-runs", args=[workflow.pk])).content.decode()
+    assert 'data-outcome="discarded"' in html and "discarded: the summarised turns changed" in html
     # The next turn over the threshold asks for a new summary (the slot is free again).
     firing_start(workflow, generation, ids["lead"], words(1000, "turn3"))
     assert len(held) == 1
