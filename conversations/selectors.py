@@ -23,6 +23,7 @@ from .models import (
     RuntimeSessionBinding,
     UsageRecord,
 )
+from .store import compaction_status, conversation_key
 
 
 @dataclass(frozen=True)
@@ -156,6 +157,11 @@ def pressure_of(header: AgentConversation | None) -> dict | None:
         "fraction": round(used / window, 4) if window else None,
         "measured_at": header.pressure_measured_at,
     }
+
+
+def compaction_of(workflow: Workflow, agent_node_id: str) -> dict:
+    """The live conversation's compaction: one in progress, when the last one landed, summaries paid for."""
+    return compaction_status(conversation_key(workflow.pk, workflow.live_generation, agent_node_id))
 
 
 def pretty_json(value) -> str:

@@ -171,6 +171,7 @@ def context_panel(request, workflow_id: int):
     if context["pressure"]:
         context["pressure_words"] = pressure_words(context["pressure"])
     if target and target.agent_node_id:
+        context["compaction"] = selectors.compaction_of(workflow, target.agent_node_id)
         key = {
             "workflow_id": workflow.pk,
             "generation": workflow.live_generation,

@@ -207,7 +207,7 @@ def test_the_list_page_has_no_n_plus_one(live, browser, django_assert_max_num_qu
     for n in range(3, 30):
         save_conversation(conversation_key(live.pk, 2, f"{live.pk}:agent:1"), [*_every_block_type(), *turn(n)])
     url, _ = _panel(live)
-    with django_assert_max_num_queries(12):
+    with django_assert_max_num_queries(13):  # one of them: the compaction slot
         assert browser.get(url, {"node": f"{live.pk}:context:1"}).status_code == 200
 
 
@@ -273,3 +273,26 @@ def test_rest_detail_of_a_node_not_in_this_workflow_is_404(live, owner, owner_cl
             assert response.status_code == 404 and response.json()["code"] == "not_found"
     assert owner_client.get(f"/api/workflows/{elsewhere.pk}/conversations/{foreign}/").status_code == 200
     assert AgentConversation.objects.filter(workflow=live).count() == 3
+
+
+def test_the_panel_shows_a_compaction_in_progress_when_the_last_landed_and_summaries_paid_for(live, browser):
+    from conversations.store import PrefixIdentity, compaction_claim, compaction_finish, compaction_ready
+
+    key = conversation_key(live.pk, 2, f"{live.pk}:agent:2")
+    url, _ = _panel(live)
+    html = browser.get(url, {"node": f"{live.pk}:context:2"}).content.decode()
+    assert "No summary has replaced older turns yet." in html and "ctx-compaction-running" not in html
+    assert "Summaries paid for: 0 (0 used, 0 discarded" in html
+
+    assert compaction_claim(key)
+    compaction_finish(key, outcome="landed", paid=True)
+    assert compaction_claim(key)
+    compaction_ready(key, identity=PrefixIdentity(1, 1, "00"), summary="s")  # paid, waiting to land
+    html = browser.get(url, {"node": f"{live.pk}:context:2"}).content.decode()
+    assert "A summary of the older turns is being made" in html
+    assert "Last summary landed" in html and "ago." in html
+    assert "Summaries paid for: 2 (1 used, 0 discarded" in html
+    compaction_finish(key, outcome="discarded", paid=False)
+    html = browser.get(url, {"node": f"{live.pk}:context:2"}).content.decode()
+    assert "ctx-compaction-running" not in html
+    assert "Summaries paid for: 2 (1 used, 1 discarded" in html
