@@ -53,7 +53,11 @@ def fail(reason: str) -> str:
 async def hang(seconds: float) -> str:
     """Sleep that long before answering."""
     _logged("hang", {"seconds": seconds})
-    await asyncio.sleep(seconds)
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        _logged("hang-cancelled", {"seconds": seconds})  # the client's notifications/cancelled reached the server
+        raise
     _logged("hang-done", {"seconds": seconds})
     return "woke up"
 
