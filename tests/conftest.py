@@ -155,3 +155,19 @@ def capture_events(monkeypatch):
     from tests.events import EventCapture
 
     return EventCapture(monkeypatch)
+
+
+# Files that take minutes each (several real servers restarted, every API operation fuzzed): under pytest-xdist
+# (dev.py test) a file is one unit of work, handed out in collection order, so the longest go first and the short
+# ones fill in behind them instead of one long file starting last and running alone.
+LONGEST_FIRST = ("tests/scaleout/", "tests/security/test_schemathesis")
+
+
+def pytest_collection_modifyitems(config, items):
+    def weight(item) -> int:
+        path = item.nodeid.split("::", 1)[0]
+        if path.startswith(LONGEST_FIRST):
+            return 0
+        return 1 if item.get_closest_marker("slow") else 2
+
+    items.sort(key=weight)  # stable: a file's tests keep their order
