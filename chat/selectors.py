@@ -257,13 +257,14 @@ def chat_panel_links(*, workflow) -> dict:
     links["agent_name"] = (wiring.node.get("params") or {}).get("name") or agents[0]
     nodes = {n.get("id"): n for n in graph.get("nodes", [])}
     for tool in wiring.tools:
-        if tool.node_type == "simpleMemory":
+        spec = get_node_spec(tool.node_type)
+        if spec is not None and spec.memory_panel_url is not None:
             params = (nodes.get(tool.node_id) or {}).get("params") or {}
             links["memory"].append(
                 {
                     "node_id": tool.node_id,
-                    "label": params.get("name") or params.get("label") or "Memory",
-                    "url": f"/workflows/{workflow.pk}/memory/{tool.node_id}/",
+                    "label": params.get("name") or params.get("label") or spec.label,
+                    "url": spec.memory_panel_url(workflow.pk, tool.node_id),
                 }
             )
     return links
