@@ -57,6 +57,18 @@ def chat_session_lock(*, workflow) -> ChatSession:
     return session
 
 
+def session_message(session: ChatSession, message_id) -> ChatMessage:
+    """One of the session's messages; another session's, a missing one or an id that is not a number: not found."""
+    try:
+        pk = int(message_id)
+    except (TypeError, ValueError):
+        raise refuse("not_found") from None
+    message = ChatMessage.objects.filter(session=session, pk=pk).first()
+    if message is None:
+        raise refuse("not_found")
+    return message
+
+
 def check_revision(session: ChatSession, expected_revision: int | None) -> None:
     if expected_revision is not None and int(expected_revision) != session.revision:
         raise refuse("revision_conflict", revision=session.revision)
