@@ -29,6 +29,7 @@ from .common import (
     object_arguments,
     own_thinking,
     system_text,
+    without_turns,
 )
 
 PROVIDER = "anthropic"
@@ -209,7 +210,7 @@ def _cache_breakpoints(params: dict) -> None:
 def build_params(request: ChatRequest, *, for_counting: bool = False) -> dict:
     params: dict[str, Any] = {
         "model": request.model,
-        "messages": build_messages(without_refused_turns(request.messages)),
+        "messages": build_messages(without_turns(request.messages, refused)),
     }
     system = system_text(request.messages)
     if system:
@@ -405,22 +406,6 @@ def _record_refusal(message: dict, details: dict) -> None:
 def refused(message: dict) -> bool:
     state = (message.get("provider_state") or {}).get(PROVIDER) or {}
     return state.get("stop_reason") == "refusal" or "refusal" in (message.get("meta") or {})
-
-
-def without_refused_turns(messages: list[dict]) -> list[dict]:
-    """Anthropic's streaming-refusal guide: after `stop_reason: "refusal"` the context must be reset (the turn that
-    was refused removed or rephrased), or the next request is refused too. The refused turn is the refusal and
-    everything since the user message that began its turn; the stored conversation keeps all of it."""
-    out: list[dict] = []
-    for message in messages:
-        if message.get("role") == "assistant" and refused(message):
-            while out and out[-1].get("role") in ("assistant", "tool"):
-                out.pop()
-            if out and out[-1].get("role") == "user":
-                out.pop()  # the user message whose turn was refused
-            continue
-        out.append(message)
-    return out
 
 
 def _close_block(entry: dict | None) -> dict | None:

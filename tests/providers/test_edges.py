@@ -158,3 +158,24 @@ def test_5_a_turn_begun_without_thinking_still_ends_without_it(anthropic_fake):
     messages = store_and_load([*opening(), first.message, *answer_calls(first.message)])
     chat("anthropic", anthropic_fake, "claude-sonnet-4-5", messages, api_key=key, thinking="high")
     assert "thinking" not in anthropic_fake.last_body and not anthropic_fake.rejections
+
+
+# --- 6. Gemini: a blocked prompt is a refusal with its reason, billed, not a broken stream ------------------------
+
+
+def test_6_a_blocked_prompt_is_reported_with_its_reason_and_its_prompt_tokens_are_billed(gemini_fake):
+    key = "AIza-test-6"
+    gemini_fake.push(Turn([], stop="blocked", block_reason="PROHIBITED_CONTENT", input_tokens=40))
+    gemini_fake.push(Turn([Text("Tea is green.")]))
+    messages = [text_message("system", "Be careful."), text_message("user", "Something forbidden.")]
+    result = chat("gemini", gemini_fake, "gemini-2.5-flash", messages, api_key=key)
+    assert result.stop_reason == "refusal"  # not `truncated`, which would suggest trying again
+    (words,) = texts(result.message)
+    assert "blocked" in words and "prohibited content" in words
+    assert result.message["meta"]["blocked"]["reason"] == "PROHIBITED_CONTENT"
+    assert result.usage.input_tokens == 40 and result.usage.output_tokens == 0 and not result.usage.estimated
+    # The next turn leaves the blocked prompt out (the fake blocks again while it is in the contents).
+    later = store_and_load([*messages, result.message, text_message("user", "What colour is tea?")])
+    answer = chat("gemini", gemini_fake, "gemini-2.5-flash", later, api_key=key)
+    assert texts(answer.message) == ["Tea is green."]
+    assert "Something forbidden." not in str(gemini_fake.last_body["contents"])
