@@ -179,3 +179,22 @@ def test_6_a_blocked_prompt_is_reported_with_its_reason_and_its_prompt_tokens_ar
     answer = chat("gemini", gemini_fake, "gemini-2.5-flash", later, api_key=key)
     assert texts(answer.message) == ["Tea is green."]
     assert "Something forbidden." not in str(gemini_fake.last_body["contents"])
+
+
+# --- 7. Anthropic: a tool call cut by max_tokens never runs -----------------------------------------------------
+
+
+def test_7_a_call_cut_before_its_arguments_arrived_is_not_kept_and_the_model_is_told(anthropic_fake):
+    # The limit hit right after the tool_use block opened: no argument arrived, the block still gets its
+    # content_block_stop, and `stop_reason` is max_tokens (Anthropic's tool-use docs: an incomplete tool_use).
+    key = "sk-ant-test-7"
+    anthropic_fake.push(Turn([Text("Saving it."), Call("memory", "")], stop="max_tokens"), Turn([Text("Ok.")]))
+    cut = chat("anthropic", anthropic_fake, "claude-sonnet-4-5", opening(), api_key=key)
+    assert cut.stop_reason == "max_tokens"
+    assert [b["type"] for b in cut.message["blocks"]] == ["text"]  # nothing left to run
+    (note,) = cut.message["meta"]["notes"]
+    assert "`memory`" in note and "not made" in note
+    later = store_and_load([*opening(), cut.message, text_message("user", "Go on.")])
+    chat("anthropic", anthropic_fake, "claude-sonnet-4-5", later, api_key=key)
+    replayed = anthropic_fake.last_body["messages"][1]
+    assert replayed["role"] == "assistant" and replayed["content"][-1]["text"] == note
