@@ -198,3 +198,30 @@ def test_7_a_call_cut_before_its_arguments_arrived_is_not_kept_and_the_model_is_
     chat("anthropic", anthropic_fake, "claude-sonnet-4-5", later, api_key=key)
     replayed = anthropic_fake.last_body["messages"][1]
     assert replayed["role"] == "assistant" and replayed["content"][-1]["text"] == note
+
+
+# --- 8. OpenAI: encrypted reasoning goes back only to the model and key that issued it ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "key"),
+    [("gpt-5.1", "sk-test-8-a"), ("gpt-5", "sk-test-8-b")],
+    ids=["model-changed", "key-changed"],
+)
+def test_8_reasoning_from_another_model_or_key_is_dropped_and_the_text_kept(openai_fake, model, key):
+    openai_fake.push(Turn([Think("Careful now."), Text("Green.")]), Turn([Text("Still green.")]))
+    first = chat("openai", openai_fake, "gpt-5", opening(), api_key="sk-test-8-a", thinking="low")
+    later = store_and_load([*opening(), first.message, text_message("user", "Sure?")])
+    second = chat("openai", openai_fake, model, later, api_key=key, thinking="low")
+    assert texts(second.message) == ["Still green."] and not openai_fake.rejections
+    sent = openai_fake.last_body["input"]
+    assert not [i for i in sent if i["type"] == "reasoning"]
+    assert any(i.get("role") == "assistant" and "Green." in str(i.get("content")) for i in sent)  # the text stays
+
+
+def test_8_the_same_model_and_key_still_get_their_reasoning_back(openai_fake):
+    openai_fake.push(Turn([Think("Careful now."), Text("Green.")]), Turn([Text("Still green.")]))
+    first = chat("openai", openai_fake, "gpt-5", opening(), api_key="sk-test-8-c", thinking="low")
+    later = store_and_load([*opening(), first.message, text_message("user", "Sure?")])
+    chat("openai", openai_fake, "gpt-5", later, api_key="sk-test-8-c", thinking="low")
+    assert [i["type"] for i in openai_fake.last_body["input"]].count("reasoning") == 1 and not openai_fake.rejections
