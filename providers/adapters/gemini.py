@@ -214,7 +214,8 @@ def build_config(request: ChatRequest) -> types.GenerateContentConfig:
                 ]
             )
         ]
-    if settings.temperature is not None:
+    caps = capabilities(PROVIDER, request.model)
+    if settings.temperature is not None and (settings.temperature_confirmed or not caps.temperature_confirm):
         kwargs["temperature"] = settings.temperature
     if settings.max_output_tokens:
         kwargs["max_output_tokens"] = settings.max_output_tokens

@@ -225,3 +225,46 @@ def test_8_the_same_model_and_key_still_get_their_reasoning_back(openai_fake):
     later = store_and_load([*opening(), first.message, text_message("user", "Sure?")])
     chat("openai", openai_fake, "gpt-5", later, api_key="sk-test-8-c", thinking="low")
     assert [i["type"] for i in openai_fake.last_body["input"]].count("reasoning") == 1 and not openai_fake.rejections
+
+
+# --- 9. Gemini 3: the default temperature unless the owner confirms theirs ---------------------------------------
+
+
+@pytest.mark.parametrize("model", ["gemini-3-pro-preview", "gemini-3-flash-preview", "gemini-9-ultra"])
+def test_9_gemini_3_keeps_its_default_temperature_unless_the_owner_confirmed(gemini_fake, model):
+    # Google's Gemini 3 guide: keep the temperature at its default of 1.0; lower values can make the model loop.
+    gemini_fake.push(Turn([Text("ok")]), Turn([Text("ok")]))
+    chat("gemini", gemini_fake, model, opening(), api_key="AIza-test-9", temperature=0.2)
+    assert "temperature" not in (gemini_fake.last_body.get("generationConfig") or {})
+    request = ChatRequest(
+        provider="gemini",
+        model=model,
+        messages=opening(),
+        settings=ChatSettings(temperature=0.2, temperature_confirmed=True),
+        api_key="AIza-test-9",
+        base_url=gemini_fake.base_url,
+    )
+    ChatUnifier().chat(request)
+    assert gemini_fake.last_body["generationConfig"]["temperature"] == 0.2
+
+
+def test_9_gemini_2_5_still_gets_the_owners_temperature(gemini_fake):
+    gemini_fake.push(Turn([Text("ok")]))
+    chat("gemini", gemini_fake, "gemini-2.5-flash", opening(), api_key="AIza-test-9", temperature=0.2)
+    assert gemini_fake.last_body["generationConfig"]["temperature"] == 0.2
+
+
+def test_9_the_agent_form_asks_for_the_confirmation_and_says_why_and_the_firing_passes_it_on():
+    from types import SimpleNamespace
+
+    from agents.services.prepare import agent_config_of
+    from agents.services.provider_request import provider_request_of
+    from workflows.nodes.builtin import AgentParams
+
+    field = AgentParams.model_json_schema()["properties"]["temperature_confirmed"]
+    assert "Gemini 3" in field["description"] and "default temperature of 1.0" in field["description"]
+    params = {"provider": "gemini", "model": "gemini-3-pro-preview", "temperature": 0.2, "temperature_confirmed": True}
+    config = agent_config_of({"id": "a", "params": params})
+    firing = SimpleNamespace(agent_config=config, tool_bindings=[], workflow=SimpleNamespace(owner_id=0))
+    request = provider_request_of(firing, opening(), credentials=False)
+    assert request.settings.temperature == 0.2 and request.settings.temperature_confirmed is True

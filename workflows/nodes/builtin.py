@@ -76,6 +76,14 @@ class AgentParams(BaseModel):
         str, Field(json_schema_extra={"x-widget": "textarea"}), _bounded("WORKFLOW_AGENT_SYSTEM_PROMPT_MAX_CHARS")
     ] = ""
     temperature: Annotated[float, Field(ge=0, le=2)] | None = None
+    temperature_confirmed: bool | None = Field(
+        None,
+        description=(
+            "Gemini 3 and later: Google recommends keeping these models at their default temperature of 1.0 "
+            "(lower values can make them loop or answer worse), so the temperature above is sent to them only "
+            "when this is checked."
+        ),
+    )
     max_output_tokens: Annotated[int, Field(ge=1)] | None = None
     thinking: Literal["off", "low", "medium", "high"] | None = None
     max_iterations: Annotated[int, Field(ge=1)] | None = None
