@@ -15,7 +15,7 @@ from workflows.apis import ErrorOutput, InvalidGraphOutput
 from workflows.selectors import access_workflow
 
 from .selectors import workflow_run_detail, workflow_runs
-from .services.test_runs import firing_test_run
+from .services.editor_runs import firing_test_run
 
 _NOT_FOUND = {404: ErrorOutput}
 _BAD = {400: InvalidGraphOutput}

@@ -16,6 +16,7 @@ from decimal import Decimal
 from django.db.models import Count, Max, Q
 
 from agents.models import Firing, LlmStep, ToolCallResult
+from conversations.models import UsageRecord
 from conversations.selectors import usage_by_keys
 
 _EXCERPT = 160
@@ -222,6 +223,17 @@ def workflow_runs(*, workflow, limit: int = 50, generation: int | None = None) -
         )
         rows.append(row)
     return rows
+
+
+def workflow_compactions(*, workflow, limit: int = 50) -> list[dict]:
+    """The workflow's recent compaction summaries from the ledger, newest first: each call (ok, error, ambiguous)
+    and each summary discarded because the turns it summarised changed (docs/invariants.md#compaction)."""
+    rows = (
+        UsageRecord.objects.filter(workflow_id=workflow.pk, kind=UsageRecord.Kind.COMPACTION)
+        .order_by("-created_at", "-pk")
+        .values("created_at", "generation", "agent_node_id", "outcome", "input_tokens", "output_tokens", "cost", "meta")
+    )
+    return [{**row, "reason": (row.pop("meta") or {}).get("reason", "")} for row in rows[:limit]]
 
 
 def _step_rows(firing: Firing, usage: dict) -> list[dict]:

@@ -8,15 +8,18 @@ from django.shortcuts import render
 
 from workflows.views import workflow_or_404
 
-from .selectors import workflow_run_detail, workflow_runs
+from .selectors import workflow_compactions, workflow_run_detail, workflow_runs
 
 
 @login_required
 def workflow_runs_page(request, workflow_id: int):
     workflow = workflow_or_404(request, workflow_id)
-    return render(
-        request, "workflows/runs.html", {"workflow": workflow, "runs": workflow_runs(workflow=workflow, limit=100)}
-    )
+    context = {
+        "workflow": workflow,
+        "runs": workflow_runs(workflow=workflow, limit=100),
+        "compactions": workflow_compactions(workflow=workflow, limit=50),
+    }
+    return render(request, "workflows/runs.html", context)
 
 
 @login_required

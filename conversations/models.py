@@ -57,6 +57,55 @@ class AgentConversation(models.Model):
         return f"{self.workflow_id}/{self.generation}/{self.agent_node_id} ({self.message_count} messages)"
 
 
+class ConversationCompaction(models.Model):
+    """The one compaction slot of a conversation key (docs/invariants.md#compaction).
+
+    At most one summary is in flight per conversation: a turn over the threshold claims the slot (`running`), later
+    turns find it taken and queue nothing. A summary that could not land at once because a firing holds the key's
+    lease waits here (`ready`, with the prefix it summarises) for that firing to land it. The counters are what the
+    Context panel shows; the ledger (`UsageRecord`) keeps the calls themselves.
+    """
+
+    class State(models.TextChoices):
+        IDLE = "idle"
+        RUNNING = "running"
+        READY = "ready"
+
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="+")
+    generation = models.PositiveIntegerField()
+    agent_node_id = models.CharField(max_length=200)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.IDLE)
+    started_at = models.DateTimeField(null=True, blank=True)
+    # Touched by the running summary's heartbeat: a slot silent for AGENT_STEP_LOST_AFTER_SECONDS was lost with its
+    # worker and may be claimed again.
+    beat_at = models.DateTimeField(null=True, blank=True)
+    # A firing that waits for this compaction before its next step (agents: Firing.compaction_pending); a plain id,
+    # the store imports no runtime.
+    waiting_firing_id = models.UUIDField(null=True, blank=True)
+    waiting_iteration = models.PositiveIntegerField(default=0)
+    # The summarised prefix's identity at the snapshot: the header row, how many messages, the chain digest at its
+    # last message. "Unchanged" at landing means all three still hold.
+    prefix_conversation_id = models.BigIntegerField(null=True, blank=True)
+    prefix_length = models.PositiveIntegerField(default=0)
+    prefix_chain = models.CharField(max_length=64, blank=True, default="")
+    summary = models.TextField(blank=True, default="")
+    summaries = models.PositiveIntegerField(default=0)  # summary calls paid for
+    landed = models.PositiveIntegerField(default=0)
+    discarded = models.PositiveIntegerField(default=0)
+    last_landed_at = models.DateTimeField(null=True, blank=True)
+    last_outcome = models.CharField(max_length=32, blank=True, default="")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workflow", "generation", "agent_node_id"], name="conversation_compaction_unique_key"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"compaction {self.workflow_id}/{self.generation}/{self.agent_node_id} ({self.state})"
+
+
 class ConversationMessage(models.Model):
     conversation = models.ForeignKey(AgentConversation, on_delete=models.CASCADE, related_name="message_rows")
     position = models.PositiveIntegerField()
@@ -158,6 +207,9 @@ class UsageRecord(models.Model):
         OK = "ok"
         ERROR = "error"
         AMBIGUOUS = "ambiguous"
+        # A compaction summary paid for (its own row, outcome ok) and then not used: the turns it summarised
+        # changed before it could land (docs/invariants.md#compaction). A row of its own, no tokens.
+        DISCARDED = "discarded"
 
     idempotency_key = models.CharField(max_length=200, unique=True)
     owner_id = models.BigIntegerField(null=True, blank=True, db_index=True)

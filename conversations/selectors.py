@@ -23,6 +23,7 @@ from .models import (
     RuntimeSessionBinding,
     UsageRecord,
 )
+from .store import compaction_status, conversation_key
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,13 @@ def live_context_targets(workflow: Workflow) -> list[ContextTarget]:
             label = f"Context of {agent_label}" if agent_label else "Unconnected Context"
         targets.append(ContextTarget(node["id"], agent, agent_label, label))
     return targets
+
+
+def workflow_has_node(workflow: Workflow, node_id: str) -> bool:
+    """Whether `node_id` is a node of the workflow: of its graph as saved, or of its live generation (a node removed
+    since Start still has the live conversation the panel shows)."""
+    graphs = (workflow.graph if isinstance(workflow.graph, dict) else {}, live_graph(workflow=workflow))
+    return any(node_by_id(graph, node_id) is not None for graph in graphs)
 
 
 def agent_model(workflow: Workflow, agent_node_id: str) -> tuple[str, str] | None:
@@ -149,6 +157,11 @@ def pressure_of(header: AgentConversation | None) -> dict | None:
         "fraction": round(used / window, 4) if window else None,
         "measured_at": header.pressure_measured_at,
     }
+
+
+def compaction_of(workflow: Workflow, agent_node_id: str) -> dict:
+    """The live conversation's compaction: one in progress, when the last one landed, summaries paid for."""
+    return compaction_status(conversation_key(workflow.pk, workflow.live_generation, agent_node_id))
 
 
 def pretty_json(value) -> str:

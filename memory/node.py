@@ -15,7 +15,7 @@ from workflows.nodes import KIND_TOOL, Handle, NodeSpec, ResetContext
 from .provenance import Provenance
 from .query_vectors import prefetch_recall_query
 from .services import memory_namespace_clear
-from .tool import memory_tool_call, memory_tool_definition
+from .tool import memory_tool_call, memory_tool_definition, memory_tool_step_summary
 
 
 class SimpleMemoryParams(BaseModel):
@@ -87,6 +87,7 @@ SIMPLE_MEMORY = NodeSpec(
     tool_schema=memory_tool_definition,
     tool_call=_memory_tool_call,
     tool_prepare=_memory_tool_prepare,
+    tool_step_summary=memory_tool_step_summary,
     reset_execution_state=_memory_reset,
     clear_memory=_memory_clear,
     legacy_outputs=("output-memory",),

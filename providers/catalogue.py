@@ -43,6 +43,9 @@ class Capabilities:
     effort_levels: tuple[str, ...] = ()
     thinking_budgets: dict = field(default_factory=dict)
     fallback_prices: dict | None = None  # catalogue prices, used only where genai-prices has no entry
+    # The genai-prices provider that prices this family when it is not the provider's own (DeepSeek's API behind
+    # openai_compatible): None = the provider's.
+    price_provider: str | None = None
 
     def cost(
         self, *, input_tokens: int, cached_tokens: int = 0, output_tokens: int = 0, cache_creation_tokens: int = 0
@@ -101,4 +104,5 @@ def capabilities(provider: str, model: str) -> Capabilities:
         effort_levels=tuple(entry.get("effort_levels") or ()),
         thinking_budgets=dict(entry.get("thinking_budgets") or {}),
         fallback_prices=entry.get("prices"),
+        price_provider=entry.get("price_provider"),
     )

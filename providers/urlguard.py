@@ -44,40 +44,46 @@ def check_outbound_url(
     allowed_hosts: Iterable[str] = (),
     allow_http: bool = False,
     resolver: Resolver = resolve,
+    what: str = "base URL",
+    allow_hint: str = (
+        "If it is a server you run (a local Ollama or vLLM, say), the operator can allow its host with the "
+        "PROVIDER_BASE_URL_ALLOWED_HOSTS setting (or under Allowed provider hosts in the admin); plain http:// also "
+        "needs PROVIDER_BASE_URL_ALLOW_HTTP."
+    ),
 ) -> str:
-    """Return the URL when it may be used, else raise UnsafeURLError with the reason."""
+    """Return the URL when it may be used, else raise UnsafeURLError with the reason. `what` names the URL in the
+    messages (an owner's base URL, an MCP server's URL); `allow_hint` says how a host gets allowed."""
     try:
         parts = urlsplit(url.strip())
         port = parts.port
     except ValueError:
-        raise UnsafeURLError("The base URL is not a valid URL.") from None
+        raise UnsafeURLError(f"The {what} is not a valid URL.") from None
     host = (parts.hostname or "").lower()
     if parts.scheme not in ("http", "https") or not host:
-        raise UnsafeURLError("The base URL must start with https:// and name a host.")
+        raise UnsafeURLError(f"The {what} must start with https:// and name a host.")
     if parts.username or parts.password:
-        raise UnsafeURLError("The base URL may not contain a user name or password; store the key separately.")
+        raise UnsafeURLError(f"The {what} may not contain a user name or password; store the key separately.")
     if _allowlisted(host, port, allowed_hosts):
         return url.strip()
     try:
         addresses = addresses_of(host, port or (443 if parts.scheme == "https" else 80), resolver)
     except OSError:
-        raise UnsafeURLError(f"The host {host} of the base URL could not be resolved.") from None
-    _refuse_internal(host, addresses)
+        raise UnsafeURLError(f"The host {host} of the {what} could not be resolved.") from None
+    _refuse_internal(host, addresses, what=what, allow_hint=allow_hint)
     # After the address check, so an internal address is named as such whatever its scheme.
     if parts.scheme == "http" and not allow_http:
-        raise UnsafeURLError("The base URL must use https:// (plain http is not allowed on this installation).")
+        raise UnsafeURLError(f"The {what} must use https:// (plain http is not allowed on this installation).")
     return url.strip()
 
 
-def _refuse_internal(host: str, addresses: list[str]) -> None:
+def _refuse_internal(host: str, addresses: list[str], *, what: str = "base URL", allow_hint: str = "") -> None:
     if not addresses:
-        raise UnsafeURLError(f"The host {host} of the base URL could not be resolved.")
+        raise UnsafeURLError(f"The host {host} of the {what} could not be resolved.")
     for raw in addresses:
         reason = address_problem(raw)
         if reason:
             raise UnsafeURLError(
-                f"The base URL points to {reason} ({host}), which owners may not reach from this server. Ask "
-                "staff to add the host to the allowed provider hosts if it is a server you run."
+                f"The {what} points to {reason} ({host}), which owners may not reach from this server. {allow_hint}"
             )
 
 

@@ -3,10 +3,10 @@ lock, activate by compare-and-swap, then continue (or end) the firing."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import uuid
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -28,7 +28,7 @@ from agents.services.runtime_runs import summary_provider
 from agents.usage import record_llm_usage
 from agents.wiring import AgentNotFound, agent_wiring
 from conversations import store
-from conversations.services import usage_record_append
+from conversations.services import UsageEntry, usage_record_append
 from conversations.store import CompactionError, conversation_key
 from provider_keys.selectors import owner_request_overrides
 from providers import capabilities
@@ -37,14 +37,17 @@ from providers.context import COUNTING_PROVIDERS, Pressure, estimate_tokens, mea
 from providers.types import ChatRequest, Usage
 from workflows.selectors import generation_with_workflow
 
-from .prepare import agent_config_of
+from .agent_config import agent_config_of
 from .provider_request import provider_request_of
 
 logger = logging.getLogger("agents.step")
 
 
-def pressure_record_after_turn(firing: Firing, step: LlmStep, *, added_messages: list[dict]) -> bool:
-    """Store the agent's active context pressure; True when the projected next request crosses its threshold."""
+def pressure_record_after_turn(
+    firing: Firing, step: LlmStep, *, added_messages: list[dict], whole_list: bool = False
+) -> bool:
+    """Store the agent's active context pressure; True when the projected next request crosses its threshold.
+    `whole_list`: the list changed under the turn (a compaction landed): estimate all of it, not the last request."""
     if not firing.uses_conversation:
         return False
 
@@ -53,8 +56,12 @@ def pressure_record_after_turn(firing: Firing, step: LlmStep, *, added_messages:
     # The provider counted the request it just served (usage.input_tokens); what this turn added (the answer and
     # its tool results) is estimated here, inside persist, where no provider call may be made.
     request = provider_request_of(firing, added_messages, credentials=False)  # for the model and settings only
-    added = estimate_tokens(ChatRequest(provider=request.provider, model=request.model, messages=added_messages))
-    pressure = Pressure(int(usage.get("input_tokens", 0)) + added, 0, _context_window(request), "estimate")
+    if whole_list:
+        tokens = estimate_tokens(provider_request_of(firing, firing_messages(firing), credentials=False))
+    else:
+        added = estimate_tokens(ChatRequest(provider=request.provider, model=request.model, messages=added_messages))
+        tokens = int(usage.get("input_tokens", 0)) + added
+    pressure = Pressure(tokens, 0, _context_window(request), "estimate")
     key = firing_key(firing)
     firing_write_along(firing, _pressure_statements(key, pressure, request))  # with the firing's write, at the end
     # After commit, outside every lock: the provider's own token counter replaces the estimate where it has one.
@@ -95,30 +102,140 @@ def _count_pressure(key, firing: Firing) -> None:
         logger.warning("context pressure count failed", extra=key.as_log())
 
 
+def compaction_due(firing: Firing, over_threshold: bool) -> bool:
+    """A compaction is due after this turn: its projected next request crossed the token threshold of the window, or
+    the stored list crossed its share of the byte cap (a big-window model would otherwise reach the cap first)."""
+    if not firing.uses_conversation:
+        return False
+    size = (firing.stored_prefix or {}).get("size_bytes")
+    cap = settings.CONVERSATION_SEED_MAX_BYTES * float(settings.AGENT_COMPACTION_BYTE_SHARE)
+    return over_threshold or (size is not None and size >= cap)
+
+
+def compaction_request(firing: Firing, *, next_iteration: int | None = None) -> str:
+    """Ask for a compaction of the locked firing's conversation: "started" (this turn claimed the conversation's one
+    slot and sent `agent.compact_context`), "waiting" (one is running: the firing, when it must wait before
+    `next_iteration`, is continued by it) or "none" (one is already running or waits to land: nothing is queued).
+
+    With `next_iteration` the firing waits (`compaction_pending`) and is continued by the compaction; without it the
+    compaction runs beside the conversation's next turns and lands on whatever they appended."""
+    key = firing_key(firing)
+    waiter = str(firing.pk) if next_iteration else None
+    if store.compaction_claim(key, waiting_firing_id=waiter, waiting_iteration=next_iteration or 0):
+        args = (str(firing.pk), next_iteration) if next_iteration else ()
+        enqueue_step("agent.compact_context", firing.workflow_id, firing.generation, firing.agent_node_id, *args)
+        status = "started"
+    elif next_iteration and store.compaction_wait(key, firing_id=waiter, iteration=next_iteration):
+        status = "waiting"
+    else:
+        return "none"
+    if next_iteration:
+        firing.compaction_pending = True
+        firing_mark_changed(firing, "compaction_pending")
+    return status
+
+
+def _count_tokens(config: dict):
+    def count_tokens(messages: list[dict]) -> int:
+        return estimate_tokens(ChatRequest(provider=config["provider"], model=config["model"], messages=messages))
+
+    return count_tokens
+
+
+def compaction_land_ready(firing: Firing, *, config: dict | None = None):
+    """Inside the locked firing's transaction, while it holds its conversation's lease: land the summary that waits
+    in the slot (a compaction that finished while this firing was mid-turn). The firing's stored prefix then names
+    the compacted list; its unsaved messages follow it as they followed the old one. None when nothing was ready
+    or the firing's list cannot follow a compacted one (a first save that rewrites the stored list; then the
+    summary waits for the next turn)."""
+    prefix = firing.stored_prefix
+    if prefix is not None and ("length" not in prefix or prefix.get("detached")):
+        return None
+    key = firing_key(firing)
+    slot = store.compaction_slot_for_update(key)
+    if slot is None or slot[0] != "ready":
+        return None
+    identity = store.PrefixIdentity(int(slot[3] or 0), int(slot[4]), slot[5])
+    config = config or firing.agent_config
+    outcome = store.compaction_land_locked(key, identity, slot[6], count_tokens=_count_tokens(config))
+    _finish(key, config, outcome, owner_id=firing.workflow.owner_id, paid=False)
+    if outcome.compacted and prefix is not None:
+        _follow_compaction(firing, outcome)
+    return outcome
+
+
+def _finish(key, config: dict, outcome, *, owner_id, paid: bool) -> None:
+    store.compaction_finish(key, outcome="landed" if outcome.compacted else "discarded", paid=paid)
+    logger.info("compaction", extra={**key.as_log(), "status": outcome.status, "reason": outcome.reason})
+    if outcome.status == "discarded":
+        # Paid for (its call is on the ledger) and not used: recorded as such, with why (docs/invariants.md).
+        usage_record_append(
+            entry=UsageEntry(
+                idempotency_key=f"compaction-discarded:{key.workflow_id}:{key.generation}:{key.agent_node_id}:"
+                f"{uuid.uuid4().hex}",
+                kind="compaction",
+                provider=config["provider"],
+                model=config["model"],
+                outcome="discarded",
+                owner_id=owner_id,
+                workflow_id=key.workflow_id,
+                generation=key.generation,
+                agent_node_id=key.agent_node_id,
+                meta={"reason": outcome.reason},
+            )
+        )
+
+
+def _follow_compaction(firing: Firing, outcome) -> None:
+    """The locked firing extended the list the compaction replaced: it now extends the compacted one."""
+    prefix = firing.stored_prefix or {}
+    replaced = outcome.replaced
+    if "length" in prefix and (prefix["length"], prefix["version"], prefix["digest"]) == (
+        replaced.length,
+        replaced.version,
+        replaced.digest,
+    ):
+        firing.stored_prefix = outcome.written.as_dict()
+    elif "replaces" in prefix and not prefix.get("detached") and prefix["replaces"] == replaced.version:
+        # A first save that rewrites the stored list (a new system prompt): its list is [system, the stored turns,
+        # the new message]; it becomes [system, the compacted turns, the new message].
+        snapshot = store.load_conversation_snapshot(firing_key(firing))
+        systems = [m for m in firing.pending_messages if m.get("role") == "system"]
+        kept = [m for m in snapshot.messages if m.get("role") != "system"]
+        firing.stored_prefix = {"replaces": snapshot.version}
+        firing.pending_messages = [*systems, *kept, firing.pending_messages[-1]]
+    else:
+        return
+    firing_mark_changed(firing, "stored_prefix", "pending_messages")
+
+
 def compact_context(
     workflow_id: int, generation: int, agent_node_id: str, firing_id: str | None = None, next_iteration: int = 0
 ) -> None:
-    """Compact the stored conversation; with `firing_id`, then continue that firing at `next_iteration`."""
+    """Compact the stored conversation in its claimed slot; the firing waiting for it (`firing_id` when it was the
+    one that asked, or one that came to wait since) continues after."""
     if firing_id and not _firing_still_waits_for(firing_id, next_iteration):
         # The firing moved on without it (the watchdog resumed it after this compaction went silent, or it ended):
         # compacting now would change the list under a firing that no longer expects it.
         logger.info("compaction no longer awaited", extra={"firing_id": firing_id})
         return
+    key = conversation_key(workflow_id, generation, agent_node_id)
     generation_row = generation_with_workflow(workflow_id=workflow_id, number=generation)
-    if generation_row is None:
-        return
     try:
+        if generation_row is None:
+            raise AgentNotFound("the generation is gone")
         config = agent_config_of(agent_wiring(generation_row.graph, agent_node_id).node)
     except AgentNotFound:
+        store.compaction_finish(key, outcome="skipped", paid=False)
         return
-    key = conversation_key(workflow_id, generation, agent_node_id)
+    owner_id = generation_row.workflow.owner_id
     calls = []
     spent = Usage()
 
     def summarize_messages(messages: list[dict]) -> str:
         calls.append(len(messages))
         provider = summary_provider(config)  # RLM: its backend (a summary runs no code, so no sandbox)
-        overrides = owner_request_overrides(owner_id=generation_row.workflow.owner_id, provider=provider)
+        overrides = owner_request_overrides(owner_id=owner_id, provider=provider)
         summary = providers.summarize(
             provider=provider,
             model=config["model"],
@@ -132,37 +249,124 @@ def compact_context(
             setattr(spent, name, getattr(spent, name) + getattr(used, name, 0))
         return summary
 
-    def count_tokens(messages: list[dict]) -> int:
-        return estimate_tokens(ChatRequest(provider=config["provider"], model=config["model"], messages=messages))
-
     outcome_label = "ok"
+    summary = None
     try:
-        with CompactionHeartbeat(firing_id) if firing_id else contextlib.nullcontext():
-            outcome = store.compact_conversation(key, summarize=summarize_messages, count_tokens=count_tokens)
-    except CompactionError as exc:
+        with CompactionHeartbeat(key):
+            snapshot = store.compaction_snapshot(key)
+            if snapshot.identity is not None:
+                summary = store.compaction_summarize(key, snapshot, summarize_messages)
+        # Billed after the landing (below), as one write: a worker lost between the call and the landing leaves a
+        # firing the watchdog continues and records as ambiguous, never a bill for a call nobody saw land.
+        _land(key, config, snapshot.identity, summary, owner_id=owner_id)
+    except (CompactionError, store.ConversationLoadFailed) as exc:
         outcome_label = "error"
         logger.warning("compaction failed", extra=key.as_log())
-        if firing_id:
-            _end_after_compaction_failure(firing_id, exc)
+        waiting = _slot_waiter(key)
+        store.compaction_finish(key, outcome="error", paid=bool(calls))
+        if waiting is not None:
+            _end_after_compaction_failure(waiting[0], exc)
             return
         raise
     finally:
         if calls:  # compaction usage is billed like any call (docs/invariants.md#compaction)
             usage_record_append(
-                idempotency_key=f"compaction:{key.workflow_id}:{key.generation}:{key.agent_node_id}:{uuid.uuid4().hex}",
-                kind="compaction",
-                provider=config["provider"],
-                model=config["model"],
-                outcome=outcome_label,
-                owner_id=generation_row.workflow.owner_id,
-                workflow_id=workflow_id,
-                generation=generation,
-                agent_node_id=agent_node_id,
-                **ledger_fields(provider=summary_provider(config), model=config["model"], usage=spent.to_dict()),
+                entry=UsageEntry(
+                    idempotency_key=f"compaction:{key.workflow_id}:{key.generation}:{key.agent_node_id}:{uuid.uuid4().hex}",
+                    kind="compaction",
+                    provider=config["provider"],
+                    model=config["model"],
+                    outcome=outcome_label,
+                    owner_id=owner_id,
+                    workflow_id=workflow_id,
+                    generation=generation,
+                    agent_node_id=agent_node_id,
+                    **ledger_fields(provider=summary_provider(config), model=config["model"], usage=spent.to_dict()),
+                )
             )
-    logger.info("compaction", extra={**key.as_log(), "status": outcome.status, "reason": outcome.reason})
-    if firing_id:
-        _continue_after_compaction(firing_id, next_iteration, compacted=outcome.compacted)
+
+
+def _slot_waiter(key) -> tuple[str, int] | None:
+    from conversations.models import ConversationCompaction
+
+    row = (
+        ConversationCompaction.objects.filter(
+            workflow_id=key.workflow_id, generation=key.generation, agent_node_id=key.agent_node_id
+        )
+        .values_list("waiting_firing_id", "waiting_iteration")
+        .first()
+    )
+    return (str(row[0]), int(row[1])) if row and row[0] else None
+
+
+def _land(key, config: dict, identity, summary: str | None, *, owner_id) -> None:
+    """Land a paid-for summary (or, with none, just free the slot), then continue the firing that waits for it.
+
+    Who may rewrite the list: the compaction itself when the firing that holds the conversation's lease is the one
+    waiting for it (it does nothing until continued) or when no firing holds the lease (taken for the moment of the
+    write, so no firing prepares meanwhile). When a firing is mid-turn, the summary is left `ready` in the slot and
+    that firing lands it at its next save (`compaction_land_ready`): nothing rewrites a list under a running turn.
+    Locks: the waiting firing, the lease, the slot, the header (docs/architecture.md#lock-order)."""
+    token = f"compaction-{uuid.uuid4().hex}"
+    for _attempt in range(5):
+        waiting = _slot_waiter(key)
+        with transaction.atomic():
+            firing = firing_for_update(waiting[0]) if waiting else None
+            waits = (
+                firing is not None
+                and firing.state == Firing.State.RUNNING
+                and firing.compaction_pending
+                and firing.iteration == waiting[1] - 1
+            )
+            leased = not waits and store.acquire_firing_lease(key, owner_token=token, ttl_seconds=60)
+            slot = store.compaction_slot_for_update(key)
+            if slot is None or slot[0] != "running":
+                return  # claimed again after this one went silent: the newer compaction decides
+            if (str(slot[1]) if slot[1] else None) != (waiting[0] if waiting else None):
+                transaction.set_rollback(True)  # a firing came to wait meanwhile: decide again, with it
+                continue
+            if summary is None:
+                store.compaction_finish(key, outcome="skipped", paid=False)
+                outcome = None
+            elif waits or leased:
+                outcome = store.compaction_land_locked(key, identity, summary, count_tokens=_count_tokens(config))
+                _finish(key, config, outcome, owner_id=owner_id, paid=True)
+            else:
+                store.compaction_ready(key, identity=identity, summary=summary)
+                logger.info("compaction ready; the firing mid-turn lands it", extra=key.as_log())
+                return
+            if leased:
+                store.release_firing_lease(key, owner_token=token)
+            if waits:
+                _continue_waiting_firing(firing, waiting[1], outcome)
+            return
+    logger.warning("compaction could not settle who waits for it; the slot is left to expire", extra=key.as_log())
+
+
+def _continue_waiting_firing(firing: Firing, next_iteration: int, outcome) -> None:
+    """The locked firing waited for this compaction before step `next_iteration`: it continues from the compacted
+    list (or its own, when the compaction did not land); before a first step, only if that request now fits."""
+    if outcome is not None and outcome.compacted:
+        _follow_compaction(firing, outcome)
+    firing.compaction_pending = False
+    firing_save_changes(firing, "compaction_pending")
+    if next_iteration == 1:
+        from .window import too_long_message, window_fit
+
+        try:
+            fit = window_fit(firing, firing_messages(firing))
+        except (store.ConversationConflict, store.ConversationLoadFailed, store.ConversationTooLarge) as exc:
+            firing_end(firing, state=Firing.State.FAILED, error_code=exc.code, error_message=exc.message)
+            return
+        if not fit.fits:
+            firing_end(
+                firing,
+                state=Firing.State.FAILED,
+                error_code="context_window_exceeded",
+                error_message=too_long_message(firing),
+            )
+            return
+    continue_step("agent.execute_llm_step", str(firing.pk), next_iteration)
 
 
 def _firing_still_waits_for(firing_id: str, next_iteration: int) -> bool:
@@ -175,23 +379,11 @@ def _firing_still_waits_for(firing_id: str, next_iteration: int) -> bool:
     )
 
 
-def _continue_after_compaction(firing_id: str, next_iteration: int, *, compacted: bool) -> None:
-    with transaction.atomic():
-        firing = firing_for_update(firing_id)
-        if firing is None or firing.state != Firing.State.RUNNING or firing.iteration != next_iteration - 1:
-            return
-        if compacted:
-            _continue_from_the_stored_list(firing, store.load_conversation_snapshot(firing_key(firing)))
-        firing.compaction_pending = False
-        firing_save_changes(firing, "compaction_pending")
-        continue_step("agent.execute_llm_step", str(firing.pk), next_iteration)
-
-
 def compaction_lost_resume(firing_id, *, silent_before) -> bool:
     """Continue a firing whose compaction went silent before `silent_before` (its worker was lost mid-summary, or
-    its task never arrived): from the compacted list if the compaction got as far as swapping it in, else from its
-    own list as it was, a turn over the threshold (the next turn's save asks for a compaction again). No second
-    summary is asked for. False when the firing is not in that state (any more)."""
+    its task never arrived): from its own list as it is (a compaction lands only while the firing waits, and a
+    landing continues it). No second summary is asked for. False when the firing is not in that state (any
+    more)."""
     with transaction.atomic():
         firing = firing_for_update(firing_id)
         if (
@@ -201,14 +393,6 @@ def compaction_lost_resume(firing_id, *, silent_before) -> bool:
             or firing.updated_at >= silent_before
         ):
             return False
-        known_version = (firing.stored_prefix or {}).get("version")
-        try:
-            snapshot = store.load_conversation_snapshot(firing_key(firing))
-            if snapshot.version != known_version:
-                _continue_from_the_stored_list(firing, snapshot)  # the swap went through before the compaction was lost
-        except (store.ConversationLoadFailed, store.ConversationTooLarge) as exc:
-            firing_end(firing, state=Firing.State.FAILED, error_code=exc.code, error_message=exc.message)
-            return True
         # Whether its summary call was made (and billed by the provider) is not known: recorded as such, once.
         record_llm_usage(
             firing,
@@ -221,17 +405,6 @@ def compaction_lost_resume(firing_id, *, silent_before) -> bool:
         enqueue_step("agent.execute_llm_step", str(firing.pk), firing.iteration + 1)
     logger.warning("compaction lost; the firing continues without it", extra={"firing_id": str(firing_id)})
     return True
-
-
-def _continue_from_the_stored_list(firing: Firing, snapshot) -> None:
-    """The locked firing continues from `snapshot`, the stored list as just loaded (its unsaved messages, if any,
-    are in it: compaction keeps the latest turn verbatim)."""
-    repaired = store.close_unanswered_tool_calls(snapshot.messages)
-    firing.stored_prefix = store.StoredPrefix.of_snapshot(snapshot).as_dict()
-    firing.pending_messages = []
-    if repaired is not snapshot.messages:
-        firing.stored_prefix, firing.pending_messages = {"replaces": snapshot.version}, repaired
-    firing_mark_changed(firing, "pending_messages", "stored_prefix")
 
 
 def _end_after_compaction_failure(firing_id: str, exc) -> None:

@@ -23,6 +23,7 @@ from django.db import DatabaseError, connection, connections
 from django.utils import timezone
 
 from agents.models import Firing, LlmStep
+from conversations import store
 
 logger = logging.getLogger("agents.step")
 
@@ -136,12 +137,20 @@ class StepHeartbeat(_Heartbeat):
         super().__init__(("step", step_id), functools.partial(touch_step, step_id))
 
 
-class CompactionHeartbeat(_Heartbeat):
-    """Touches the firing row while its compaction runs (the summary is a provider call of any length), so the
-    watchdog can tell a compaction lost with its worker from a slow one (`watchdog._lost_compactions`)."""
+def touch_compaction(key) -> None:
+    """The conversation's running compaction is alive: its slot, and the firing waiting for it (if one does)."""
+    waiting = store.compaction_beat(key)
+    if waiting is not None:
+        touch_compacting_firing(waiting)
 
-    def __init__(self, firing_id):
-        super().__init__(("compaction", str(firing_id)), functools.partial(touch_compacting_firing, str(firing_id)))
+
+class CompactionHeartbeat(_Heartbeat):
+    """Touches the conversation's compaction slot and the firing waiting for it while the summary runs (a provider
+    call of any length), so a slot whose worker was lost can be claimed again and the watchdog can tell a
+    compaction lost with its worker from a slow one (`watchdog._lost_compactions`)."""
+
+    def __init__(self, key):
+        super().__init__(("compaction", key), functools.partial(touch_compaction, key))
 
 
 def stop_requested(firing_id) -> bool:

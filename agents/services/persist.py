@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import logging
+
 from django.conf import settings
 from django.db import transaction
 
 from agents import observers
-from agents.dispatch import continue_step, enqueue_step
+from agents.dispatch import continue_step
 from agents.locks import firing_and_step_for_update
 from agents.models import Firing, LlmStep, ToolCallResult
 from agents.rows import update_fields
@@ -29,31 +31,58 @@ from agents.usage import llm_usage_statements, record_llm_usage
 from conversations import store
 from conversations.selectors import owner_tool_result_max_chars
 
-from .compaction import pressure_record_after_turn
+from .compaction import compaction_due, compaction_land_ready, compaction_request, pressure_record_after_turn
 from .delegation import teammate_delegate
+from .remote_tools import remote_calls, remote_calls_pending, remote_tool_calls_run
 
 STOPPED_TOOL_TEXT = "Not run: the owner stopped this answer."
+MAX_REMOTE_PASSES = 64
+
+logger = logging.getLogger("agents.step")
 
 
 def persist_turn(firing_id: str, iteration: int) -> None:
+    # Remote tool calls (an MCP server's) cannot be made under the firing's lock: when the turn has one still to make,
+    # the locked pass writes nothing, the calls are made outside it, and the turn is saved in a second pass. A pass
+    # per call at most; a call running in another worker ends this delivery (that worker continues the turn).
+    for _ in range(MAX_REMOTE_PASSES):
+        if not _persist_pass(firing_id, iteration):
+            return
+        if not remote_tool_calls_run(firing_id, iteration):
+            return
+    logger.warning("persist gave up waiting for remote calls", extra={"firing_id": firing_id, "iteration": iteration})
+
+
+def _persist_pass(firing_id: str, iteration: int) -> bool:
+    """One locked pass; True when remote calls must be made before the turn can be saved (nothing was written)."""
     with transaction.atomic():
         locked = firing_and_step_for_update(firing_id, iteration)
         if locked is None:
-            return
+            return False
         firing, step = locked
         if firing.is_terminal:
             _bill_orphan_step(firing, step)  # ended meanwhile (a reset): the call still cost money
-            return
+            return False
         if step.state == LlmStep.State.COMPLETED:
+            if _remote_calls_wait(firing, step):
+                return True
             _save_assistant_turn(firing, step)
         elif step.state != LlmStep.State.PERSISTED:
-            return  # failed or ambiguous: the firing was ended by whoever recorded that
+            return False  # failed or ambiguous: the firing was ended by whoever recorded that
         elif _tool_phase_done(firing, step):
             # A duplicate delivery after this step's commit (a redelivered message, a second teammate's end): the
             # results are in the list and the next step was started (or, lost, is found by the watchdog).
-            return
+            return False
         _advance_tools(firing, step)
         firing_save_changes(firing)
+        return False
+
+
+def _remote_calls_wait(firing: Firing, step: LlmStep) -> bool:
+    if not remote_calls(firing, step.result["message"]) or "observed" in step.result:
+        return False  # no query for a turn without remote calls
+    answered = {r.tool_call_id: r for r in ToolCallResult.objects.filter(firing=firing, iteration=step.iteration)}
+    return remote_calls_pending(firing, step, answered)
 
 
 def _bill_orphan_step(firing: Firing, step: LlmStep) -> None:
@@ -221,25 +250,19 @@ def firing_end_for_limit(firing: Firing, limit: str) -> None:
 def _after_turn(firing: Firing, step: LlmStep, *, results: list[dict], stopped: bool) -> None:
     assistant = step.result["message"]
     had_tool_calls = bool(results)
-    compaction_due = pressure_record_after_turn(firing, step, added_messages=[assistant, *results])
+    # A summary that finished while this turn ran lands now, this firing holding the lease (nothing else appends).
+    landed = firing.uses_conversation and bool(compaction_land_ready(firing))
+    over_threshold = pressure_record_after_turn(firing, step, added_messages=[assistant, *results], whole_list=landed)
+    compaction_is_due = compaction_due(firing, over_threshold)
     continues = not stopped and had_tool_calls and step.iteration < firing.agent_config["max_iterations"]
     if continues:
-        if compaction_due:
-            # Compact before the next request, and continue from the compacted list: a summarizer failure then
-            # ends this firing (docs/invariants.md#compaction), and the next save cannot undo the compaction. Until
-            # then no execute_llm_step of this firing runs (a watchdog's or a duplicate's).
-            firing.compaction_pending = True
-            firing_mark_changed(firing, "compaction_pending")
-            enqueue_step(
-                "agent.compact_context",
-                firing.workflow_id,
-                firing.generation,
-                firing.agent_node_id,
-                str(firing.pk),
-                step.iteration + 1,
-            )
-        else:
-            continue_step("agent.execute_llm_step", str(firing.pk), step.iteration + 1, firing=firing)
+        # Compact before the next request, and continue from the compacted list: a summarizer failure then ends
+        # this firing (docs/invariants.md#compaction), and the next save cannot undo the compaction. Until then no
+        # execute_llm_step of this firing runs (a watchdog's or a duplicate's). A compaction already running (one
+        # per conversation) is waited for instead of a second one.
+        if compaction_is_due and compaction_request(firing, next_iteration=step.iteration + 1) != "none":
+            return
+        continue_step("agent.execute_llm_step", str(firing.pk), step.iteration + 1, firing=firing)
         return
     if stopped:
         firing_end(firing, state=Firing.State.STOPPED, end_reason="stopped", final_text=_text(assistant))
@@ -247,5 +270,5 @@ def _after_turn(firing: Firing, step: LlmStep, *, results: list[dict], stopped: 
         firing_end(firing, state=Firing.State.FINISHED, end_reason="answered", final_text=_text(assistant))
     else:
         firing_end_for_limit(firing, "max_iterations")
-    if compaction_due:  # the firing is over: the next one starts from the compacted list
-        enqueue_step("agent.compact_context", firing.workflow_id, firing.generation, firing.agent_node_id)
+    if compaction_is_due:  # runs beside the next turns, and lands on whatever they append
+        compaction_request(firing)

@@ -20,6 +20,7 @@ from agents.services.firings import (
     firing_deadline,
     firing_end,
     firing_key,
+    firing_mark_changed,
 )
 from agents.services.messages import firing_messages_seed
 from agents.tools import (
@@ -31,6 +32,10 @@ from conversations import store
 from core.errors import NotFoundError
 from workflows.selectors import generation_graph
 
+from .agent_config import agent_config_of
+from .compaction import compaction_land_ready, compaction_request
+from .window import too_long_message, window_fit
+
 logger = logging.getLogger("agents.step")
 
 
@@ -39,33 +44,6 @@ def _generation_graph(firing: Firing) -> dict:
         return generation_graph(firing.workflow, firing.generation, normalize=False)
     except NotFoundError:
         return {}  # the agent is then not found, and the firing fails saying so
-
-
-def agent_config_of(node: dict) -> dict:
-    params = node.get("params") or {}
-    return {
-        "name": params.get("name") or node["id"],
-        "provider": params.get("provider") or "offline",
-        "model": params.get("model") or "offline-echo",
-        "system_prompt": params.get("system_prompt") or "",
-        "temperature": params.get("temperature"),
-        "max_output_tokens": params.get("max_output_tokens"),
-        "thinking": params.get("thinking"),
-        "max_iterations": params.get("max_iterations") or settings.AGENT_MAX_ITERATIONS,
-        "max_wall_seconds": params.get("max_wall_seconds") or settings.AGENT_MAX_WALL_SECONDS,
-        "max_tokens_per_firing": params.get("max_tokens_per_firing") or settings.AGENT_MAX_TOKENS_PER_FIRING,
-        "compaction_threshold": params.get("compaction_threshold") or settings.AGENT_COMPACTION_THRESHOLD,
-        "runtime_tools": params.get("runtime_tools") or [],  # agent runtimes: the built-in tools allowed
-        "runtime_params": _runtime_params(params),
-    }
-
-
-def _runtime_params(params: dict) -> dict:
-    """An agent runtime's own params, as RuntimeRun.params carries them: RLM's backend and limits (its `rlm_` params,
-    unprefixed), else where a Vertex agent lives (project, location, agent, environment)."""
-    if params.get("provider") == "rlm":
-        return {k.removeprefix("rlm_"): v for k, v in params.items() if k.startswith("rlm_")}
-    return {k: params[k] for k in ("project", "location", "agent", "environment") if params.get(k)}
 
 
 def prepare_payload(firing_id: str) -> None:
@@ -96,6 +74,8 @@ def prepare_payload(firing_id: str) -> None:
                 firing.save(update_fields=["updated_at"])
                 return
             firing.lease_token = token
+            # A summary that finished after the last turn's save lands before this turn reads the list.
+            compaction_land_ready(firing, config=config)
         try:
             snapshot = store.load_conversation_snapshot(key) if uses_conversation else None
         except (store.ConversationLoadFailed, store.ConversationTooLarge) as exc:
@@ -119,6 +99,22 @@ def prepare_payload(firing_id: str) -> None:
         except ToolUnavailable as exc:
             firing_end(firing, state=Firing.State.FAILED, error_code="tool_unavailable", error_message=str(exc))
             return
+        waits = False
+        if uses_conversation:
+            listed = [] if "replaces" in firing.stored_prefix else (snapshot.messages if snapshot else [])
+            fit = window_fit(firing, [*listed, *firing.pending_messages])
+            if not fit.fits_compacted:
+                # Even [system, summary, latest turn, this message] would not fit: nothing is sent, nothing stored.
+                firing_mark_changed(firing, "agent_config", "tool_bindings", "uses_conversation", "lease_token")
+                firing_end(
+                    firing,
+                    state=Firing.State.FAILED,
+                    error_code="context_window_exceeded",
+                    error_message=too_long_message(firing),
+                )
+                return
+            # Over the window: wait for the running compaction, or compact now, before the first step.
+            waits = not fit.fits and compaction_request(firing, next_iteration=1) != "none"
         firing.state = Firing.State.RUNNING
         firing.started_at = timezone.now()
         firing.deadline_at = firing_deadline(config["max_wall_seconds"])
@@ -134,10 +130,12 @@ def prepare_payload(firing_id: str) -> None:
                 "state",
                 "started_at",
                 "deadline_at",
+                "compaction_pending",
                 "updated_at",
             ],
         )
-        continue_step("agent.execute_llm_step", str(firing.pk), 1, firing=firing)
+        if not waits:
+            continue_step("agent.execute_llm_step", str(firing.pk), 1, firing=firing)
     logger.info("firing prepared", extra={"firing_id": firing_id, "stored_messages": len(stored)})
 
 

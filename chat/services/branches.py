@@ -23,13 +23,13 @@ from chat.models import ChatBranchSnapshot, ChatMessage, ChatRun, ChatRunStep, C
 from chat.services.notes import chat_note_put, note_line
 from chat.services.runs import (
     answering_target,
-    chat_run_admit,
+    chat_answer_start,
     chat_session_bump,
     chat_session_lock,
     check_lane,
     check_revision,
     check_text,
-    run_of_reply,
+    sent_before,
 )
 from conversations import store
 from conversations.selectors import conversation_exists
@@ -242,10 +242,9 @@ def chat_message_edit(
     with transaction.atomic():
         session = chat_session_lock(workflow=workflow)
         message = _message(session, message_id)
-        if client_message_id:
-            existing = ChatMessage.objects.filter(session=session, client_message_id=client_message_id).first()
-            if existing is not None:
-                return existing, ChatRun.objects.filter(user_message=existing).order_by("id").first()
+        replayed = sent_before(session, client_message_id)
+        if replayed is not None:
+            return replayed
         if message.role != ChatMessage.Role.USER:
             raise refuse("not_editable", "Only your own messages can be edited.")
         text = check_text(text)
@@ -257,31 +256,19 @@ def chat_message_edit(
             raise refuse("not_editable", "Switch to that version first, then edit it.")
         workflow.refresh_from_db(fields=["live_generation"])
         _check_current_generation(message, workflow)
-        generation, agent_node_id = answering_target(workflow=workflow)
+        answering = answering_target(workflow=workflow)
         _move(session, workflow, left_part=left_part, left_leaf=tree.leaf)
         _remember_leaf(message.pk, tree.leaf)
-        edited = ChatMessage.objects.create(
-            session=session,
-            parent_id=message.parent_id,
-            role=ChatMessage.Role.USER,
-            kind=ChatMessage.Kind.EDIT,
-            text=text,
-            generation=generation,
-            client_message_id=client_message_id or None,
-            meta={"edit_of": message.pk},
-        )
-        run = chat_run_admit(
+        return chat_answer_start(
             session=session,
             workflow=workflow,
-            user_message=edited,
             kind=ChatRun.Kind.EDIT,
-            generation=generation,
-            agent_node_id=agent_node_id,
-            parent_run_id=run_of_reply(message.parent_id),
+            answering=answering,
+            text=text,
+            parent_id=message.parent_id,
+            client_message_id=client_message_id,
+            meta={"edit_of": message.pk},
         )
-        chat_session_bump(session, leaf=edited)
-        publish_chat_updated(workflow_id=workflow.pk, revision=session.revision, reason="edit")
-    return edited, run
 
 
 # --- try again ----------------------------------------------------------------------------------------------
@@ -298,21 +285,16 @@ def chat_message_regenerate(*, workflow, message_id, expected_revision: int | No
         check_lane(session)
         workflow.refresh_from_db(fields=["live_generation"])
         _check_current_generation(answer, workflow)
-        generation, agent_node_id = answering_target(workflow=workflow)
+        answering = answering_target(workflow=workflow)
         _move(session, workflow, left_part=[answer.pk], left_leaf=answer.pk)
         _remember_leaf(answer.pk, answer.pk)
-        user_message = ChatMessage.objects.get(pk=answer.parent_id)
-        run = chat_run_admit(
+        _, run = chat_answer_start(
             session=session,
             workflow=workflow,
-            user_message=user_message,
             kind=ChatRun.Kind.REGENERATE,
-            generation=generation,
-            agent_node_id=agent_node_id,
-            parent_run_id=run_of_reply(user_message.parent_id),
+            answering=answering,
+            user_message=ChatMessage.objects.get(pk=answer.parent_id),
         )
-        chat_session_bump(session, leaf=user_message)
-        publish_chat_updated(workflow_id=workflow.pk, revision=session.revision, reason="regenerate")
     return run
 
 

@@ -5,7 +5,26 @@ from conversations.events import ConversationChange, register_conversation_liste
 
 from .appending import append_conversation
 from .clearing import clear_conversation, clearable_result_sizes
-from .compaction import CompactionOutcome, compact_conversation, compaction_candidate, should_compact
+from .compaction import (
+    CompactionOutcome,
+    CompactionSnapshot,
+    PrefixIdentity,
+    compact_conversation,
+    compaction_activation,
+    compaction_candidate,
+    compaction_land_locked,
+    compaction_snapshot,
+    compaction_summarize,
+    should_compact,
+)
+from .compaction_slot import (
+    compaction_beat,
+    compaction_claim,
+    compaction_finish,
+    compaction_ready,
+    compaction_status,
+    compaction_wait,
+)
 from .copies import forget_process_copies
 from .errors import (
     CompactionError,
@@ -32,7 +51,7 @@ from .loading import (
     stored_cursor,
     stored_starts_with,
 )
-from .locks import lock_conversations
+from .locks import compaction_slot_for_update, lock_conversations
 from .results import LoadedConversation, LockedConversation, SaveResult, StoredPrefix
 from .retained import prune_retained
 from .saving import replace_conversation_locked, save_conversation, save_conversation_safely
@@ -57,6 +76,8 @@ __all__ = [
     "NOT_COMPLETED",
     "CompactionError",
     "CompactionOutcome",
+    "CompactionSnapshot",
+    "PrefixIdentity",
     "ConversationChange",
     "ConversationConflict",
     "ConversationInvalid",
@@ -78,7 +99,18 @@ __all__ = [
     "clear_old_tool_results",
     "close_unanswered_tool_calls",
     "compact_conversation",
+    "compaction_activation",
+    "compaction_beat",
     "compaction_candidate",
+    "compaction_claim",
+    "compaction_finish",
+    "compaction_land_locked",
+    "compaction_ready",
+    "compaction_slot_for_update",
+    "compaction_snapshot",
+    "compaction_status",
+    "compaction_summarize",
+    "compaction_wait",
     "conversation_cursor",
     "is_compaction_summary",
     "conversation_key",

@@ -47,7 +47,7 @@ def _check_loaded(messages: list) -> None:
             raise WireError(f"messages[{index}] is not a message")
 
 
-def _read_rows(key: ConversationKey, start: int) -> tuple | None:
+def _read_rows(key: ConversationKey, start: int, cap: int) -> tuple | None:
     """Header and the rows from `start` on, in one statement (one snapshot), with the chain at `start - 1` so the
     caller can tell whether the messages before `start` are still the ones it holds. The rows are aggregated into
     one JSON array (one parse instead of one per row) and skipped entirely when the conversation is over the cap."""
@@ -64,7 +64,7 @@ def _read_rows(key: ConversationKey, start: int) -> tuple | None:
                 [
                     start - 1,
                     start,
-                    settings.CONVERSATION_SEED_MAX_BYTES,
+                    cap,
                     key.workflow_id,
                     key.generation,
                     key.agent_node_id,
@@ -77,8 +77,9 @@ def _read_rows(key: ConversationKey, start: int) -> tuple | None:
         ) from exc
 
 
-def load_conversation_snapshot(key: ConversationKey) -> LoadedConversation:
-    """The stored messages exactly as stored. Raises ConversationLoadFailed / ConversationTooLarge.
+def load_conversation_snapshot(key: ConversationKey, *, over_cap: bool = False) -> LoadedConversation:
+    """The stored messages exactly as stored. Raises ConversationLoadFailed / ConversationTooLarge (not with
+    `over_cap`: compaction reads a list over the cap to bring it back under).
 
     A process that holds a copy of the conversation reads only the rows past it, after checking (by the stored
     chain digest at the copy's last message) that the stored list still starts with the copy: a worker that ran
@@ -87,17 +88,18 @@ def load_conversation_snapshot(key: ConversationKey) -> LoadedConversation:
         return LoadedConversation(key, [], 0, EMPTY_DIGEST, 0, False)
     copy = _copies.get(key)
     start = len(copy.messages) if copy is not None else 0
-    row = _read_rows(key, start)
+    cap = 2**62 if over_cap else settings.CONVERSATION_SEED_MAX_BYTES
+    row = _read_rows(key, start, cap)
     if (
         row is not None
         and start
         and (row[0] != copy.conversation_id or row[5] is None or bytes(row[5]).hex() != copy.digest)
     ):
-        start, row = 0, _read_rows(key, 0)  # the stored list no longer starts with the copy: read it whole
+        start, row = 0, _read_rows(key, 0, cap)  # the stored list no longer starts with the copy: read it whole
     if row is None:
         return LoadedConversation(key, [], 0, EMPTY_DIGEST, 0, False)
     conversation_id, version, digest, size_bytes, message_count, _chain, data, row_count = row
-    if size_bytes > settings.CONVERSATION_SEED_MAX_BYTES:
+    if size_bytes > cap:
         raise _too_large(key, size_bytes)
     try:
         if row_count != message_count - start:

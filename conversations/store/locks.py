@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 from django.db import connection, transaction
 
-from conversations.models import EMPTY_DIGEST
+from conversations.models import EMPTY_DIGEST, ConversationCompaction
 
 from .keys import ConversationKey
 from .results import HEADER, LockedConversation
@@ -65,3 +65,17 @@ def lock_conversations(keys) -> Iterator[dict[ConversationKey, LockedConversatio
             row = conversation_header_for_update(key, create=True)
             locked[key] = LockedConversation(key, row[0], row[1], row[2], row[4])
         yield locked
+
+
+def compaction_slot_for_update(key: ConversationKey) -> tuple | None:
+    """Lock a conversation's compaction slot (docs/architecture.md#lock-order: after the firing and its lease,
+    before the conversation's header). (state, waiting_firing_id, waiting_iteration, prefix_conversation_id,
+    prefix_length, prefix_chain, summary), or None when the key never had a compaction."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT state, waiting_firing_id, waiting_iteration, prefix_conversation_id, prefix_length, prefix_chain, "
+            f"summary FROM {ConversationCompaction._meta.db_table} "
+            "WHERE workflow_id = %s AND generation = %s AND agent_node_id = %s FOR UPDATE",
+            [key.workflow_id, key.generation, key.agent_node_id],
+        )
+        return cursor.fetchone()

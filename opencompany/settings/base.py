@@ -5,6 +5,7 @@ found running) under OPENCOMPANY_DATA_DIR; with them set, those servers are used
 nothing is started. See docs/deploy.md for production.
 """
 
+import json
 import secrets
 from datetime import timedelta
 from pathlib import Path
@@ -53,6 +54,7 @@ INSTALLED_APPS = [
     # session and runs, then firings, then conversation headers (never a header before a chat row).
     "workflows",
     "memory",
+    "mcp_nodes",
     "chat",
     "agents",
     "conversations",
@@ -494,6 +496,9 @@ AGENT_MAX_WALL_SECONDS = env_int("AGENT_MAX_WALL_SECONDS", 600, minimum=5)
 AGENT_RUNTIME_DIR = env_str("AGENT_RUNTIME_DIR") or str(DATA_DIR / "runtimes")
 AGENT_MAX_TOKENS_PER_FIRING = env_int("AGENT_MAX_TOKENS_PER_FIRING", 400_000, minimum=100)
 AGENT_COMPACTION_THRESHOLD = env_float("AGENT_COMPACTION_THRESHOLD", 0.8)
+# A conversation is also compacted when its stored size reaches this share of CONVERSATION_SEED_MAX_BYTES, whatever
+# the window: a 1M-token model would reach the byte cap long before 80% of its window.
+AGENT_COMPACTION_BYTE_SHARE = env_float("AGENT_COMPACTION_BYTE_SHARE", 0.75)
 AGENT_MAX_DELEGATION_DEPTH = env_int("AGENT_MAX_DELEGATION_DEPTH", 3, minimum=1)
 AGENT_LEASE_RETRY_SECONDS = env_float("AGENT_LEASE_RETRY_SECONDS", 0.2)
 AGENT_STOP_POLL_SECONDS = env_float("AGENT_STOP_POLL_SECONDS", 0.2)
@@ -566,3 +571,24 @@ PROVIDER_KEYS_ENCRYPTION_KEYS = env_list("PROVIDER_KEYS_ENCRYPTION_KEYS", [])
 # (also editable in admin as "Allowed provider hosts").
 PROVIDER_BASE_URL_ALLOW_HTTP = env_bool("PROVIDER_BASE_URL_ALLOW_HTTP", False)
 PROVIDER_BASE_URL_ALLOWED_HOSTS = env_list("PROVIDER_BASE_URL_ALLOWED_HOSTS", [])
+
+# --- MCP servers as tool nodes (mcp_nodes/, docs/tools.md) --------------------------------
+# The stdio servers owners may pick by name; an owner never types a command. JSON: {"name": {"argv": [...],
+# "env": {...}, "label": "..."}}. Each starts without the worker's environment (only PATH, HOME and the like, plus
+# its own "env") and under the limits below.
+MCP_STDIO_SERVERS = json.loads(env_str("MCP_STDIO_SERVERS") or "{}")
+MCP_STDIO_MEMORY_BYTES = env_int("MCP_STDIO_MEMORY_BYTES", 2 * 1024**3, minimum=64 * 1024**2)
+MCP_STDIO_CPU_SECONDS = env_int("MCP_STDIO_CPU_SECONDS", 120, minimum=1)
+MCP_STDIO_OPEN_FILES = env_int("MCP_STDIO_OPEN_FILES", 256, minimum=16)
+# Hosts an HTTP MCP server URL may name although they resolve to a private or loopback address (host or host:port);
+# such a host may also use plain http. Every other URL is https to a public address, checked on save and each connect.
+MCP_HTTP_ALLOWED_HOSTS = env_list("MCP_HTTP_ALLOWED_HOSTS", [])
+MCP_HTTP_ALLOW_HTTP = env_bool("MCP_HTTP_ALLOW_HTTP", False)
+# A node's call timeout unless it sets its own (seconds), and the ceiling it may set.
+MCP_CALL_TIMEOUT_SECONDS = env_int("MCP_CALL_TIMEOUT_SECONDS", 60, minimum=1)
+MCP_CALL_TIMEOUT_MAX_SECONDS = env_int("MCP_CALL_TIMEOUT_MAX_SECONDS", 600, minimum=1)
+# A call recorded `started` whose worker gave no answer this long after its timeout was lost with it: `ambiguous`.
+MCP_CALL_LOST_GRACE_SECONDS = env_int("MCP_CALL_LOST_GRACE_SECONDS", 15, minimum=1)
+# Bytes of one server response read at most (a flood is cut off), and tools listed at most.
+MCP_RESPONSE_MAX_BYTES = env_int("MCP_RESPONSE_MAX_BYTES", 4 * 1024 * 1024, minimum=1024)
+MCP_MAX_TOOLS = env_int("MCP_MAX_TOOLS", 200, minimum=1)

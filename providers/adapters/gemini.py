@@ -14,28 +14,19 @@ from __future__ import annotations
 
 import base64
 import json
-from functools import lru_cache
 from typing import Any
 
-import httpx2
-from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
-from .. import config
 from ..catalogue import capabilities
 from ..errors import (
-    AuthError,
-    NetworkError,
     ProviderError,
-    RateLimitedError,
-    ServerError,
     TruncatedStreamError,
-    classify_status,
-    scrub,
 )
 from ..types import ChatRequest, ChatResult, Usage
 from ..wire import text_block, tool_call_block
+from .clients import TRANSPORT_ERRORS, connect, map_error
 from .common import (
     Stream,
     data_url_parts,
@@ -53,33 +44,7 @@ PROVIDER = "gemini"
 # bytes whose encoding is exactly that text (bytes of the text itself would go out as "c2tpcF90aG91...").
 SKIP_SIGNATURE = base64.urlsafe_b64decode("skip_thought_signature_validator")
 MAX_CONTINUATIONS = 8  # a CONTINUATION finish is followed by at most this many more requests
-CONTEXT_MARKERS = ("exceeds the maximum number of tokens", "input token count", "context window", "too long")
 THINKING_LEVELS = {"minimal": "MINIMAL", "low": "LOW", "medium": "MEDIUM", "high": "HIGH"}
-
-try:  # the SDK may also use plain httpx underneath
-    import httpx as _httpx
-
-    _TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (httpx2.HTTPError, _httpx.HTTPError, OSError)
-except ImportError:  # pragma: no cover
-    _TRANSPORT_ERRORS = (httpx2.HTTPError, OSError)
-
-
-def make_client(request: ChatRequest) -> tuple[genai.Client, str | None]:
-    api_key = config.api_key_for(PROVIDER, request.api_key)
-    connect, read = config.timeouts()
-    client = _client(api_key or "missing-api-key", config.base_url_for(PROVIDER, request.base_url), connect, read)
-    return client, api_key
-
-
-@lru_cache(maxsize=32)
-def _client(api_key: str, base_url: str | None, connect: float, read: float) -> genai.Client:
-    # Cached: building a client creates two SSL contexts (~0.2 s) and a shared client reuses its connections.
-    options = types.HttpOptions(
-        base_url=base_url,
-        timeout=int((connect + read) * 1000),
-        retry_options=types.HttpRetryOptions(attempts=1),  # one attempt: a retried step could be billed twice
-    )
-    return genai.Client(api_key=api_key, http_options=options)
 
 
 def _b64(raw: bytes | None) -> str | None:
@@ -89,36 +54,6 @@ def _b64(raw: bytes | None) -> str | None:
 def _unb64(value: str) -> bytes:
     padded = value + "=" * (-len(value) % 4)
     return base64.b64decode(padded.replace("-", "+").replace("_", "/"))
-
-
-def map_error(exc: Exception, *, api_key: str | None) -> ProviderError:
-    if isinstance(exc, ProviderError):
-        return exc
-    if isinstance(exc, genai_errors.APIError):
-        text = scrub(str(exc.message or exc.status or "error"), [api_key])
-        code = int(exc.code or 500)
-        if "api key not valid" in text.lower() or exc.status in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
-            return AuthError(f"{PROVIDER} returned {code}: {text}", provider=PROVIDER, status=code)
-        if code == 429 or exc.status == "RESOURCE_EXHAUSTED":
-            return RateLimitedError(
-                f"{PROVIDER} returned {code}: {text}", provider=PROVIDER, status=code, retry_after=_retry_delay(exc)
-            )
-        return classify_status(code, text, provider=PROVIDER, context_markers=CONTEXT_MARKERS)
-    if isinstance(exc, _TRANSPORT_ERRORS):
-        return NetworkError(f"{PROVIDER}: connection failed ({type(exc).__name__})", provider=PROVIDER)
-    return ServerError(scrub(f"{PROVIDER}: unexpected {type(exc).__name__}: {exc}", [api_key]), provider=PROVIDER)
-
-
-def _retry_delay(exc: genai_errors.APIError) -> float | None:
-    details = ((exc.details or {}).get("error") or {}).get("details") or []
-    for detail in details:
-        delay = detail.get("retryDelay") if isinstance(detail, dict) else None
-        if isinstance(delay, str) and delay.endswith("s"):
-            try:
-                return float(delay[:-1])
-            except ValueError:
-                return None
-    return None
 
 
 # --- request ---------------------------------------------------------------------------------------------------
@@ -348,7 +283,7 @@ class _Assembler:
 
 
 def chat(request: ChatRequest, stream: Stream) -> ChatResult:
-    client, api_key = make_client(request)
+    client, api_key = connect(request, PROVIDER)
     contents = build_contents(request.messages, request.model)
     gen_config = build_config(request)
     assembler = _Assembler(stream)
@@ -404,15 +339,15 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     except ProviderError:
         raise
     except genai_errors.APIError as exc:
-        raise map_error(exc, api_key=api_key) from exc
-    except _TRANSPORT_ERRORS as exc:
+        raise map_error(exc, provider=PROVIDER, api_key=api_key) from exc
+    except TRANSPORT_ERRORS as exc:
         if received_any:
             raise TruncatedStreamError(
                 f"{PROVIDER}: the stream broke before its finishReason", provider=PROVIDER
             ) from exc
-        raise map_error(exc, api_key=api_key) from exc
+        raise map_error(exc, provider=PROVIDER, api_key=api_key) from exc
     except Exception as exc:
-        raise map_error(exc, api_key=api_key) from exc
+        raise map_error(exc, provider=PROVIDER, api_key=api_key) from exc
     finally:
         # After Stop the abandoned reader thread still owns the generator; it ends with the connection.
         close = getattr(chunks, "close", None)
@@ -470,20 +405,20 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
 
 
 def count_input_tokens(request: ChatRequest) -> int:
-    client, api_key = make_client(request)
+    client, api_key = connect(request, PROVIDER)
     try:
         result = client.models.count_tokens(
             model=request.model, contents=build_contents(request.messages, request.model)
         )
     except Exception as exc:
-        raise map_error(exc, api_key=api_key) from exc
+        raise map_error(exc, provider=PROVIDER, api_key=api_key) from exc
     return int(result.total_tokens or 0)
 
 
 def check_credentials(request: ChatRequest) -> None:
     """One cheap call that proves the key works: the model list (free, no tokens)."""
-    client, api_key = make_client(request)
+    client, api_key = connect(request, PROVIDER)
     try:
         next(iter(client.models.list(config={"page_size": 1})), None)
     except Exception as exc:
-        raise map_error(exc, api_key=api_key) from exc
+        raise map_error(exc, provider=PROVIDER, api_key=api_key) from exc

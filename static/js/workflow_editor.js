@@ -150,8 +150,8 @@
     const wantsContext = type.inputs.some((h) => h.kind === "context");
     return `<div class="node-card">
       <div class="node-kind">${escapeHtml(type.label)}</div>
-      <div class="node-title">${escapeHtml(nodeTitle(data))}</div>
-      <div class="node-sub">${escapeHtml(nodeSubtitle(data))}</div>
+      <div class="node-title" title="${escapeHtml(nodeTitle(data))}">${escapeHtml(nodeTitle(data))}</div>
+      <div class="node-sub" title="${escapeHtml(nodeSubtitle(data))}">${escapeHtml(nodeSubtitle(data))}</div>
       ${wantsContext ? '<button type="button" class="add-context" tabindex="-1">+ Context</button>' : ""}
       <div class="node-issues"></div>
     </div>`;
@@ -180,12 +180,18 @@
     });
     const button = element.querySelector(".add-context");
     if (button) {
-      const contextInput = type.inputs.find((h) => h.kind === "context");
-      const cls = dotClass(type, "input", contextInput.id);
-      const connected = (node.inputs[cls] || { connections: [] }).connections.length > 0;
-      button.hidden = connected;
+      button.hidden = hasContext(dfId);
       button.onclick = (event) => { event.stopPropagation(); addContext(dfId); };
     }
+  }
+
+  function hasContext(dfId) {
+    const node = getNode(dfId);
+    const type = node && state.types[node.data.type];
+    const contextInput = type && type.inputs.find((h) => h.kind === "context");
+    if (!contextInput) return false;
+    const cls = dotClass(type, "input", contextInput.id);
+    return (node.inputs[cls] || { connections: [] }).connections.length > 0;
   }
 
   function refreshNode(dfId) {
@@ -383,10 +389,16 @@
       return;
     }
     decorate(input_id);
+    if (state.selectedNode === String(input_id)) renderSelection();
     changed();
   });
 
-  editor.on("connectionRemoved", ({ input_id }) => { if (!state.rebuilding) { decorate(input_id); changed(); } });
+  editor.on("connectionRemoved", ({ input_id }) => {
+    if (state.rebuilding) return;
+    decorate(input_id);
+    if (state.selectedNode === String(input_id)) renderSelection();
+    changed();
+  });
   editor.on("nodeRemoved", () => { if (!state.rebuilding) { state.selectedNode = null; renderSelection(); changed(); } });
   editor.on("nodeMoved", () => changed());
   editor.on("nodeSelected", (id) => { state.selectedNode = String(id); state.selectedConnection = null; renderSelection(); });
@@ -515,14 +527,18 @@
       onChange: (params) => {
         editor.updateNodeDataFromId(dfId, Object.assign({}, nodeData(dfId), { params }));
         const element = $(`node-${dfId}`);
-        element.querySelector(".node-title").textContent = nodeTitle(nodeData(dfId));
-        element.querySelector(".node-sub").textContent = nodeSubtitle(nodeData(dfId));
+        ["title", "sub"].forEach((part) => {
+          const box = element.querySelector(`.node-${part}`);
+          box.textContent = part === "title" ? nodeTitle(nodeData(dfId)) : nodeSubtitle(nodeData(dfId));
+          box.title = box.textContent; // the whole text on hover when the card cuts it
+        });
         changed();
       },
     });
     showFieldErrors();
     const actions = el("div", { className: "node-actions" });
-    if (type.inputs.some((h) => h.kind === "context")) {
+    if (type.inputs.some((h) => h.kind === "context") && !hasContext(dfId)) {
+      // As the node's "+ Context": offered only while the agent has none (a second one is MULTIPLE_CONTEXTS).
       const addCtx = el("button", { type: "button", id: "add-context" }, "Add Context");
       addCtx.addEventListener("click", () => addContext(dfId));
       actions.append(addCtx);
@@ -652,6 +668,12 @@
         }
       }));
     });
+    // What concerns the whole graph (no node or wire to mark, e.g. nothing answers the chat) sits on the canvas.
+    const overall = $("canvas-issues");
+    overall.textContent = "";
+    state.issues.filter((i) => i.severity === "error" && !i.edge_id && (!i.node_id || i.code === "NO_ANSWERING_AGENT"))
+      .forEach((i) => overall.append(el("li", { "data-code": i.code }, i.message)));
+    overall.hidden = !overall.children.length;
     const reverse = {};
     Object.entries(state.aliases).forEach(([from, to]) => { reverse[to] = from; });
     const list = $("issues");
@@ -692,7 +714,10 @@
       state.aliases = error.data.aliases || state.aliases;
       state.issues = error.data.issues;
       markIssues();
-      banner(`${prefix}: fix the marked problems first (${[...new Set(error.data.issues.filter((i) => i.severity === "error").map((i) => i.code))].join(", ")}).`, "error");
+      // The sentences, not only the codes: the owner reads what to fix (the Checks list has the details).
+      const errors = error.data.issues.filter((i) => i.severity === "error");
+      const words = [...new Set(errors.map((i) => i.message))].slice(0, 3).join(" ");
+      banner(`${prefix}: ${words || error.message} (${[...new Set(errors.map((i) => i.code))].join(", ")})`, "error");
       return;
     }
     banner(`${prefix}: ${error.message}`, "error");
@@ -779,6 +804,16 @@
     } catch (error) { handleWriteError(error, "Not stopped"); }
   });
 
+  function readableName(node) {
+    // The node's own name; a type's label alone is told apart by its number ("Memory 2"), never by its raw id.
+    const title = nodeTitle(node);
+    const type = state.types[node.type];
+    if (node.params && node.params.name) return title;
+    const sameType = (state.workflow.graph.nodes || []).filter((n) => n.type === node.type && !(n.params && n.params.name));
+    const number = String(node.id).split(":").pop();
+    return sameType.length > 1 && /^\d+$/.test(number) ? `${type ? type.label : title} ${number}` : title;
+  }
+
   function resetSummary() {
     const box = $("reset-body");
     box.textContent = "";
@@ -788,7 +823,7 @@
       const type = state.types[node.type];
       if (!type || !type.hasResetHook) return;
       const policy = node.params && node.params.reset_policy;
-      const name = `${type.label} ${node.id}`;
+      const name = `“${readableName(node)}”`;
       if (policy === "keep") items.append(el("li", { "data-node": node.id }, `${name}: reset_policy “keep” — its items are kept.`));
       else if (policy) items.append(el("li", { "data-node": node.id }, `${name}: reset_policy “${policy}” — its items are deleted.`));
       else items.append(el("li", { "data-node": node.id }, `${name}: cleared.`));

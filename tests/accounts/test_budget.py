@@ -11,7 +11,7 @@ from accounts.budget import budget_check
 from accounts.models import SpendingLimit
 from chat.models import ChatRun
 from chat.services.runs import chat_message_send
-from conversations.services import usage_record_append
+from conversations.services import UsageEntry, usage_record_append
 from tests.agents.factories import agent_node, edge, started_workflow
 from tests.fakes import FakeChatCompletions, Text, Turn
 
@@ -42,16 +42,18 @@ def provider_workflow(owner, name="budget"):
 
 def spend(owner, workflow, *, tokens: int, cost: str | None = None, key: str = "spent-1"):
     usage_record_append(
-        idempotency_key=key,
-        kind="llm",
-        provider="openai_compatible",
-        model="qwen3",
-        outcome="ok",
-        owner_id=owner.pk,
-        workflow_id=workflow.pk,
-        input_tokens=tokens // 2,
-        output_tokens=tokens - tokens // 2,
-        cost=cost,
+        entry=UsageEntry(
+            idempotency_key=key,
+            kind="llm",
+            provider="openai_compatible",
+            model="qwen3",
+            outcome="ok",
+            owner_id=owner.pk,
+            workflow_id=workflow.pk,
+            input_tokens=tokens // 2,
+            output_tokens=tokens - tokens // 2,
+            cost=cost,
+        )
     )
 
 

@@ -29,7 +29,11 @@ def test_a_stop_check_that_hits_a_database_error_does_not_end_the_call(owner, in
 
     monkeypatch.setattr(heartbeat, "stop_requested", failing_check)
     workflow, generation, ids = assistant_with(owner)
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "a long answer " * 20))
+    firing = Firing.objects.get(
+        pk=firing_start(
+            workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="a long answer " * 20
+        )
+    )
     assert checks, "the stream never asked whether to stop"
     assert firing.state == Firing.State.FINISHED and firing.end_reason == "answered"
     stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
@@ -100,7 +104,7 @@ def test_while_the_database_is_down_a_stop_check_never_holds_up_the_stream(setti
 def test_a_failed_heartbeat_write_does_not_end_the_heartbeat(owner, settings, monkeypatch):
     settings.AGENT_STEP_HEARTBEAT_SECONDS = 0.02
     workflow, generation, ids = assistant_with(owner)
-    firing_id = firing_start(workflow, generation, ids["lead"], "hello")
+    firing_id = firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="hello")
     step = LlmStep.objects.create(firing_id=firing_id, iteration=99)
     beats_after_error = threading.Event()
     calls = []
@@ -136,7 +140,9 @@ def test_the_answer_is_saved_once_the_database_is_back(owner, inline, monkeypatc
 
     monkeypatch.setattr("agents.services.execute.retry_on_database_error", flaky_first_attempts)
     workflow, generation, ids = assistant_with(owner)
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "are you there?"))
+    firing = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="are you there?")
+    )
     assert failures == [0]
     assert firing.state == Firing.State.FINISHED
     assert LlmStep.objects.get(firing=firing).state == LlmStep.State.PERSISTED

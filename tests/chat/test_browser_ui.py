@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.chat.conftest import chat_workflow
-from tests.processes import REPO_ROOT, chromium_page, running_site
+from tests.chat.helpers import chat_workflow
+from tests.processes import REPO_ROOT, chromium_page
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -20,12 +20,6 @@ CODE_STEPS = (
     "Steps:\n\n1. Install it:\n\n   ```python\n   def greet(name):\n       return 'hi ' + name\n   ```\n2. Run it"
 )
 TYPED = "line one\nline <b>two</b> <script>x</script>"
-
-
-@pytest.fixture
-def stack(tmp_path):
-    with running_site(tmp_path, OFFLINE_PROVIDER_DELAY_MS="40", AGENT_STOP_POLL_SECONDS="0.05") as base_url:
-        yield base_url
 
 
 @pytest.fixture

@@ -83,18 +83,67 @@ def test_a_candidate_that_is_not_smaller_leaves_the_row_as_it_was(key):
     assert _stored(key) == before and AgentConversation.objects.get().version == version
 
 
-def test_a_source_changed_meanwhile_aborts_and_keeps_the_prior_list(key):
+def test_turns_appended_while_the_summary_runs_are_kept_verbatim_after_it(key):
     save_conversation(key, [system(), *turn(1, result_size=3000), *turn(2)])
 
     def summarize(source):
-        # a concurrent firing appends a turn while the summarizer runs
+        assert _strip_ts(source) == turn(1, result_size=3000)  # the prefix: the turns before the latest at snapshot
+        # two turns are appended while the summarizer runs (a conversation that never pauses)
         save_conversation(key, [*load_conversation(key), *turn(3)])
+        save_conversation(key, [*load_conversation(key), *turn(4)])
         return "summary"
 
     outcome = compact_conversation(key, summarize=summarize, count_tokens=count_tokens)
-    assert outcome.status == "conflict"
+    assert outcome.status == "compacted"
     stored = _stored(key)
-    assert len(stored) == 13 and _strip_ts(stored[-4:]) == turn(3)
+    assert stored[1]["blocks"][0]["text"] == COMPACTION_SUMMARY_HEADER + "summary"
+    # the latest turn at the snapshot and both turns appended after it, verbatim
+    assert _strip_ts(stored[2:]) == [*turn(2), *turn(3), *turn(4)]
+    validate_messages(stored)
+
+
+@pytest.mark.parametrize("change", ["edit", "rewind", "clear"])
+def test_a_change_inside_the_summarised_prefix_discards_the_summary(key, change):
+    from conversations.store import clear_conversation
+
+    save_conversation(key, [system(), *turn(1, result_size=3000), *turn(2, result_size=3000), *turn(3)])
+
+    def summarize(source):
+        stored = load_conversation(key)
+        if change == "edit":  # the owner edits the first message (a chat edit rewrites from there)
+            save_conversation(key, [stored[0], user("edited question"), *stored[2:]])
+        elif change == "rewind":  # try again / a branch switch back to before turn 2, then a new turn
+            save_conversation(key, [*stored[:5], *turn(9)])
+        else:
+            clear_conversation(key.workflow_id)
+            save_conversation(key, [*stored])  # the same messages again: a new conversation all the same
+        return "summary"
+
+    before_landing = []
+
+    def counting(messages):
+        before_landing.append(len(messages))
+        return count_tokens(messages)
+
+    outcome = compact_conversation(key, summarize=summarize, count_tokens=counting)
+    assert outcome.status == "discarded"
+    assert before_landing == []  # decided on the prefix's identity alone
+    stored = _stored(key)
+    assert not any((m.get("meta") or {}).get("compaction_summary") for m in stored)
+
+
+def test_an_unrelated_rewrite_after_the_prefix_keeps_the_summary(key):
+    # A branch move that rewrites only after the summarised prefix (the latest turn replaced) leaves it unchanged.
+    save_conversation(key, [system(), *turn(1, result_size=3000), *turn(2)])
+
+    def summarize(source):
+        stored = load_conversation(key)
+        save_conversation(key, [*stored[:5], *turn(7)])  # turn 2 replaced by turn 7
+        return "summary"
+
+    outcome = compact_conversation(key, summarize=summarize, count_tokens=count_tokens)
+    assert outcome.status == "compacted"
+    assert _strip_ts(_stored(key)[2:]) == turn(7)
 
 
 def test_a_summarizer_failure_is_a_compaction_error_and_keeps_the_row(key):

@@ -8,7 +8,7 @@ import uuid
 import pytest
 from django.core.cache import cache
 
-from tests.chat.conftest import chat_workflow
+from tests.chat.helpers import chat_workflow
 from tests.realtime import SocketClient
 from workflows.models import Workflow
 
@@ -61,6 +61,20 @@ def test_token_creation_is_limited_per_ip(rates, owner_client):
     assert refused.status_code == 429 and refused.json()["code"] == "rate_limited"
     assert int(refused["Retry-After"]) > 60
     assert owner_client.get("/api/tokens/").status_code == 200  # listing is not creating
+
+
+def test_the_token_page_shares_the_token_creation_limit(rates, client, owner, owner_client):
+    rates["token"] = "2/hour"
+    client.force_login(owner)
+    made = client.post("/settings/token/", {"action": "create", "name": "page", "expires_in_days": "30"})
+    assert made.status_code == 302
+    token_id = owner.api_tokens.get(name="page").pk
+    replaced = client.post("/settings/token/", {"action": "replace", "token_id": token_id})
+    assert replaced.status_code == 302  # replacing mints a key too: the second of two
+    refused = client.post("/settings/token/", {"action": "create", "name": "third", "expires_in_days": "30"})
+    assert refused.status_code == 429 and int(refused["Retry-After"]) > 60
+    assert owner_client.post("/api/tokens/", {"name": "api"}, format="json").status_code == 429  # one counter
+    assert client.get("/settings/token/").status_code == 200  # showing the page is not creating
 
 
 def test_a_socket_that_floods_messages_is_closed(settings, owner):

@@ -64,7 +64,9 @@ def test_the_owners_key_is_used_for_their_agents_before_the_environments(owner, 
         owner_provider_key_set(owner=owner, provider="anthropic", api_key=OWNER_KEY)
         workflow, generation, ids = assistant_with(owner, provider="anthropic", model="claude-sonnet-4-5")
         fake.push(Turn([Text("Hello from your key.")]))
-        firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "hi"))
+        firing = Firing.objects.get(
+            pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="hi")
+        )
         assert firing.state == Firing.State.FINISHED, (firing.error_code, firing.error_message)
         chat_calls = [r for r in fake.requests if r.path == "/v1/messages"]
         assert [fake.presented_key(r) for r in chat_calls] == [OWNER_KEY]
@@ -72,7 +74,7 @@ def test_the_owners_key_is_used_for_their_agents_before_the_environments(owner, 
         other = make_user("other-owner")
         workflow2, generation2, ids2 = assistant_with(other, provider="anthropic", model="claude-sonnet-4-5")
         fake.push(Turn([Text("Hello from the server key.")]))
-        firing_start(workflow2, generation2, ids2["lead"], "hi")
+        firing_start(workflow=workflow2, generation=generation2, agent_node_id=ids2["lead"], prompt="hi")
         chat_calls = [r for r in fake.requests if r.path == "/v1/messages"]
         assert fake.presented_key(chat_calls[-1]) == SERVER_KEY
 

@@ -185,3 +185,29 @@ def test_the_matrix_covers_every_shape(stored):
         assert any((m.get("meta") or {}).get("compaction_summary") for m in messages), provider
         if provider != "gemini":  # Gemini signs thoughts only when it was given a signature to put on them
             assert "thinking" in kinds, provider
+
+
+def compacted_after_snapshot(messages: list[dict]) -> list[dict]:
+    """The list a summary lands as when it was taken at the "Save and look up." turn and every later turn (parallel
+    tools, thinking, a stopped answer, a max-tokens cut, malformed arguments, images) was appended while it ran:
+    `[system, user(summary), those turns verbatim]`, made by the store's own landing rule and stored."""
+    from conversations.store import compaction_activation
+
+    snapshot_latest = next(i for i, m in enumerate(messages) if "Save and look up." in json.dumps(m))
+    return store_and_load(compaction_activation(messages, snapshot_latest, "Tea is green; the owner asked twice."))
+
+
+@pytest.mark.parametrize("target", PROVIDERS)
+@pytest.mark.parametrize("source", PROVIDERS)
+def test_a_compacted_list_with_turns_appended_after_its_snapshot_replays_to_every_adapter(
+    fakes, stored, source, target
+):
+    messages = compacted_after_snapshot(stored[source])
+    assert messages[1]["meta"]["compaction_summary"] and messages[2]["role"] == "user"
+    assert any(b["type"] == "tool_call" for m in messages[2:] for b in m["blocks"])
+    fake = fakes[target]
+    fake.rejections.clear()
+    fake.push(Turn([Text("ok")]))
+    result = call(target, fake, messages)
+    assert not fake.rejections, fake.rejections
+    assert result.stop_reason == "end_turn"
