@@ -86,6 +86,16 @@ def ip_throttle(request, scope: str) -> HttpResponse | None:
     return response
 
 
+def _count(key: str, *, timeout: int) -> int:
+    """Add one to a counter atomically, starting it when it does not exist (or just expired)."""
+    cache.add(key, 0, timeout=timeout)
+    try:
+        return cache.incr(key)
+    except ValueError:  # it expired between the two calls
+        cache.add(key, 0, timeout=timeout)
+        return cache.incr(key)
+
+
 class LoginFailures:
     """Failed logins counted per client IP (`login`) and per account tried (`login_account`), so a password can be
     guessed neither from one address nor from many.
@@ -108,8 +118,7 @@ class LoginFailures:
             limit, period = SimpleRateThrottle.parse_rate(None, settings.THROTTLE_RATES[scope])
             window = int(now // period)
             key = f"throttle_{scope}_{ident}_{window}"
-            cache.add(key, 0, timeout=period + 1)
-            if cache.incr(key) > limit:
+            if _count(key, timeout=period + 1) > limit:
                 cache.decr(key)
                 self.retry_after = max(1, math.ceil((window + 1) * period - now))
                 self.succeeded()

@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 import pytest
 import requests
 
+from core.body_limit import LINGER_SECONDS
 from tests.processes import start_web_server
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -52,6 +53,8 @@ def web(tmp_path):
         for _ in range(3):
             requests.post(f"{base_url}/api/workflows/", json={"name": "warm"}, timeout=10)
         yield process, urlsplit(base_url).port
+        time.sleep(LINGER_SECONDS + 0.5)  # past the cut of the refused connections
+        assert "Traceback" not in process.log()  # refusing is an answer, never an error in the server
     finally:
         process.stop()
 
