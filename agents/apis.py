@@ -90,6 +90,9 @@ class RunDetailOutput(RunSummaryOutput):
 
 
 class WorkflowTestRunApi(APIView):
+    # A test run is a provider call like a chat send: it counts against the same per-user limit (core/throttles.py).
+    throttle_scope = "chat_send"
+
     class InputSerializer(serializers.Serializer):
         class Meta:
             ref_name = "WorkflowTestRunInput"

@@ -340,6 +340,14 @@ def chat_run_finish(
     if not run.is_active:
         return run
     session = chat_session_for_update(session_id=run.session_id)
+    seq, streamed = run_stream_state(run.pk)
+    meta = {"error_code": error_code} if error_code else {}
+    if state == ChatRun.State.ERROR and not text and streamed:
+        # The answer broke off (its worker died: `interrupted`) after the owner watched part of it arrive: the reply
+        # keeps what they saw, marked as cut short. Only the chat's copy: the stored conversation keeps nothing of
+        # it (the step is `ambiguous`, and what the model said is never replayed to it).
+        text = streamed
+        meta["partial"] = True
     reply = ChatMessage.objects.create(
         session=session,
         parent_id=run.user_message_id,
@@ -348,10 +356,9 @@ def chat_run_finish(
         text=text,
         status=reply_status,
         generation=run.generation,
-        meta={"error_code": error_code} if error_code else {},
+        meta=meta,
     )
 
-    seq, _ = run_stream_state(run.pk)
     run.state = state
     run.reply_message = reply
     run.outcome = {"finished": "answered", "stopped": "stopped"}.get(state, "error")
