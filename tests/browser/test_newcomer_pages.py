@@ -343,3 +343,121 @@ def test_export_import_reset_and_login_read_as_a_person_expects(page, stack, tmp
     expect(page.get_by_label("Username")).to_have_value("newcomer")
     expect(page.get_by_label("Password")).to_be_focused()
     shot(page, "61-login-kept")
+
+
+def node_count(page, node_type: str) -> int:
+    return page.locator(f"{NODE}[data-type='{node_type}']").count()
+
+
+def test_undo_and_redo_every_canvas_edit(page, stack):
+    from playwright.sync_api import expect
+
+    new_workflow(page, stack)
+    undo, redo = page.get_by_role("button", name="Undo"), page.get_by_role("button", name="Redo")
+    expect(undo).to_be_disabled()
+    trigger, agent = f"{NODE}[data-type='chatTrigger']", f"{NODE}[data-type='agent']"
+
+    # Add (two nodes), then undo one with Ctrl-Z and bring it back with Shift-Ctrl-Z.
+    drag_from_palette(page, "chatTrigger", 60, 60)
+    drag_from_palette(page, "agent", 460, 160)
+    expect(page.locator(NODE)).to_have_count(2)
+    page.locator("#canvas").focus()
+    page.keyboard.press("Control+z")
+    expect(page.locator(agent)).to_have_count(0)
+    expect(page.locator(trigger)).to_have_count(1)
+    page.keyboard.press("Control+Shift+z")
+    expect(page.locator(agent)).to_have_count(1)
+
+    # Wire, undo (button), redo (button).
+    wire(page, trigger, "output-main", agent, "input-main")
+    expect(page.locator("#canvas svg.connection")).to_have_count(1)
+    undo.click()
+    expect(page.locator("#canvas svg.connection")).to_have_count(0)
+    redo.click()
+    expect(page.locator("#canvas svg.connection")).to_have_count(1)
+
+    # Move the agent, undo puts it back.
+    before = page.locator(agent).bounding_box()
+    page.locator(f"{agent} .node-kind").hover()
+    page.mouse.down()
+    page.mouse.move(before["x"] + 150, before["y"] + 220, steps=6)
+    page.mouse.up()
+    moved = page.locator(agent).bounding_box()
+    assert abs(moved["y"] - before["y"]) > 100
+    undo.click()
+    back = page.locator(agent).bounding_box()
+    assert abs(back["x"] - before["x"]) < 3 and abs(back["y"] - before["y"]) < 3, (before, back)
+
+    # A param edit: typing a name is one step; undo brings the old name back in the card and the form.
+    select_node(page, "agent")
+    page.locator("#node-form").get_by_label("Name", exact=True).fill("Support bot")
+    expect(page.locator(f"{agent} .node-title")).to_have_text("Support bot")
+    page.locator("#canvas").focus()
+    page.keyboard.press("Control+z")
+    expect(page.locator(f"{agent} .node-title")).to_have_text("Agent")
+    expect(page.locator("#node-form").get_by_label("Name", exact=True)).to_have_value("Agent")
+    page.keyboard.press("Control+y")
+    expect(page.locator(f"{agent} .node-title")).to_have_text("Support bot")
+
+    # Delete the agent (its wire goes with it): one undo brings both back.
+    select_node(page, "agent")
+    page.keyboard.press("Delete")
+    expect(page.locator(agent)).to_have_count(0)
+    expect(page.locator("#canvas svg.connection")).to_have_count(0)
+    page.keyboard.press("Control+z")
+    expect(page.locator(agent)).to_have_count(1)
+    expect(page.locator("#canvas svg.connection")).to_have_count(1)
+    shot(page, "70-undo-redo")
+
+    # Undo survives a save: undoing after it restores the saved node (its canonical id), not a new one.
+    select_node(page, "agent")
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(page.locator("#save-state")).to_have_text("Saved · revision 2")
+    expect(page.locator(agent)).to_have_class(re.compile("selected"))  # the selection survives the save
+    saved_id = page.locator(agent).get_attribute("data-node-id")
+    select_node(page, "agent")
+    page.keyboard.press("Delete")
+    page.keyboard.press("Control+z")
+    expect(page.locator(agent)).to_have_attribute("data-node-id", saved_id)
+    expect(page.locator("#save-state")).to_have_text("Saved · revision 2")
+
+
+def test_copy_paste_palette_search_and_enter_added_nodes_in_free_space(page, stack):
+    from playwright.sync_api import expect
+
+    new_workflow(page, stack)
+    search = page.get_by_label("Search node types")
+    search.fill("memo")
+    expect(page.locator(".palette-item:visible")).to_have_count(1)
+    expect(page.locator(".palette-item:visible")).to_contain_text("Memory")
+    search.fill("nothing like this")
+    expect(page.locator("#palette-none")).to_be_visible()
+    search.fill("agent")
+    search.press("Enter")
+    expect(page.locator(f"{NODE}[data-type='agent']")).to_have_count(1)
+    search.fill("")
+
+    # Enter on palette items: each new node lands where no other node is.
+    for _ in range(3):
+        page.locator(".palette-item[data-type='todos']").focus()
+        page.keyboard.press("Enter")
+    expect(page.locator(NODE)).to_have_count(4)
+    boxes = page.locator(NODE).evaluate_all("nodes => nodes.map(n => n.getBoundingClientRect().toJSON())")
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            apart = (
+                a["right"] <= b["left"] or b["right"] <= a["left"] or a["bottom"] <= b["top"] or b["bottom"] <= a["top"]
+            )
+            assert apart, f"two nodes overlap: {a} {b}"
+    expect(page.locator("#editor-live")).to_have_text("Added Todos.")
+
+    # Copy and paste a node: a second one with the same settings.
+    select_node(page, "agent")
+    page.locator("#node-form").get_by_label("Name", exact=True).fill("Original")
+    page.locator("#canvas").focus()
+    page.keyboard.press("Control+c")
+    page.keyboard.press("Control+v")
+    expect(page.locator(f"{NODE}[data-type='agent']")).to_have_count(2)
+    expect(page.locator(f"{NODE}[data-type='agent'] .node-title")).to_have_text(["Original", "Original"])
+    expect(page.locator("#editor-live")).to_have_text("Pasted Original.")
+    shot(page, "71-copy-paste-search")
