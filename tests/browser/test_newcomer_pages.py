@@ -461,3 +461,71 @@ def test_copy_paste_palette_search_and_enter_added_nodes_in_free_space(page, sta
     expect(page.locator(f"{NODE}[data-type='agent'] .node-title")).to_have_text(["Original", "Original"])
     expect(page.locator("#editor-live")).to_have_text("Pasted Original.")
     shot(page, "71-copy-paste-search")
+
+
+def fits_the_phone(page) -> None:
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 392, f"the page scrolls sideways at 390 px ({width})"
+
+
+def test_the_tables_header_and_chat_fit_a_phone(tmp_path, cookie, stack):
+    from playwright.sync_api import expect
+
+    with chromium_page(tmp_path / "phone", width=390, height=844) as page:
+        page.context.add_cookies([{**cookie, "url": stack}])
+        graph = chat_graph()
+        graph["nodes"].append({"id": "spare", "type": "simpleMemory", "params": {}, "position": {"x": 600, "y": 400}})
+        workflow_id = api_workflow(page, stack, graph, name="A workflow with a rather long name for a phone")
+        page.get_by_role("button", name="Start").click()
+        expect(page.locator("#run-state")).to_contain_text("Running")
+        chat_once(page, stack, workflow_id, "hello from a phone")
+
+        # The chat: every link and Clear chat on screen.
+        fits_the_phone(page)
+        expect(page.get_by_role("button", name="Clear chat")).to_be_in_viewport(ratio=1)
+        shot(page, "80-chat-390")
+
+        # The header's links are in a menu that opens and closes.
+        menu = page.get_by_role("button", name="Menu")
+        expect(page.get_by_role("link", name="Provider keys")).to_be_hidden()
+        menu.click()
+        expect(menu).to_have_attribute("aria-expanded", "true")
+        for name in ("API tokens", "Usage", "Provider keys", "API docs"):
+            expect(page.get_by_role("link", name=name)).to_be_in_viewport(ratio=1)
+        expect(page.get_by_role("button", name="Log out")).to_be_in_viewport(ratio=1)
+        shot(page, "81-menu-open-390")
+        page.keyboard.press("Escape")
+        expect(page.get_by_role("link", name="Provider keys")).to_be_hidden()
+        menu.click()
+        page.get_by_role("link", name="API tokens").click()
+
+        # API tokens: make two, each row's Replace and Revoke are reachable on screen.
+        for name in ("laptop script", "a token whose name is long enough to wrap on a phone"):
+            page.get_by_label("Name").fill(name)
+            page.get_by_role("button", name="Make token").click()
+            expect(page.locator("#new-token")).to_be_visible()
+        fits_the_phone(page)
+        rows = page.locator("table.tokens tbody tr")
+        expect(rows).to_have_count(2)
+        for row in rows.all():
+            for action in ("Replace", "Revoke"):
+                button = row.get_by_role("button", name=action)
+                button.scroll_into_view_if_needed()
+                expect(button).to_be_in_viewport(ratio=1)
+        shot(page, "82-tokens-390")
+        rows.first.get_by_role("button", name="Revoke").click()
+        page.get_by_role("button", name="Revoke", exact=True).last.click()
+        expect(page.locator("table.tokens")).to_contain_text("revoked")
+
+        # Usage and Run history: rows stack; nothing runs off the screen.
+        page.goto(stack + "/settings/usage/")
+        fits_the_phone(page)
+        expect(page.locator("table.usage td[data-label='Cost']").first).to_be_in_viewport()
+        shot(page, "83-usage-390")
+        page.goto(f"{stack}/workflows/{workflow_id}/runs/")
+        fits_the_phone(page)
+        link = page.locator(".run-row a").first
+        expect(link).to_be_in_viewport(ratio=1)
+        for label in ("Outcome", "Duration"):
+            expect(page.locator(f".run-row td[data-label='{label}']").first).to_be_in_viewport()
+        shot(page, "84-runs-390")
