@@ -523,13 +523,47 @@
   editor.on("nodeMoved", () => changed());
   editor.on("nodeSelected", (id) => { state.selectedNode = String(id); state.selectedConnection = null; renderSelection(); });
   editor.on("nodeUnselected", () => { state.selectedNode = null; renderSelection(); });
-  editor.on("connectionSelected", (connection) => { state.selectedConnection = connection; state.selectedNode = null; renderSelection(); });
-  editor.on("connectionUnselected", () => { state.selectedConnection = null; });
+  editor.on("connectionSelected", (connection) => {
+    state.selectedConnection = connection;
+    state.selectedNode = null;
+    renderSelection();
+    showWireDelete(connection);
+  });
+  editor.on("connectionUnselected", () => { state.selectedConnection = null; hideWireDelete(); });
+  editor.on("nodeSelected", hideWireDelete);
+  editor.on("translate", hideWireDelete);
+  editor.on("zoom", hideWireDelete);
+
+  function wireSvg(c) {
+    return document.querySelector(`#canvas svg.connection.node_in_node-${c.input_id}.node_out_node-${c.output_id}.${c.output_class}.${c.input_class}`);
+  }
+
+  function showWireDelete(connection) {
+    // On a touch screen there is no Delete key: a selected wire gets a button of its own, at its middle.
+    const svg = wireSvg(connection);
+    const path = svg && svg.querySelector(".main-path");
+    if (!path) return;
+    const box = path.getBoundingClientRect();
+    const wrap = $("canvas").parentElement.getBoundingClientRect();
+    const button = $("wire-delete");
+    button.style.left = `${box.left + box.width / 2 - wrap.left}px`;
+    button.style.top = `${box.top + box.height / 2 - wrap.top}px`;
+    button.hidden = false;
+  }
+
+  function hideWireDelete() { $("wire-delete").hidden = true; }
+
+  $("wire-delete").addEventListener("click", () => {
+    const c = state.selectedConnection;
+    if (c && removeSelected()) announce("Wire deleted.");
+    hideWireDelete();
+  });
 
   function removeSelected() {
     if (state.selectedConnection) {
       const c = state.selectedConnection;
       state.selectedConnection = null;
+      hideWireDelete();
       editor.removeSingleConnection(c.output_id, c.input_id, c.output_class, c.input_class);
       return true;
     }
@@ -720,7 +754,10 @@
     const select = $("node-select");
     const from = $("connect-from");
     const to = $("connect-to");
-    [select, from, to].forEach((s) => { s.textContent = ""; });
+    const wires = $("wire-select");
+    // The owner's From/To (and wire) choices stay chosen while the lists are rebuilt after an edit.
+    const kept = [from, to, wires].map((s) => s.value);
+    [select, from, to, wires].forEach((s) => { s.textContent = ""; });
     select.append(el("option", { value: "" }, "—"));
     nodes.forEach((node) => {
       const type = state.types[node.data.type];
@@ -730,8 +767,49 @@
       type.outputs.forEach((h) => from.append(el("option", { value: `${node.id}|${h.id}` }, `${name} · ${h.label}`)));
       type.inputs.forEach((h) => to.append(el("option", { value: `${node.id}|${h.id}` }, `${name} · ${h.label}`)));
     });
+    wireList().forEach((w) => wires.append(el("option", { value: w.value }, w.label)));
+    if (!wires.options.length) wires.append(el("option", { value: "" }, "No wires yet"));
+    [from, to, wires].forEach((s, i) => {
+      if ([...s.options].some((o) => o.value === kept[i])) s.value = kept[i];
+    });
+    $("unwire").disabled = !wireList().length;
     if (state.selectedNode && nodeData(state.selectedNode)) select.value = nodeData(state.selectedNode).id;
   }
+
+  function handleName(dfId, direction, handleId) {
+    const data = nodeData(dfId);
+    const type = state.types[data.type];
+    const handle = (direction === "input" ? type.inputs : type.outputs).find((h) => h.id === handleId);
+    return `${nodeTitle(data)} · ${handle ? handle.label : handleId}`;
+  }
+
+  function wireList() {
+    const out = [];
+    allNodes().forEach((node) => {
+      const type = state.types[node.data.type];
+      if (!type) return;
+      Object.entries(node.outputs).forEach(([cls, output]) => output.connections.forEach((c) => {
+        const source = handleAt(type, "output", cls);
+        const target = getNode(c.node);
+        const targetHandle = target && handleAt(state.types[target.data.type], "input", c.output);
+        if (!source || !targetHandle) return;
+        out.push({
+          value: [node.id, cls, c.node, c.output].join("|"),
+          label: `${handleName(String(node.id), "output", source.id)} → ${handleName(String(c.node), "input", targetHandle.id)}`,
+        });
+      }));
+    });
+    return out;
+  }
+
+  $("unwire-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const chosen = wireList().find((w) => w.value === $("wire-select").value);
+    if (!chosen) return;
+    const [outputId, outputClass, inputId, inputClass] = chosen.value.split("|");
+    editor.removeSingleConnection(outputId, inputId, outputClass, inputClass);
+    announce(`Removed the wire ${chosen.label}.`);
+  });
 
   $("node-select").addEventListener("change", (event) => {
     const dfId = dfIdOf(event.target.value);
@@ -745,11 +823,25 @@
     if (!sourceDf || !targetDf) return;
     const source = state.types[nodeData(sourceDf).type].outputs.find((h) => h.id === sourceHandle);
     const target = state.types[nodeData(targetDf).type].inputs.find((h) => h.id === targetHandle);
-    if (sourceDf === targetDf || source.kind !== target.kind) {
-      banner(`Not connected: a ${source.kind} output only joins a ${source.kind} input of another node.`, "warn");
-      return;
+    const label = `${handleName(sourceDf, "output", sourceHandle)} → ${handleName(targetDf, "input", targetHandle)}`;
+    let words;
+    if (sourceDf === targetDf) {
+      words = "Not connected: a node cannot be wired to itself.";
+    } else if (source.kind !== target.kind) {
+      words = `Not connected: “${source.label}” is a ${source.kind} output and only joins a ${source.kind} input; “${target.label}” takes ${target.kind}.`;
+    } else {
+      const outCls = dotClass(typeOf(sourceDf), "output", sourceHandle);
+      const inCls = dotClass(typeOf(targetDf), "input", targetHandle);
+      const already = (getNode(sourceDf).outputs[outCls] || { connections: [] }).connections
+        .some((c) => String(c.node) === String(targetDf) && c.output === inCls);
+      if (already) words = `Already connected: ${label}.`;
+      else {
+        connect(sourceDf, sourceHandle, targetDf, targetHandle);
+        words = `Connected ${label}.`;
+      }
     }
-    connect(sourceDf, sourceHandle, targetDf, targetHandle);
+    if (words.startsWith("Not")) banner(words, "warn");
+    announce(words);
   });
 
   // --- live validation --------------------------------------------------------------------------------------------

@@ -529,3 +529,68 @@ def test_the_tables_header_and_chat_fit_a_phone(tmp_path, cookie, stack):
         for label in ("Outcome", "Duration"):
             expect(page.locator(f".run-row td[data-label='{label}']").first).to_be_in_viewport()
         shot(page, "84-runs-390")
+
+
+def test_wiring_with_the_keyboard_keeps_choices_announces_and_removes(page, stack):
+    from playwright.sync_api import expect
+
+    workflow_id = api_workflow(page, stack, chat_graph(context=False, memory=False) | {"edges": []})
+    page.get_by_text("Wire and select with the keyboard").click()
+    trigger_id, agent_id = f"{workflow_id}:chatTrigger:1", f"{workflow_id}:agent:1"
+    source = page.get_by_label("From (output)")
+    target = page.get_by_label("To (input)")
+    source.select_option(label=f"Chat trigger ({trigger_id}) · message")
+    target.select_option(label=f"Lead ({agent_id}) · message")
+    chosen = (source.input_value(), target.input_value())
+    connect = page.get_by_role("button", name="Connect")
+    connect.focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#canvas svg.connection")).to_have_count(1)
+    live = page.locator("#editor-live")
+    expect(live).to_have_text("Connected Chat trigger · message → Lead · message.")
+    # The choices are kept and focus stays where the owner was.
+    assert (source.input_value(), target.input_value()) == chosen
+    expect(connect).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(live).to_have_text("Already connected: Chat trigger · message → Lead · message.")
+    expect(page.locator("#canvas svg.connection")).to_have_count(1)
+    # A wrong pair is refused in the handles' own words.
+    target.select_option(label=f"Lead ({agent_id}) · tools")
+    connect.click()
+    expect(live).to_contain_text(
+        "Not connected: “message” is a main output and only joins a main input; “tools” takes tool."
+    )
+    shot(page, "90-keyboard-wiring")
+
+    # Removing a wire from the keyboard.
+    wires = page.get_by_label("Wires")
+    expect(wires.locator("option")).to_have_text(["Chat trigger · message → Lead · message"])
+    page.get_by_role("button", name="Remove wire").click()
+    expect(page.locator("#canvas svg.connection")).to_have_count(0)
+    expect(live).to_have_text("Removed the wire Chat trigger · message → Lead · message.")
+    expect(page.get_by_role("button", name="Remove wire")).to_be_disabled()
+
+
+def test_a_tapped_wire_can_be_deleted_on_a_touch_screen(tmp_path, cookie, stack):
+    from playwright.sync_api import expect
+
+    with chromium_page(tmp_path / "touch", width=1280, height=900, touch=True) as page:
+        page.context.add_cookies([{**cookie, "url": stack}])
+        api_workflow(page, stack, chat_graph(context=False, memory=False))
+        expect(page.locator("#canvas svg.connection")).to_have_count(1)
+        path = page.locator("#canvas svg.connection .main-path")
+        box = path.bounding_box()
+        # A point on the curve: its middle, found from the path itself.
+        point = path.evaluate(
+            """p => { const m = p.getPointAtLength(p.getTotalLength() / 2); const r = p.ownerSVGElement
+                .getScreenCTM(); return {x: m.x * r.a + r.e, y: m.y * r.d + r.f}; }"""
+        )
+        assert box is not None
+        page.touchscreen.tap(point["x"], point["y"])
+        delete = page.get_by_role("button", name="Delete wire")
+        expect(delete).to_be_visible()
+        shot(page, "91-tapped-wire")
+        delete.tap()
+        expect(page.locator("#canvas svg.connection")).to_have_count(0)
+        expect(delete).to_be_hidden()
+        expect(page.locator("#save-state")).to_have_text("Unsaved changes")
