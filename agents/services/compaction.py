@@ -164,7 +164,11 @@ def compaction_land_ready(firing: Firing, *, config: dict | None = None):
         return None
     identity = store.PrefixIdentity(int(slot[3] or 0), int(slot[4]), slot[5])
     config = config or firing.agent_config
-    outcome = store.compaction_land_locked(key, identity, slot[6], count_tokens=_count_tokens(config))
+    # Prepare (no prefix yet) reads the list after this; a firing mid-turn follows the compacted list, and keeps the
+    # replaced one (retained.py) only for the rare list someone else rewrote under it meanwhile.
+    outcome = store.compaction_land_locked(
+        key, identity, slot[6], count_tokens=_count_tokens(config), retain=prefix is not None
+    )
     _finish(key, config, outcome, owner_id=firing.workflow.owner_id, paid=False)
     if outcome.compacted and prefix is not None:
         _follow_compaction(firing, outcome)
@@ -332,7 +336,9 @@ def _land(key, config: dict, identity, summary: str | None, *, owner_id) -> None
                 store.compaction_finish(key, outcome="skipped", paid=False)
                 outcome = None
             elif waits or leased:
-                outcome = store.compaction_land_locked(key, identity, summary, count_tokens=_count_tokens(config))
+                outcome = store.compaction_land_locked(
+                    key, identity, summary, count_tokens=_count_tokens(config), retain=not leased
+                )
                 _finish(key, config, outcome, owner_id=owner_id, paid=True)
             else:
                 store.compaction_ready(key, identity=identity, summary=summary)
