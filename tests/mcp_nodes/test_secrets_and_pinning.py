@@ -7,9 +7,9 @@ import json
 import logging
 
 import pytest
+from mcp import Client
 
 from agents.models import Firing
-from mcp import Client
 from mcp_nodes.client import list_tools
 from tests.chat.helpers import stored
 
@@ -25,7 +25,9 @@ def _listing(owner, url: str, headers=()) -> dict:
     return {"tools": [t.to_dict() for t in list_tools(owner_id=owner.pk, connection=connection)]}
 
 
-def test_a_secret_reaches_the_server_and_nothing_else(owner, owner_client, inline, token_server, capture_events, caplog):
+def test_a_secret_reaches_the_server_and_nothing_else(
+    owner, owner_client, inline, token_server, capture_events, caplog
+):
     caplog.set_level(logging.DEBUG)
     owner_client.put("/api/secrets/server-token/", {"value": f"Bearer {SECRET}"}, format="json")
     headers = [{"name": "Authorization", "secret": "server-token"}]
@@ -76,7 +78,9 @@ def test_a_secret_reaches_the_server_and_nothing_else(owner, owner_client, inlin
     assert SECRET not in json.dumps(repeated) and "***" in repeated["arguments"] and "***" in repeated["error_preview"]
 
 
-def test_a_tool_list_change_after_start_does_not_change_the_running_generation(owner, owner_client, inline, http_server):
+def test_a_tool_list_change_after_start_does_not_change_the_running_generation(
+    owner, owner_client, inline, http_server
+):
     listing = _listing(owner, http_server.url)
     pinned = ticked(listing, "echo")
     workflow, generation, ids = mcp_workflow(owner, {"url": http_server.url, "tools": pinned})
