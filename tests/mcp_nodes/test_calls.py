@@ -28,7 +28,9 @@ def _http(owner, server, *names, **params) -> dict:
 
 def _run(owner, params: dict, prompt: str, **agent_params):
     workflow, generation, ids = mcp_workflow(owner, params, **agent_params)
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], prompt))
+    firing = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt=prompt)
+    )
     stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
     return firing, stored
 

@@ -36,7 +36,9 @@ def test_a_stored_mcp_turn_replays_to_every_native_provider(owner, inline, http_
             "call picture:",
         ]
     )
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], prompt))
+    firing = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt=prompt)
+    )
     stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
     assert [m["role"] for m in stored] == ["system", "user", "assistant", "tool", "tool", "tool", "tool", "assistant"]
     tools = [ToolDefinition(b["name"], b["description"], b["parameters"]) for b in firing.tool_bindings]

@@ -51,7 +51,9 @@ def test_stop_cancels_a_running_call_on_the_server(owner, tmp_path, http_server)
     worker = start_celery_worker(tmp_path, **WORKER_ENV)
     try:
         workflow, generation, ids = _hang_workflow(owner, http_server, timeout_seconds=60)
-        firing_id = firing_start(workflow, generation, ids["lead"], 'call hang: {"seconds": 45}')
+        firing_id = firing_start(
+            workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt='call hang: {"seconds": 45}'
+        )
         wait_until(lambda: http_server.calls("hang"), timeout=60, what="the call to reach the server")
         firing_request_stop(firing_id=firing_id)
         firing = _wait_for_end(firing_id, timeout=30)
@@ -68,7 +70,9 @@ def test_a_worker_killed_mid_call_leaves_an_ambiguous_call_never_sent_again(owne
     doomed = start_celery_worker(tmp_path, name="doomed", **WORKER_ENV)
     try:
         workflow, generation, ids = _hang_workflow(owner, http_server, timeout_seconds=6)
-        firing_id = firing_start(workflow, generation, ids["lead"], 'call hang: {"seconds": 3}')
+        firing_id = firing_start(
+            workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt='call hang: {"seconds": 3}'
+        )
         wait_until(lambda: http_server.calls("hang"), timeout=60, what="the call to reach the server")
         record = ToolCallResult.objects.get(firing_id=firing_id)
         assert record.state == ToolCallResult.State.STARTED and record.deadline_at is not None

@@ -17,7 +17,10 @@ def fire_in_background(workflow, generation, agent, prompt) -> Competitor:
     """`firing_start` on its own thread and database connection; `.result(timeout)` is the firing's id."""
     from agents.services.firings import firing_start
 
-    return Competitor(lambda: firing_start(workflow, generation, agent, prompt), name="firing").start()
+    return Competitor(
+        lambda: firing_start(workflow=workflow, generation=generation, agent_node_id=agent, prompt=prompt),
+        name="firing",
+    ).start()
 
 
 def process_group_gone(pid: int) -> bool:

@@ -85,6 +85,17 @@ def firing_of_run(world: World) -> str:
     return str(ChatRun.objects.get(pk=world.run_id).firing_id)
 
 
+def mcp_server_node(world: World) -> str:
+    """The tools URL of an MCP server node added to the owner's saved draft (the world has none)."""
+    from workflows.models import Workflow
+
+    graph = Workflow.objects.get(pk=world.workflow.pk).graph
+    if not any(node["id"] == "mcp-matrix" for node in graph["nodes"]):
+        node = {"id": "mcp-matrix", "type": "mcpServer", "position": {"x": 0, "y": 400}, "params": {}}
+        Workflow.objects.filter(pk=world.workflow.pk).update(graph={**graph, "nodes": [*graph["nodes"], node]})
+    return wf(world) + "mcp-servers/mcp-matrix/tools/"
+
+
 # route pattern (as the URL conf spells it) -> entry
 MATRIX: dict[str, Entry] = {
     # --- public -------------------------------------------------------------------------------------------------
@@ -140,6 +151,15 @@ MATRIX: dict[str, Entry] = {
     ),
     "api/provider-keys/<str:provider>/test/": Entry(
         API, lambda w: "/api/provider-keys/anthropic/test/", ("post",), order={"post": MUTATE}
+    ),
+    # The owner's secrets (MCP server headers): write-only values, listed by name.
+    "api/secrets/": Entry(API, lambda w: "/api/secrets/", ("get",)),
+    "api/secrets/<str:name>/": Entry(
+        API,
+        lambda w: "/api/secrets/MATRIX_TOKEN/",
+        ("put", "delete"),
+        bodies={"put": {"value": "matrix-secret-value"}},
+        order={"put": MUTATE, "delete": DESTROY},
     ),
     # --- workflows API --------------------------------------------------------------------------------------
     "api/workflows/": Entry(API, lambda w: "/api/workflows/", ("get", "post"), bodies={"post": {"name": "new one"}}),
@@ -322,6 +342,14 @@ MATRIX: dict[str, Entry] = {
         bodies={"post": {"version": 1, "expected_version": 999}},
     ),
     "workflows/<int:workflow_id>/chat/": Entry(PAGE, lambda w: page(w) + "chat/", ("get",)),
+    # Test connection of an MCP server node, with the form's (unsaved) params: the owner is told what is wrong
+    # with them; another owner learns nothing.
+    "api/workflows/<int:workflow_id>/mcp-servers/<str:node_id>/tools/": Entry(
+        API,
+        mcp_server_node,
+        ("post",),
+        bodies={"post": {"params": {"transport": "http", "url": "https://10.20.30.40/mcp"}}},
+    ),
 }
 
 NOT_UNDER_A_WORKFLOW = {
@@ -344,6 +372,8 @@ NOT_UNDER_A_WORKFLOW = {
     "api/provider-keys/",
     "api/provider-keys/<str:provider>/",
     "api/provider-keys/<str:provider>/test/",
+    "api/secrets/",
+    "api/secrets/<str:name>/",
 }
 # The catch-all socket route refuses every path with 4404 (tests/security/test_sockets.py); nobody is admitted.
 REFUSING_SOCKET_ROUTES = {""}

@@ -8,7 +8,6 @@ import requests
 from django.core.cache import cache
 from django.test import Client, RequestFactory
 
-from accounts.tokens import api_token_create
 from core.client_address import client_address
 from tests.processes import start_web_server
 
@@ -26,10 +25,13 @@ def rates(settings):
 
 
 @pytest.fixture
-def web(tmp_path, rates):
+def web(tmp_path, rates, settings):
+    # The server runs the product's settings, whose password hashers do not include the tests' fast MD5 one:
+    # users made here get a hash it can check, so a right password is right there too.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.PBKDF2PasswordHasher", *settings.PASSWORD_HASHERS]
     process, base_url = start_web_server(
         tmp_path,
-        THROTTLE_RATE_LOGIN="3/minute",
+        THROTTLE_RATE_LOGIN="3/hour",
         THROTTLE_RATE_LOGIN_ACCOUNT="1000/minute",
         THROTTLE_RATE_TOKEN="2/hour",
     )
@@ -59,12 +61,17 @@ def test_a_forged_forwarded_for_does_not_escape_the_login_limit_through_daphne(w
 
 def test_a_forged_forwarded_for_does_not_escape_the_token_limit_through_daphne(web, make_user):
     owner = make_user("xff-token-owner")
-    key = api_token_create(user=owner, name="driver").raw_key
+    session = requests.Session()  # tokens are made from a signed-in session only (a token cannot mint tokens)
+    assert _login(session, web, owner.username, PASSWORD, "198.51.100.9") == 302
     statuses = [
-        requests.post(
+        session.post(
             f"{web}/api/tokens/",
             json={"name": f"t{i}"},
-            headers={"Authorization": f"Token {key}", "X-Forwarded-For": f"203.0.113.{i + 1}"},
+            headers={
+                "X-CSRFToken": session.cookies["csrftoken"],
+                "Referer": f"{web}/settings/token/",
+                "X-Forwarded-For": f"203.0.113.{i + 1}",
+            },
             timeout=10,
         ).status_code
         for i in range(3)
