@@ -8,9 +8,9 @@ import requests
 from django.core.cache import cache
 from django.test import Client, RequestFactory
 
-from accounts.tokens import api_token_create
 from core.client_address import client_address
 from tests.processes import start_web_server
+from tests.realtime import session_cookie_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -59,12 +59,16 @@ def test_a_forged_forwarded_for_does_not_escape_the_login_limit_through_daphne(w
 
 def test_a_forged_forwarded_for_does_not_escape_the_token_limit_through_daphne(web, make_user):
     owner = make_user("xff-token-owner")
-    key = api_token_create(user=owner, name="driver").raw_key
+    # Only a session makes tokens (a token cannot mint one: tests/accounts/test_tokens.py); the page's own CSRF pair.
+    csrf = "c" * 32
+    session_name, session_key = session_cookie_for(owner).split("=", 1)
+    cookies = {session_name: session_key, "csrftoken": csrf}
     statuses = [
         requests.post(
             f"{web}/api/tokens/",
             json={"name": f"t{i}"},
-            headers={"Authorization": f"Token {key}", "X-Forwarded-For": f"203.0.113.{i + 1}"},
+            cookies=cookies,
+            headers={"X-CSRFToken": csrf, "X-Forwarded-For": f"203.0.113.{i + 1}"},
             timeout=10,
         ).status_code
         for i in range(3)
