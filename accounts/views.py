@@ -15,7 +15,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
 from core.errors import ServiceError
-from core.throttles import ip_throttle
+from core.throttles import LoginFailures, ip_throttle
 
 from . import selectors, tokens
 from .passwords import owner_password_change
@@ -104,8 +104,17 @@ def usage_page(request):
 def password_change_page(request):
     """The owner's own password (the current one asked first); the other sessions and their sockets end."""
     form = PasswordChangeForm(request.user, request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        owner_password_change(request=request, user=request.user, new_password=form.cleaned_data["new_password1"])
-        messages.success(request, "Your password was changed. Your other sessions were signed out.")
-        return redirect("password-change")
+    if request.method == "POST":
+        # A wrong current password is a failed sign-in: the same limits as the login page, so a borrowed session
+        # cannot guess the password here instead.
+        failures = LoginFailures(request, request.user.get_username())
+        if not failures.begin():
+            return failures.refusal()
+        valid = form.is_valid()
+        if "old_password" not in form.errors:
+            failures.succeeded()  # only a wrong current password counts
+        if valid:
+            owner_password_change(request=request, user=request.user, new_password=form.cleaned_data["new_password1"])
+            messages.success(request, "Your password was changed. Your other sessions were signed out.")
+            return redirect("password-change")
     return render(request, "accounts/password.html", {"form": form})

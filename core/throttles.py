@@ -1,10 +1,12 @@
 """Rate limits (DRF throttles counted in the Redis cache); rates live in settings.THROTTLE_RATES.
 
 - `user`: every API request, per signed-in user (per IP for anonymous ones).
-- `chat_send`: sending, editing and trying again in the chat, per user (views with `throttle_scope = "chat_send"`).
+- `chat_send`: sending, editing and trying again in the chat, and the editor's Test run, per user (views with
+  `throttle_scope = "chat_send"`).
 - `login` and `login_account`: failed login attempts per client IP and per account tried (`LoginFailures` in the
   login view); a successful login does not count.
-- `token`: API token creation (`POST /api/tokens/`, `throttle_scope = "token"`), per client IP.
+- `token`: API token creation (`POST /api/tokens/`, `throttle_scope = "token"`; create and replace on the token
+  page, `ip_throttle`), per client IP: one counter.
 - The client IP is `core.client_address.client_address` everywhere (X-Forwarded-For only as far as
   `TRUSTED_PROXY_COUNT` vouches for it).
 - The workflow socket counts its own messages (core/consumers.py, SOCKET_MESSAGE_LIMIT).

@@ -53,3 +53,21 @@ def test_changing_it_ends_the_other_sessions_and_keeps_this_one(owner):
     ended = other.get("/settings/token/")
     assert ended.status_code == 302 and ended["Location"].startswith("/login/")
     assert Client().login(username=owner.username, password=NEW)
+
+
+def test_wrong_current_passwords_count_as_failed_sign_ins(owner, settings):
+    from django.core.cache import cache
+
+    cache.clear()
+    settings.THROTTLE_RATES = {**settings.THROTTLE_RATES, "login_account": "2/hour"}
+    client = signed_in(owner)
+    wrong = {"old_password": "nope", "new_password1": NEW, "new_password2": NEW}
+    weak = {"old_password": "pw-for-tests-1", "new_password1": "short", "new_password2": "short"}
+    assert client.post("/settings/password/", weak).status_code == 200  # a right current password: no failure
+    assert [client.post("/settings/password/", wrong).status_code for _ in range(3)] == [200, 200, 429]
+    # The account's limit is the login page's too: the password cannot be guessed on either.
+    refused = Client().post("/login/", {"username": owner.username, "password": "pw-for-tests-1"})
+    assert refused.status_code == 429
+    owner.refresh_from_db()
+    assert owner.check_password("pw-for-tests-1")
+    cache.clear()
