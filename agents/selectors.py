@@ -155,6 +155,8 @@ def firing_request_view(*, firing_id) -> dict | None:
 # outcome and size, and the text of failed calls only, which is what explains a failed answer.
 
 ERROR_PREVIEW_CHARS = 500
+# A tool call's arguments and result as the run detail shows them (folded): enough to see what happened.
+DETAIL_PREVIEW_CHARS = 4000
 MAX_DELEGATION_DEPTH_SHOWN = 8
 
 
@@ -252,8 +254,29 @@ def _step_rows(firing: Firing, usage: dict) -> list[dict]:
     return rows
 
 
+def _clip(text: str) -> str:
+    return text if len(text) <= DETAIL_PREVIEW_CHARS else text[:DETAIL_PREVIEW_CHARS] + "…"
+
+
+def _call_arguments(firing: Firing) -> dict[str, str]:
+    """{tool call id: its arguments as indented JSON}, from the steps' answers."""
+    found = {}
+    for step in firing.steps.all():
+        message = (step.result or {}).get("message") or {}
+        for block in message.get("blocks") or []:
+            if isinstance(block, dict) and block.get("type") == "tool_call" and block.get("id"):
+                arguments = block.get("arguments")
+                if arguments is None:
+                    text = str(block.get("arguments_raw") or "")
+                else:
+                    text = json.dumps(arguments, ensure_ascii=False, indent=2, default=str)
+                found[str(block["id"])] = _clip(text)
+    return found
+
+
 def _tool_rows(firing: Firing) -> list[dict]:
     rows = []
+    arguments = _call_arguments(firing)
     for result in ToolCallResult.objects.filter(firing=firing).order_by("iteration", "id"):
         rows.append(
             {
@@ -263,6 +286,8 @@ def _tool_rows(firing: Firing) -> list[dict]:
                 "is_error": result.is_error,
                 "result_chars": len(result.content),
                 "error_preview": result.content[:ERROR_PREVIEW_CHARS] if result.is_error else "",
+                "arguments_preview": arguments.get(result.tool_call_id, ""),
+                "result_preview": _clip(result.content),
                 "delegated_to": str(result.child_firing_id) if result.child_firing_id else None,
             }
         )

@@ -594,3 +594,53 @@ def test_a_tapped_wire_can_be_deleted_on_a_touch_screen(tmp_path, cookie, stack)
         expect(page.locator("#canvas svg.connection")).to_have_count(0)
         expect(delete).to_be_hidden()
         expect(page.locator("#save-state")).to_have_text("Unsaved changes")
+
+
+def test_rename_in_the_editor_tool_arguments_forget_words_and_the_history_diff(page, stack):
+    from playwright.sync_api import expect
+
+    workflow_id = api_workflow(page, stack, chat_graph(), name="Draft name")
+    # Rename inside the editor, without leaving it.
+    page.get_by_role("button", name="Rename this workflow").click()
+    page.get_by_label("Workflow name").fill("Final name")
+    page.get_by_label("Workflow name").press("Enter")
+    expect(page.locator("#workflow-name")).to_have_text("Final name")
+    assert re.search(rf"/workflows/{workflow_id}/$", page.url)
+    assert api(page, "GET", f"/api/workflows/{workflow_id}/")["body"]["name"] == "Final name"
+
+    # A tool call in the run detail shows its arguments and result, folded.
+    page.get_by_role("button", name="Start").click()
+    expect(page.locator("#run-state")).to_contain_text("Running")
+    chat_once(page, stack, workflow_id, "remember: the office plant is called Fern")
+    page.goto(f"{stack}/workflows/{workflow_id}/runs/")
+    page.locator(".run-row a").first.click()
+    call = page.locator("details.tool-call").first
+    expect(call.locator("pre.tool-io").first).to_be_hidden()
+    call.locator("summary").click()
+    expect(call.locator("pre.tool-io").first).to_contain_text('"operation": "remember"')
+    expect(call.locator("pre.tool-io").first).to_contain_text("Fern")
+    expect(call.locator("pre.tool-io").nth(1)).to_be_visible()
+    shot(page, "95-run-detail-tool-call")
+
+    # The Memory panel: edit one word; the history list marks that word, as the side-by-side view does.
+    page.goto(f"{stack}/workflows/{workflow_id}/memory/{workflow_id}:simpleMemory:1/")
+    item = page.locator(".memory-item").first
+    item.get_by_text("Edit", exact=True).click()
+    content = item.get_by_label("Content")
+    old = content.input_value()
+    assert "Fern" in old
+    content.fill(old.replace("Fern", "Ivy"))
+    item.get_by_role("button", name="Save changes").click()
+    expect(page.locator(".memory-item").first).to_contain_text("Ivy")
+    # The Forget dialog tells an owner without admin access where the history is.
+    page.locator(".memory-item").first.get_by_role("button", name="Forget…").click()
+    dialog = page.locator("dialog.confirm")
+    expect(dialog).to_contain_text("History page")
+    expect(dialog).not_to_contain_text("admin")
+    shot(page, "96-forget-dialog")
+    dialog.get_by_role("button", name="Cancel").click()
+    page.get_by_role("link", name="History: every change and where it came from").click()
+    change = page.locator(".history-row.op-update .history-change").first
+    expect(change.locator("del")).to_have_text("Fern")
+    expect(change.locator("ins")).to_have_text("Ivy")
+    shot(page, "97-history-diff")
