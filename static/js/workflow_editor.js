@@ -364,6 +364,7 @@
   function adoptWorkflow(data, { history = "replace" } = {}) {
     state.workflow = data;
     $("workflow-name").textContent = data.name;
+    $("workflow-name").title = data.name; // the whole name on hover when the bar cuts it
     loadGraph(data.graph);
     if (history === "reset" || !state.history.length) resetHistory();
     else if (history === "push") recordEdit(null);
@@ -1170,6 +1171,7 @@
     if (!response.ok) { banner(`Not renamed: ${data.message || response.status}`, "error"); return; }
     state.workflow.name = data.name;
     $("workflow-name").textContent = data.name;
+    $("workflow-name").title = data.name;
     document.title = document.title.replace(/^[^·]*·/, `${data.name} ·`);
     showRename(false);
     banner("Renamed.", "ok");
