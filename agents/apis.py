@@ -44,6 +44,10 @@ class RunToolCallOutput(serializers.Serializer):
     is_error = serializers.BooleanField()
     result_chars = serializers.IntegerField()
     error_preview = serializers.CharField(allow_blank=True)
+    arguments_preview = serializers.CharField(
+        allow_blank=True, help_text="The call's arguments as JSON (cut at 4,000 characters)."
+    )
+    result_preview = serializers.CharField(allow_blank=True, help_text="What the tool answered (cut likewise).")
     delegated_to = serializers.CharField(allow_null=True)
     state = serializers.CharField(help_text="completed, or for a remote call started / ambiguous (never re-sent)")
     duration_ms = serializers.IntegerField(allow_null=True)

@@ -158,6 +158,8 @@ def firing_request_view(*, firing_id) -> dict | None:
 # outcome and size, and the text of failed calls only, which is what explains a failed answer.
 
 ERROR_PREVIEW_CHARS = 500
+# A tool call's arguments and result as the run detail shows them (folded): enough to see what happened.
+DETAIL_PREVIEW_CHARS = 4000
 MAX_DELEGATION_DEPTH_SHOWN = 8
 
 
@@ -269,14 +271,26 @@ def _step_rows(firing: Firing, usage: dict) -> list[dict]:
 ARGUMENTS_PREVIEW_CHARS = 2000
 
 
-def _call_arguments(firing: Firing) -> dict[str, dict]:
-    """The arguments of each tool call the firing's steps made, by call id (from the stored answers)."""
-    arguments = {}
+def _clip(text: str) -> str:
+    return text if len(text) <= DETAIL_PREVIEW_CHARS else text[:DETAIL_PREVIEW_CHARS] + "…"
+
+
+def _call_arguments(firing: Firing) -> dict[str, dict | str]:
+    """{tool call id: its arguments (a dict, or the raw text the model sent when it was not JSON)}, from the steps'
+    answers."""
+    found = {}
     for result in firing.steps.values_list("result", flat=True):
         for block in ((result or {}).get("message") or {}).get("blocks") or []:
-            if isinstance(block, dict) and block.get("type") == "tool_call":
-                arguments[block.get("id")] = block.get("arguments") or {"raw": block.get("arguments_raw", "")}
-    return arguments
+            if isinstance(block, dict) and block.get("type") == "tool_call" and block.get("id"):
+                arguments = block.get("arguments")
+                found[str(block["id"])] = str(block.get("arguments_raw") or "") if arguments is None else arguments
+    return found
+
+
+def _shown(arguments: dict | str, *, indent: int | None) -> str:
+    if isinstance(arguments, str):
+        return arguments
+    return json.dumps(arguments, ensure_ascii=False, indent=indent, default=str)
 
 
 def _redacted(text: str, firing: Firing, binding: dict) -> str:
@@ -297,11 +311,12 @@ def _redacted(text: str, firing: Firing, binding: dict) -> str:
 def _tool_rows(firing: Firing) -> list[dict]:
     rows = []
     bindings = {b["name"]: b for b in firing.tool_bindings or []}
-    arguments = None
+    arguments = _call_arguments(firing)
     for result in ToolCallResult.objects.filter(firing=firing).order_by("iteration", "id"):
         binding = bindings.get(result.name) or {}
         meta = binding.get("meta") or {}
         server = meta.get("server") or {}
+        called_with = arguments.get(result.tool_call_id, "")
         row = {
             "iteration": result.iteration,
             "tool_call_id": result.tool_call_id,
@@ -309,6 +324,8 @@ def _tool_rows(firing: Firing) -> list[dict]:
             "is_error": result.is_error,
             "result_chars": len(result.content),
             "error_preview": result.content[:ERROR_PREVIEW_CHARS] if result.is_error else "",
+            "arguments_preview": _clip(_shown(called_with, indent=2)) if called_with != "" else "",
+            "result_preview": _clip(result.content),
             "delegated_to": str(result.child_firing_id) if result.child_firing_id else None,
             "state": result.state,
             "duration_ms": result.duration_ms,
@@ -317,11 +334,12 @@ def _tool_rows(firing: Firing) -> list[dict]:
             "arguments": "",
         }
         if binding.get("remote"):
-            if arguments is None:
-                arguments = _call_arguments(firing)
-            shown = json.dumps(arguments.get(result.tool_call_id, {}), ensure_ascii=False)[:ARGUMENTS_PREVIEW_CHARS]
-            row["arguments"] = _redacted(shown, firing, binding)
-            row["error_preview"] = _redacted(row["error_preview"], firing, binding)
+            # Nothing of a remote tool's secrets reaches run history, whatever the model or the server repeated.
+            row["arguments"] = _redacted(
+                _shown(called_with or {}, indent=None)[:ARGUMENTS_PREVIEW_CHARS], firing, binding
+            )
+            for field in ("error_preview", "arguments_preview", "result_preview"):
+                row[field] = _redacted(row[field], firing, binding)
         rows.append(row)
     return rows
 

@@ -36,3 +36,28 @@ def word_diff(before: str, after: str) -> tuple[list[tuple[str, str]], list[tupl
             add(left, "del", "".join(old[i1:i2]))
             add(right, "ins", "".join(new[j1:j2]))
     return left, right
+
+
+def inline_diff(before: str, after: str) -> list[tuple[str, str]]:
+    """One run of segments for a single line of text: the words taken out (`del`) right before the words put in
+    (`ins`), the rest `same`, so the history list marks a changed word where it changed, as the side-by-side view
+    does."""
+    old, new = _tokens(before), _tokens(after)
+    out: list[tuple[str, str]] = []
+    for op, i1, i2, j1, j2 in SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
+        parts = (
+            [("same", "".join(new[j1:j2]))]
+            if op == "equal"
+            else [
+                ("del", "".join(old[i1:i2])),
+                ("ins", "".join(new[j1:j2])),
+            ]
+        )
+        for kind, text in parts:
+            if not text:
+                continue
+            if out and out[-1][0] == kind:
+                out[-1] = (kind, out[-1][1] + text)
+            else:
+                out.append((kind, text))
+    return out

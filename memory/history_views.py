@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET, require_POST
 from core.errors import ConflictError, ServiceError
 
 from .access import memory_namespace_or_404
-from .diff import word_diff
+from .diff import inline_diff, word_diff
 from .history import history_as_dict, memory_history, memory_item_restore
 from .models import MemoryItem, MemoryItemHistory
 from .provenance import Provenance
@@ -90,6 +90,7 @@ def _version_for_owner(version: dict, *, workflow_id: int, current: MemoryItem |
         "has_before": bool(before) and version["operation"] == "update",
         "content_before": content_before,
         "content_after": content_after,
+        "content_inline": inline_diff(before.get("content") or "", after.get("content") or ""),
         "title_before": title_before if before.get("title") or after.get("title") else [],
         "title_after": title_after if before.get("title") or after.get("title") else [],
         "other_changes": _other_changes(before, after) if version["operation"] == "update" else [],

@@ -11,7 +11,7 @@ import json
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404
+from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
@@ -89,11 +89,17 @@ def workflow_import_page(request):
 @require_POST
 def workflow_rename_page(request, workflow_id: int):
     workflow = workflow_or_404(request, workflow_id)
+    # The editor renames in place (fetch, asking for JSON); the list's form gets the page back.
+    wants_json = "application/json" in request.headers.get("Accept", "")
     try:
-        services.workflow_rename(workflow=workflow, name=request.POST.get("name", ""))
+        renamed = services.workflow_rename(workflow=workflow, name=request.POST.get("name", ""))
     except ServiceError as exc:
+        if wants_json:
+            return JsonResponse({"code": exc.code, "message": exc.message}, status=400)
         messages.error(request, exc.message)
     else:
+        if wants_json:
+            return JsonResponse({"name": renamed.name})
         messages.success(request, "Renamed.")
     return redirect("home")
 
@@ -132,6 +138,7 @@ def workflow_detail(request, workflow_id: int):
         "nodeTypesUrl": reverse("node-types"),
         "chatUrl": reverse("chat-page", args=[workflow.pk]),
         "runsUrl": reverse("workflow-runs", args=[workflow.pk]),
+        "renameUrl": reverse("workflow-rename", args=[workflow.pk]),
         "exportUrl": reverse("workflows-export", args=[workflow.pk]),
         "contextPanelUrl": reverse("conversations:context-panel", args=[workflow.pk]) + "?node=",
         "memoryPanelUrl": f"/workflows/{workflow.pk}/memory/",

@@ -171,7 +171,7 @@
   const number = new Intl.NumberFormat();
   function tokens(n) { return number.format(n || 0); }
   function money(value) {
-    if (value === null || value === undefined || value === "") return "unknown (no price for this model)";
+    if (value === null || value === undefined || value === "") return "unknown (no price known for this model)";
     const n = Number(value);
     if (n === 0) return "$0";
     return "$" + (n < 0.0001 ? n.toPrecision(2) : n.toFixed(4));

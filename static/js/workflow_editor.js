@@ -364,6 +364,7 @@
   function adoptWorkflow(data, { history = "replace" } = {}) {
     state.workflow = data;
     $("workflow-name").textContent = data.name;
+    $("workflow-name").title = data.name; // the whole name on hover when the bar cuts it
     loadGraph(data.graph);
     if (history === "reset" || !state.history.length) resetHistory();
     else if (history === "push") recordEdit(null);
@@ -1145,6 +1146,36 @@
       root.dataset.state = "error";
     }
   }
+
+  // --- rename in place ------------------------------------------------------------------------------------------
+
+  function showRename(open) {
+    $("rename-form").hidden = !open;
+    $("workflow-name").hidden = open;
+    $("rename").hidden = open;
+    if (open) { $("rename-input").value = state.workflow.name; $("rename-input").select(); $("rename-input").focus(); }
+    else $("rename").focus();
+  }
+  $("rename").addEventListener("click", () => showRename(true));
+  $("rename-cancel").addEventListener("click", () => showRename(false));
+  $("rename-input").addEventListener("keydown", (event) => { if (event.key === "Escape") showRename(false); });
+  $("rename-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const response = await fetch(config.renameUrl, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "X-CSRFToken": csrfToken(), Accept: "application/json" },
+      body: new URLSearchParams({ name: $("rename-input").value }),
+    });
+    const data = await response.json().catch(() => ({}));
+    if (!response.ok) { banner(`Not renamed: ${data.message || response.status}`, "error"); return; }
+    state.workflow.name = data.name;
+    $("workflow-name").textContent = data.name;
+    $("workflow-name").title = data.name;
+    document.title = document.title.replace(/^[^·]*·/, `${data.name} ·`);
+    showRename(false);
+    banner("Renamed.", "ok");
+  });
 
   $("zoom-in").addEventListener("click", () => editor.zoom_in());
   $("zoom-out").addEventListener("click", () => editor.zoom_out());

@@ -594,3 +594,119 @@ def test_a_tapped_wire_can_be_deleted_on_a_touch_screen(tmp_path, cookie, stack)
         expect(page.locator("#canvas svg.connection")).to_have_count(0)
         expect(delete).to_be_hidden()
         expect(page.locator("#save-state")).to_have_text("Unsaved changes")
+
+
+def test_rename_in_the_editor_tool_arguments_forget_words_and_the_history_diff(page, stack):
+    from playwright.sync_api import expect
+
+    workflow_id = api_workflow(page, stack, chat_graph(), name="Draft name")
+    # Rename inside the editor, without leaving it.
+    page.get_by_role("button", name="Rename this workflow").click()
+    page.get_by_label("Workflow name").fill("Final name")
+    page.get_by_label("Workflow name").press("Enter")
+    expect(page.locator("#workflow-name")).to_have_text("Final name")
+    assert re.search(rf"/workflows/{workflow_id}/$", page.url)
+    assert api(page, "GET", f"/api/workflows/{workflow_id}/")["body"]["name"] == "Final name"
+
+    # A tool call in the run detail shows its arguments and result, folded.
+    page.get_by_role("button", name="Start").click()
+    expect(page.locator("#run-state")).to_contain_text("Running")
+    chat_once(page, stack, workflow_id, "remember: the office plant is called Fern")
+    page.goto(f"{stack}/workflows/{workflow_id}/runs/")
+    page.locator(".run-row a").first.click()
+    call = page.locator("details.tool-call").first
+    expect(call.locator("pre.tool-io").first).to_be_hidden()
+    call.locator("summary").click()
+    expect(call.locator("pre.tool-io").first).to_contain_text('"operation": "remember"')
+    expect(call.locator("pre.tool-io").first).to_contain_text("Fern")
+    expect(call.locator("pre.tool-io").nth(1)).to_be_visible()
+    shot(page, "95-run-detail-tool-call")
+
+    # The Memory panel: edit one word; the history list marks that word, as the side-by-side view does.
+    page.goto(f"{stack}/workflows/{workflow_id}/memory/{workflow_id}:simpleMemory:1/")
+    item = page.locator(".memory-item").first
+    item.get_by_text("Edit", exact=True).click()
+    content = item.get_by_label("Content")
+    old = content.input_value()
+    assert "Fern" in old
+    content.fill(old.replace("Fern", "Ivy"))
+    item.get_by_role("button", name="Save changes").click()
+    expect(page.locator(".memory-item").first).to_contain_text("Ivy")
+    # The Forget dialog tells an owner without admin access where the history is.
+    page.locator(".memory-item").first.get_by_role("button", name="Forget…").click()
+    dialog = page.locator("dialog.confirm")
+    expect(dialog).to_contain_text("History page")
+    expect(dialog).not_to_contain_text("admin")
+    shot(page, "96-forget-dialog")
+    dialog.get_by_role("button", name="Cancel").click()
+    page.get_by_role("link", name="History: every change and where it came from").click()
+    change = page.locator(".history-row.op-update .history-change").first
+    expect(change.locator("del")).to_have_text("Fern")
+    expect(change.locator("ins")).to_have_text("Ivy")
+    shot(page, "97-history-diff")
+
+
+SEEN = (
+    "main a, main button, main input, main select, main textarea, header a, header button, main h1, main h2, "
+    "main td, main th, main p"
+)
+# Elements of the page that reach past its left or right edge, unless a box scrolls them on purpose.
+CUT_OFF = (
+    "width => [...document.querySelectorAll('" + SEEN + "')].filter(e => {"
+    """
+        const r = e.getBoundingClientRect(); const s = getComputedStyle(e);
+        if (!r.width || !r.height || s.visibility === 'hidden') return false;
+        if (!e.checkVisibility({checkVisibilityCSS: true})) return false;  // e.g. inside a closed <details>
+        for (let p = e.parentElement; p; p = p.parentElement) {
+            // Hidden for the eye on purpose (a visually-hidden table head, read by screen readers only).
+            if (getComputedStyle(p).overflow === 'hidden' && p.getBoundingClientRect().width <= 1) return false;
+            const o = getComputedStyle(p).overflowX;
+            if ((o === 'auto' || o === 'scroll') && p.scrollWidth > p.clientWidth) return false;
+            if (p.id === 'canvas' || p.classList.contains('canvas-wrap')) return false;
+        }
+        return r.left < -1 || r.right > width + 1;
+    }).map(e => e.tagName + ' ' + (e.id || e.className || '') + ' ' + (e.textContent || '').trim().slice(0, 40))"""
+)
+
+
+@pytest.mark.parametrize("width,height", [(1280, 900), (390, 844)])
+def test_every_page_at_desktop_and_phone_width(tmp_path, cookie, stack, width, height):
+    from playwright.sync_api import expect
+
+    with chromium_page(tmp_path / f"w{width}", width=width, height=height) as page:
+        page.context.add_cookies([{**cookie, "url": stack}])
+        workflow_id = api_workflow(page, stack, chat_graph(), name="Screenshots")
+        page.get_by_role("button", name="Start").click()
+        expect(page.locator("#run-state")).to_contain_text("Running")
+        chat_once(page, stack, workflow_id, "remember: screenshots are taken at two widths")
+        firing = api(page, "GET", f"/api/workflows/{workflow_id}/runs/")["body"][0]["id"]
+        api(page, "POST", "/api/tokens/", {"name": "phone check"})
+
+        pages = {
+            "home": "/",
+            "editor": f"/workflows/{workflow_id}/",
+            "chat": f"/workflows/{workflow_id}/chat/",
+            "context": f"/workflows/{workflow_id}/context/",
+            "memory": f"/workflows/{workflow_id}/memory/{workflow_id}:simpleMemory:1/",
+            "run-detail": f"/workflows/{workflow_id}/runs/{firing}/",
+            "usage": "/settings/usage/",
+            "api-tokens": "/settings/token/",
+            "provider-keys": "/settings/provider-keys/",
+        }
+        problems = {}
+        for name, path in pages.items():
+            page.goto(stack + path)
+            if name == "editor":
+                expect(page.locator("#editor")).to_have_attribute("data-state", "ready")
+                select_node(page, "agent")
+                expect(page.locator("#node-form")).to_be_visible()
+            if name == "home":
+                page.locator("details.rename summary").first.click()  # its form open, as an owner renaming
+            if name == "chat":
+                page.wait_for_function("window.chatSocket && window.chatSocket.readyState === 1")
+            scroll = page.evaluate("document.documentElement.scrollWidth")
+            cut = page.evaluate(CUT_OFF, width)
+            if scroll > width + 2 or cut:
+                problems[name] = {"scroll_width": scroll, "cut_off": cut[:5]}
+            shot(page, f"screens-{width}-{name}")
+        assert not problems, problems
