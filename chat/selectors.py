@@ -218,14 +218,26 @@ def chat_thread(*, workflow) -> dict:
     return base
 
 
-def chat_run_get(*, workflow, run_id) -> dict:
+NO_SUCH_ANSWER = "That answer does not exist."
+NO_SUCH_MESSAGE = "That message does not exist."
+
+
+def _workflows_own(model, *, workflow, pk, missing: str, id_only: bool = False):
+    """The `model` row with id `pk` in this workflow's chat (or only its id); another workflow's, a missing one or
+    an id that is not a number is not found."""
     try:
-        pk = int(run_id)
+        pk = int(pk)
     except (TypeError, ValueError):
-        raise NotFoundError("not_found", "That answer does not exist.") from None
-    run = ChatRun.objects.filter(pk=pk, session__workflow=workflow).first()
-    if run is None:
-        raise NotFoundError("not_found", "That answer does not exist.")
+        raise NotFoundError("not_found", missing) from None
+    rows = model.objects.filter(pk=pk, session__workflow=workflow)
+    found = rows.values_list("pk", flat=True).first() if id_only else rows.first()
+    if found is None:
+        raise NotFoundError("not_found", missing)
+    return found
+
+
+def chat_run_get(*, workflow, run_id) -> dict:
+    run = _workflows_own(ChatRun, workflow=workflow, pk=run_id, missing=NO_SUCH_ANSWER)
     return run_data(run, workflow=workflow, stream=True)
 
 
@@ -247,13 +259,14 @@ def chat_panel_links(*, workflow) -> dict:
     links["agent_name"] = (wiring.node.get("params") or {}).get("name") or agents[0]
     nodes = {n.get("id"): n for n in graph.get("nodes", [])}
     for tool in wiring.tools:
-        if tool.node_type == "simpleMemory":
+        spec = get_node_spec(tool.node_type)
+        if spec is not None and spec.memory_panel_url is not None:
             params = (nodes.get(tool.node_id) or {}).get("params") or {}
             links["memory"].append(
                 {
                     "node_id": tool.node_id,
-                    "label": params.get("name") or params.get("label") or "Memory",
-                    "url": f"/workflows/{workflow.pk}/memory/{tool.node_id}/",
+                    "label": params.get("name") or params.get("label") or spec.label,
+                    "url": spec.memory_panel_url(workflow.pk, tool.node_id),
                 }
             )
     return links
@@ -261,24 +274,13 @@ def chat_panel_links(*, workflow) -> dict:
 
 def chat_run_id_of(*, workflow, run_id) -> int:
     """The id of one of this workflow's runs (another workflow's or a missing one answers not found)."""
-    try:
-        pk = int(run_id)
-    except (TypeError, ValueError):
-        raise NotFoundError("not_found", "That answer does not exist.") from None
-    if not ChatRun.objects.filter(pk=pk, session__workflow=workflow).exists():
-        raise NotFoundError("not_found", "That answer does not exist.")
-    return pk
+    return _workflows_own(ChatRun, workflow=workflow, pk=run_id, missing=NO_SUCH_ANSWER, id_only=True)
 
 
 def chat_branch_run_ids(*, workflow, message_id) -> list[int]:
     """The runs that answered anything on the branch starting at `message_id` (that message and every message
     under it), e.g. the version the owner left by editing or trying again."""
-    try:
-        pk = int(message_id)
-    except (TypeError, ValueError):
-        raise NotFoundError("not_found", "That message does not exist.") from None
-    if not ChatMessage.objects.filter(pk=pk, session__workflow=workflow).exists():
-        raise NotFoundError("not_found", "That message does not exist.")
+    pk = _workflows_own(ChatMessage, workflow=workflow, pk=message_id, missing=NO_SUCH_MESSAGE, id_only=True)
     table = ChatMessage._meta.db_table
     branch = ChatMessage.objects.raw(
         f"WITH RECURSIVE branch AS (SELECT id FROM {table} WHERE id = %s "

@@ -196,6 +196,13 @@ def usage_spent(*, owner_id: int, since, workflow_id: int | None = None) -> dict
     return {"tokens": (totals["input"] or 0) + (totals["output"] or 0), "cost": totals["cost"] or Decimal("0")}
 
 
+def usage_keys_billed(keys: list[str]) -> set[str]:
+    """Which of these idempotency keys the ledger holds a row for (the calls that were billed)."""
+    if not keys:
+        return set()
+    return set(UsageRecord.objects.filter(idempotency_key__in=keys).values_list("idempotency_key", flat=True))
+
+
 def usage_by_workflow(*, owner_id: int, since) -> list[dict]:
     """Per workflow (and per provider/model) what the owner spent since a moment, largest first."""
     rows = (

@@ -46,6 +46,9 @@ class Capabilities:
     # The genai-prices provider that prices this family when it is not the provider's own (DeepSeek's API behind
     # openai_compatible): None = the provider's.
     price_provider: str | None = None
+    # Gemini 3 and later: Google recommends the default temperature (1.0; lower values can make the model loop), so
+    # an owner's temperature is sent only when they confirmed it (ChatSettings.temperature_confirmed).
+    temperature_confirm: bool = False
 
     def cost(
         self, *, input_tokens: int, cached_tokens: int = 0, output_tokens: int = 0, cache_creation_tokens: int = 0
@@ -105,4 +108,5 @@ def capabilities(provider: str, model: str) -> Capabilities:
         thinking_budgets=dict(entry.get("thinking_budgets") or {}),
         fallback_prices=entry.get("prices"),
         price_provider=entry.get("price_provider"),
+        temperature_confirm=bool(entry.get("temperature_confirm", False)),
     )

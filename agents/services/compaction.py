@@ -43,11 +43,10 @@ from .provider_request import provider_request_of
 logger = logging.getLogger("agents.step")
 
 
-def pressure_record_after_turn(
-    firing: Firing, step: LlmStep, *, added_messages: list[dict], whole_list: bool = False
-) -> bool:
-    """Store the agent's active context pressure; True when the projected next request crosses its threshold.
-    `whole_list`: the list changed under the turn (a compaction landed): estimate all of it, not the last request."""
+def pressure_record_after_turn(firing: Firing, step: LlmStep, *, added_messages: list[dict]) -> bool:
+    """Store the agent's active context pressure; True when a compaction is due (`compaction_due`). When one is,
+    a summary that finished while this turn ran (waiting in the slot) lands first, and the pressure is that of the
+    compacted list: a compaction is asked for only if even that is still due."""
     if not firing.uses_conversation:
         return False
 
@@ -56,16 +55,24 @@ def pressure_record_after_turn(
     # The provider counted the request it just served (usage.input_tokens); what this turn added (the answer and
     # its tool results) is estimated here, inside persist, where no provider call may be made.
     request = provider_request_of(firing, added_messages, credentials=False)  # for the model and settings only
-    if whole_list:
-        tokens = estimate_tokens(provider_request_of(firing, firing_messages(firing), credentials=False))
-    else:
-        added = estimate_tokens(ChatRequest(provider=request.provider, model=request.model, messages=added_messages))
-        tokens = int(usage.get("input_tokens", 0)) + added
-    pressure = Pressure(tokens, 0, _context_window(request), "estimate")
+    added = estimate_tokens(ChatRequest(provider=request.provider, model=request.model, messages=added_messages))
+    window = _context_window(request)
+    pressure = Pressure(int(usage.get("input_tokens", 0)) + added, 0, window, "estimate")
+    due = compaction_due(firing, _over_threshold(pressure, config))
+    landed = compaction_land_ready(firing) if due else None
+    if landed is not None and landed.compacted:
+        # The list changed under the turn: estimate all of it (one read, only when a summary landed).
+        whole = provider_request_of(firing, firing_messages(firing), credentials=False)
+        pressure = Pressure(estimate_tokens(whole), 0, window, "estimate")
+        due = compaction_due(firing, _over_threshold(pressure, config))
     key = firing_key(firing)
     firing_write_along(firing, _pressure_statements(key, pressure, request))  # with the firing's write, at the end
     # After commit, outside every lock: the provider's own token counter replaces the estimate where it has one.
     transaction.on_commit(lambda: _count_pressure(key, firing))
+    return due
+
+
+def _over_threshold(pressure: Pressure, config: dict) -> bool:
     window = pressure.context_window_tokens
     return bool(window) and pressure.input_tokens >= window * float(config["compaction_threshold"])
 
@@ -157,7 +164,11 @@ def compaction_land_ready(firing: Firing, *, config: dict | None = None):
         return None
     identity = store.PrefixIdentity(int(slot[3] or 0), int(slot[4]), slot[5])
     config = config or firing.agent_config
-    outcome = store.compaction_land_locked(key, identity, slot[6], count_tokens=_count_tokens(config))
+    # Prepare (no prefix yet) reads the list after this; a firing mid-turn follows the compacted list, and keeps the
+    # replaced one (retained.py) only for the rare list someone else rewrote under it meanwhile.
+    outcome = store.compaction_land_locked(
+        key, identity, slot[6], count_tokens=_count_tokens(config), retain=prefix is not None
+    )
     _finish(key, config, outcome, owner_id=firing.workflow.owner_id, paid=False)
     if outcome.compacted and prefix is not None:
         _follow_compaction(firing, outcome)
@@ -329,7 +340,9 @@ def _land(key, config: dict, identity, summary: str | None, *, owner_id) -> None
                 store.compaction_finish(key, outcome="skipped", paid=False)
                 outcome = None
             elif waits or leased:
-                outcome = store.compaction_land_locked(key, identity, summary, count_tokens=_count_tokens(config))
+                outcome = store.compaction_land_locked(
+                    key, identity, summary, count_tokens=_count_tokens(config), retain=not leased
+                )
                 _finish(key, config, outcome, owner_id=owner_id, paid=True)
             else:
                 store.compaction_ready(key, identity=identity, summary=summary)

@@ -78,14 +78,15 @@ def execute_llm_step(firing_id: str, iteration: int, *, committed: Firing | None
             if claimed is None:
                 return  # this iteration was already attempted: one attempt, never a second call
     step, limits_may_apply = claimed
-    # Spending limits (accounts.budget): no call once one is reached. The claim read whether any limit may apply.
-    if refuse_step_over_budget(firing, step, limits_may_apply=limits_may_apply):
-        return
     try:
         # Outside any transaction: the stored list comes from this process's copy or one read, never under a lock.
         messages = firing_messages(firing)
     except (store.ConversationConflict, store.ConversationLoadFailed, store.ConversationTooLarge) as exc:
         _fail_step(firing, step, exc, duration_ms=0, called=False)
+        return
+    # Spending limits (accounts.budget): no call once one is reached, counting what calls still running reserved;
+    # this call reserves its estimate (from the messages it sends). The claim read whether any limit may apply.
+    if refuse_step_over_budget(firing, step, messages=messages, limits_may_apply=limits_may_apply):
         return
     request_info = _request_info(firing, messages)
     on_event = None

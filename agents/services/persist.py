@@ -31,7 +31,7 @@ from agents.usage import llm_usage_statements, record_llm_usage
 from conversations import store
 from conversations.selectors import owner_tool_result_max_chars
 
-from .compaction import compaction_due, compaction_land_ready, compaction_request, pressure_record_after_turn
+from .compaction import compaction_request, pressure_record_after_turn
 from .delegation import teammate_delegate
 from .remote_tools import remote_calls, remote_calls_pending, remote_tool_calls_run
 
@@ -250,10 +250,7 @@ def firing_end_for_limit(firing: Firing, limit: str) -> None:
 def _after_turn(firing: Firing, step: LlmStep, *, results: list[dict], stopped: bool) -> None:
     assistant = step.result["message"]
     had_tool_calls = bool(results)
-    # A summary that finished while this turn ran lands now, this firing holding the lease (nothing else appends).
-    landed = firing.uses_conversation and bool(compaction_land_ready(firing))
-    over_threshold = pressure_record_after_turn(firing, step, added_messages=[assistant, *results], whole_list=landed)
-    compaction_is_due = compaction_due(firing, over_threshold)
+    compaction_is_due = pressure_record_after_turn(firing, step, added_messages=[assistant, *results])
     continues = not stopped and had_tool_calls and step.iteration < firing.agent_config["max_iterations"]
     if continues:
         # Compact before the next request, and continue from the compacted list: a summarizer failure then ends

@@ -74,10 +74,12 @@ def prepare_payload(firing_id: str) -> None:
                 firing.save(update_fields=["updated_at"])
                 return
             firing.lease_token = token
-            # A summary that finished after the last turn's save lands before this turn reads the list.
-            compaction_land_ready(firing, config=config)
         try:
             snapshot = store.load_conversation_snapshot(key) if uses_conversation else None
+            if snapshot is not None and snapshot.compaction_ready:
+                # A summary that finished while the last turn held the lease lands before this turn reads the list.
+                compaction_land_ready(firing, config=config)
+                snapshot = store.load_conversation_snapshot(key)
         except (store.ConversationLoadFailed, store.ConversationTooLarge) as exc:
             firing.uses_conversation = uses_conversation
             firing_end(firing, state=Firing.State.FAILED, error_code=exc.code, error_message=exc.message)

@@ -30,6 +30,7 @@ from chat.services.runs import (
     check_revision,
     check_text,
     sent_before,
+    session_message,
 )
 from conversations import store
 from conversations.selectors import conversation_exists
@@ -76,17 +77,6 @@ class Tree:
         while self.children.get(node):
             node = max(self.children[node])  # the newest version at each level
         return node
-
-
-def _message(session: ChatSession, message_id) -> ChatMessage:
-    try:
-        pk = int(message_id)
-    except (TypeError, ValueError):
-        raise refuse("not_found") from None
-    message = ChatMessage.objects.filter(session=session, pk=pk).first()
-    if message is None:
-        raise refuse("not_found")
-    return message
 
 
 def _runs_on(part: list[int]) -> list[ChatRun]:
@@ -241,7 +231,7 @@ def chat_message_edit(
     """Put a new version of the owner's message beside it and answer that; the agents forget the old branch."""
     with transaction.atomic():
         session = chat_session_lock(workflow=workflow)
-        message = _message(session, message_id)
+        message = session_message(session, message_id)
         replayed = sent_before(session, client_message_id)
         if replayed is not None:
             return replayed
@@ -278,7 +268,7 @@ def chat_message_regenerate(*, workflow, message_id, expected_revision: int | No
     """Answer the owner's message again beside the latest answer (only the latest one)."""
     with transaction.atomic():
         session = chat_session_lock(workflow=workflow)
-        answer = _message(session, message_id)
+        answer = session_message(session, message_id)
         if answer.role != ChatMessage.Role.ASSISTANT or answer.pk != session.active_leaf_id:
             raise refuse("not_editable", "Only the latest answer can be tried again.")
         check_revision(session, expected_revision)
@@ -305,7 +295,7 @@ def chat_message_switch(*, workflow, message_id, expected_revision: int | None =
     """Show another version (`message_id`, a sibling of a message on the path) and bring its conversation back."""
     with transaction.atomic():
         session = chat_session_lock(workflow=workflow)
-        target = _message(session, message_id)
+        target = session_message(session, message_id)
         check_revision(session, expected_revision)
         check_lane(session)
         tree = Tree(session)

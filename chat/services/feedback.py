@@ -8,7 +8,7 @@ from chat.errors import refuse
 from chat.events import publish_chat_updated
 from chat.models import ChatFeedback, ChatMessage
 from chat.services.notes import chat_note_drop, chat_note_put, note_line
-from chat.services.runs import chat_session_bump, chat_session_lock
+from chat.services.runs import chat_session_bump, chat_session_lock, session_message
 
 # How much of the rated answer the note quotes, so the agent knows which answer the owner meant.
 FEEDBACK_ANSWER_CHARS = 300
@@ -20,12 +20,7 @@ def chat_feedback_set(*, workflow, message_id, rating: str | None) -> ChatFeedba
         raise refuse("invalid_request", "A rating is good, bad, or empty to take it back.")
     with transaction.atomic():
         session = chat_session_lock(workflow=workflow)
-        try:
-            message = ChatMessage.objects.filter(session=session, pk=int(message_id)).first()
-        except (TypeError, ValueError):
-            message = None
-        if message is None:
-            raise refuse("not_found")
+        message = session_message(session, message_id)
         if message.role != ChatMessage.Role.ASSISTANT:
             raise refuse("not_editable", "Only answers can be rated.")
         key = f"feedback:{message.pk}"

@@ -57,6 +57,18 @@ def chat_session_lock(*, workflow) -> ChatSession:
     return session
 
 
+def session_message(session: ChatSession, message_id) -> ChatMessage:
+    """One of the session's messages; another session's, a missing one or an id that is not a number: not found."""
+    try:
+        pk = int(message_id)
+    except (TypeError, ValueError):
+        raise refuse("not_found") from None
+    message = ChatMessage.objects.filter(session=session, pk=pk).first()
+    if message is None:
+        raise refuse("not_found")
+    return message
+
+
 def check_revision(session: ChatSession, expected_revision: int | None) -> None:
     if expected_revision is not None and int(expected_revision) != session.revision:
         raise refuse("revision_conflict", revision=session.revision)
@@ -328,6 +340,14 @@ def chat_run_finish(
     if not run.is_active:
         return run
     session = chat_session_for_update(session_id=run.session_id)
+    seq, streamed = run_stream_state(run.pk)
+    meta = {"error_code": error_code} if error_code else {}
+    if state == ChatRun.State.ERROR and not text and streamed:
+        # The answer broke off (its worker died: `interrupted`) after the owner watched part of it arrive: the reply
+        # keeps what they saw, marked as cut short. Only the chat's copy: the stored conversation keeps nothing of
+        # it (the step is `ambiguous`, and what the model said is never replayed to it).
+        text = streamed
+        meta["partial"] = True
     reply = ChatMessage.objects.create(
         session=session,
         parent_id=run.user_message_id,
@@ -336,10 +356,9 @@ def chat_run_finish(
         text=text,
         status=reply_status,
         generation=run.generation,
-        meta={"error_code": error_code} if error_code else {},
+        meta=meta,
     )
 
-    seq, _ = run_stream_state(run.pk)
     run.state = state
     run.reply_message = reply
     run.outcome = {"finished": "answered", "stopped": "stopped"}.get(state, "error")

@@ -155,10 +155,17 @@ def _prefix_unchanged(header: tuple | None, identity: PrefixIdentity) -> str:
 
 
 def compaction_land_locked(
-    key: ConversationKey, identity: PrefixIdentity, summary: str, *, count_tokens: Callable[[list[dict]], int]
+    key: ConversationKey,
+    identity: PrefixIdentity,
+    summary: str,
+    *,
+    count_tokens: Callable[[list[dict]], int],
+    retain: bool = True,
 ) -> CompactionOutcome:
     """Land `summary` inside the caller's transaction (it takes the header's lock): discarded when the prefix it
-    summarises changed, or when the result would not be smaller."""
+    summarises changed, or when the result would not be smaller. `retain=False`: the caller knows no firing goes
+    on sending the replaced list (it holds the lease itself, or is the lease holder and follows the new list), so
+    no copy of it is kept (retained.py)."""
     if not connection.in_atomic_block:
         raise RuntimeError("compaction_land_locked must run inside a transaction")
     header = conversation_header_for_update(key, create=False)
@@ -176,7 +183,8 @@ def compaction_land_locked(
     before, after = count_tokens(messages), count_tokens(candidate)
     if after >= before:
         return CompactionOutcome("discarded", "candidate is not smaller", before, after, len(messages))
-    retain_for_lease_holders([conversation_id])
+    if retain:
+        retain_for_lease_holders([conversation_id])
     result = write_locked(key, header, candidate, reason="compaction")
     logger.info(
         "conversation compacted",

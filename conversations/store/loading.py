@@ -9,7 +9,7 @@ import logging
 from django.conf import settings
 from django.db import DatabaseError, connection
 
-from conversations.models import EMPTY_DIGEST, AgentConversation, ConversationMessage
+from conversations.models import EMPTY_DIGEST, AgentConversation, ConversationCompaction, ConversationMessage
 from providers.readonly import read_only
 from providers.wire import ROLES, WireError
 
@@ -24,6 +24,7 @@ from .results import LoadedConversation, StoredPrefix
 from .transcript import close_unanswered_tool_calls
 
 logger = logging.getLogger("conversations.store")
+_SLOT = ConversationCompaction._meta.db_table
 
 
 def _too_large(key: ConversationKey, size: int) -> ConversationTooLarge:
@@ -56,7 +57,11 @@ def _read_rows(key: ConversationKey, start: int, cap: int) -> tuple | None:
             cursor.execute(
                 f"SELECT c.id, c.version, c.digest, c.size_bytes, c.message_count, "
                 f"(SELECT p.chain FROM {_ROWS} p WHERE p.conversation_id = c.id AND p.position = %s), "
-                "agg.data, agg.row_count "
+                "agg.data, agg.row_count, "
+                # Whether a summary waits to land (compaction_slot.py): read here so a firing's load tells it for
+                # free; the firing that loads lands it (agents/services/compaction.py).
+                f"(SELECT s.state = 'ready' FROM {_SLOT} s WHERE s.workflow_id = c.workflow_id "
+                "AND s.generation = c.generation AND s.agent_node_id = c.agent_node_id) "
                 f"FROM {_HEADER} c LEFT JOIN LATERAL (SELECT json_agg(m.data ORDER BY m.position)::text AS data, "
                 f"count(*) AS row_count FROM {_ROWS} m WHERE m.conversation_id = c.id AND m.position >= %s "
                 "AND c.size_bytes <= %s) agg "
@@ -98,7 +103,7 @@ def load_conversation_snapshot(key: ConversationKey, *, over_cap: bool = False) 
         start, row = 0, _read_rows(key, 0, cap)  # the stored list no longer starts with the copy: read it whole
     if row is None:
         return LoadedConversation(key, [], 0, EMPTY_DIGEST, 0, False)
-    conversation_id, version, digest, size_bytes, message_count, _chain, data, row_count = row
+    conversation_id, version, digest, size_bytes, message_count, _chain, data, row_count, ready = row
     if size_bytes > cap:
         raise _too_large(key, size_bytes)
     try:
@@ -115,7 +120,7 @@ def load_conversation_snapshot(key: ConversationKey, *, over_cap: bool = False) 
     messages = [*copy.messages, *new] if start else list(new)
     # The caller and the copy share the read-only messages, each with its own list around them.
     _copies.put(key, _Copy(conversation_id, version, list(messages), size_bytes, digest))
-    return LoadedConversation(key, messages, version, digest, size_bytes, True)
+    return LoadedConversation(key, messages, version, digest, size_bytes, True, compaction_ready=bool(ready))
 
 
 def load_conversation(key: ConversationKey) -> list[dict]:

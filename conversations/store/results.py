@@ -37,6 +37,7 @@ class LoadedConversation:
     digest: str
     size_bytes: int
     exists: bool
+    compaction_ready: bool = False  # a summary waits in the slot for the lease holder to land it
 
     @property
     def cursor(self) -> dict:

@@ -511,6 +511,11 @@ AGENT_PERSIST_GRACE_SECONDS = env_int("AGENT_PERSIST_GRACE_SECONDS", 15, minimum
 AGENT_QUEUED_RESEND_SECONDS = env_int("AGENT_QUEUED_RESEND_SECONDS", 5, minimum=1)
 AGENT_DELIVERY_TIMEOUT_SECONDS = env_int("AGENT_DELIVERY_TIMEOUT_SECONDS", 300, minimum=5)
 AGENT_TIMEOUT_GRACE_SECONDS = env_int("AGENT_TIMEOUT_GRACE_SECONDS", 30, minimum=0)
+# Spending limits (accounts.budget): a provider call reserves its estimate until it is billed; one whose agent sets
+# no output cap is taken to answer this many tokens. A reservation never billed (a process lost between its
+# reservation and its claim being seen) stops counting after the TTL.
+BUDGET_RESERVATION_OUTPUT_TOKENS = env_int("BUDGET_RESERVATION_OUTPUT_TOKENS", 4096, minimum=1)
+BUDGET_RESERVATION_TTL_SECONDS = env_int("BUDGET_RESERVATION_TTL_SECONDS", 3600, minimum=60)
 CELERY_BEAT_SCHEDULE["agent-watchdog"] = {
     "task": "agents.watchdog",
     "schedule": timedelta(seconds=env_int("AGENT_WATCHDOG_INTERVAL_SECONDS", 5, minimum=1)),

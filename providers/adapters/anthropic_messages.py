@@ -29,9 +29,13 @@ from .common import (
     object_arguments,
     own_thinking,
     system_text,
+    without_turns,
 )
 
 PROVIDER = "anthropic"
+CUT_CALL_NOTE = (
+    "[The output token limit cut off a call to `{name}` before its arguments were complete: that call was not made.]"
+)
 THINKING_BUDGET = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 24576}
 EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": "high"}
 
@@ -75,6 +79,9 @@ def _assistant_content(message: dict) -> list[dict]:
             content.append({"type": "tool_use", "id": _tool_id(block["id"]), "name": block["name"], "input": arguments})
         elif kind == "image":
             content.append({"type": "text", "text": image_placeholder(block, PROVIDER)})
+    cut = (message.get("meta") or {}).get("cut_call")
+    if cut:
+        content.append({"type": "text", "text": CUT_CALL_NOTE.format(name=cut)})  # so the model knows it did not run
     # Anthropic refuses an assistant message whose final block is thinking ("The final block in an assistant
     # message cannot be `thinking`"); a reply stopped right after its thinking, stored before this rule, ends so.
     while content and content[-1]["type"] in ("thinking", "redacted_thinking"):
@@ -209,7 +216,7 @@ def _cache_breakpoints(params: dict) -> None:
 def build_params(request: ChatRequest, *, for_counting: bool = False) -> dict:
     params: dict[str, Any] = {
         "model": request.model,
-        "messages": build_messages(without_refused_turns(request.messages)),
+        "messages": build_messages(without_turns(request.messages, refused)),
     }
     system = system_text(request.messages)
     if system:
@@ -333,6 +340,7 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
         raise map_error(exc, provider=PROVIDER, api_key=api_key) from exc
 
     stopped = stopped or stream.stop_requested
+    cut_call: str | None = None
     if not finished and not stopped:
         raise TruncatedStreamError(f"{PROVIDER}: the stream ended before message_stop", provider=PROVIDER)
     wire_blocks = [blocks[i] for i in sorted(blocks)]
@@ -358,10 +366,11 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
             estimated=True,
         )
     else:
-        if stop_reason == "max_tokens":
-            # The block the limit cut off still gets its content_block_stop; a tool call whose JSON was cut short
-            # is half-received and is not kept.
-            wire_blocks = [b for b in wire_blocks if not (b["type"] == "tool_call" and b.get("parse_error"))]
+        if stop_reason == "max_tokens" and wire_blocks and wire_blocks[-1]["type"] == "tool_call":
+            # The block the limit cut off still gets its content_block_stop, and a call cut before any argument
+            # arrived even parses (as {}): the last call of a max_tokens reply was being written when the limit
+            # came, so it is never kept (never run). The owner and, on the next request, the model are told.
+            cut_call = wire_blocks.pop()["name"]
         result_stop = {
             "end_turn": "end_turn",
             "tool_use": "tool_use",
@@ -384,6 +393,9 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     }
     if result_stop == "refusal":
         _record_refusal(message, stop_details or {})
+    elif not stopped and cut_call is not None:
+        words = CUT_CALL_NOTE.format(name=cut_call)
+        message["meta"] = {"cut_call": cut_call, "notes": [words]}
     return ChatResult(message=message, usage=usage, stop_reason=result_stop, provider_ids={"message_id": message_id})
 
 
@@ -405,22 +417,6 @@ def _record_refusal(message: dict, details: dict) -> None:
 def refused(message: dict) -> bool:
     state = (message.get("provider_state") or {}).get(PROVIDER) or {}
     return state.get("stop_reason") == "refusal" or "refusal" in (message.get("meta") or {})
-
-
-def without_refused_turns(messages: list[dict]) -> list[dict]:
-    """Anthropic's streaming-refusal guide: after `stop_reason: "refusal"` the context must be reset (the turn that
-    was refused removed or rephrased), or the next request is refused too. The refused turn is the refusal and
-    everything since the user message that began its turn; the stored conversation keeps all of it."""
-    out: list[dict] = []
-    for message in messages:
-        if message.get("role") == "assistant" and refused(message):
-            while out and out[-1].get("role") in ("assistant", "tool"):
-                out.pop()
-            if out and out[-1].get("role") == "user":
-                out.pop()  # the user message whose turn was refused
-            continue
-        out.append(message)
-    return out
 
 
 def _close_block(entry: dict | None) -> dict | None:

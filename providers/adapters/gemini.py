@@ -35,6 +35,7 @@ from .common import (
     object_arguments,
     own_thinking,
     system_text,
+    without_turns,
 )
 
 PROVIDER = "gemini"
@@ -118,7 +119,12 @@ def _user_parts(message: dict) -> list[types.Part]:
     return parts
 
 
+def blocked(message: dict) -> bool:
+    return "blocked" in (message.get("meta") or {})
+
+
 def build_contents(messages: list[dict], model: str = "") -> list[types.Content]:
+    messages = without_turns(messages, blocked)  # a blocked prompt sent again is blocked again
     synthetic = _synthetic_ids(messages)
     contents: list[types.Content] = []
     for message in messages:
@@ -208,7 +214,8 @@ def build_config(request: ChatRequest) -> types.GenerateContentConfig:
                 ]
             )
         ]
-    if settings.temperature is not None:
+    caps = capabilities(PROVIDER, request.model)
+    if settings.temperature is not None and (settings.temperature_confirmed or not caps.temperature_confirm):
         kwargs["temperature"] = settings.temperature
     if settings.max_output_tokens:
         kwargs["max_output_tokens"] = settings.max_output_tokens
@@ -294,6 +301,7 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     chunks = None
     continuation: bytes | None = None
     hops = 0
+    block: dict | None = None  # promptFeedback of a blocked prompt: no candidates will come
     try:
         while True:
             # A CONTINUATION finish means the answer is not done: the same request goes again with the token, and
@@ -315,6 +323,12 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
                     hop_usage.cached_tokens = int(meta.cached_content_token_count or 0)
                     hop_usage.reasoning_tokens = int(meta.thoughts_token_count or 0)
                     hop_usage.output_tokens = int(meta.candidates_token_count or 0) + hop_usage.reasoning_tokens
+                feedback = getattr(chunk, "prompt_feedback", None)
+                if feedback is not None and feedback.block_reason is not None:
+                    block = {
+                        "reason": str(getattr(feedback.block_reason, "value", feedback.block_reason)),
+                        "message": getattr(feedback, "block_reason_message", None),
+                    }
                 candidate = (chunk.candidates or [None])[0]
                 if candidate is not None:
                     if candidate.content is not None:
@@ -332,7 +346,7 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
             usage.reasoning_tokens += hop_usage.reasoning_tokens
             usage.output_tokens += hop_usage.output_tokens
             hops += 1
-            if finish != "CONTINUATION" or stopped or stream.stop_requested:
+            if finish != "CONTINUATION" or stopped or stream.stop_requested or block is not None:
                 break
             if continuation is None or hops > MAX_CONTINUATIONS:
                 break  # no token to continue with: kept as an answer cut short (stop_reason max_tokens)
@@ -358,6 +372,8 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
                 pass
 
     stopped = stopped or stream.stop_requested
+    if block is not None and not stopped:
+        return _blocked_result(request, block, usage, assembler.response_id)
     if finish is None and not stopped:
         raise TruncatedStreamError(f"{PROVIDER}: the stream ended without a finishReason", provider=PROVIDER)
     if stopped:
@@ -401,6 +417,31 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
         usage=usage,
         stop_reason=stop_reason,
         provider_ids={"response_id": assembler.response_id, "finish_reason": finish},
+    )
+
+
+def _blocked_result(request: ChatRequest, block: dict, usage: Usage, response_id: str | None) -> ChatResult:
+    """A blocked prompt (`promptFeedback.blockReason`, no candidates): a complete answer from Gemini, not a broken
+    stream, so nothing suggests a retry. The owner reads the reason in plain words; the prompt's tokens are billed
+    (usageMetadata counts them); the turn is left out of later requests (`blocked`)."""
+    reason = block["reason"]
+    words = f"Gemini blocked this prompt ({reason.replace('_', ' ').lower()}) and did not answer it."
+    if block.get("message"):
+        words += f" {block['message']}"
+    words += " Sending it again will be blocked again; rephrase it to go on."
+    usage = Usage(input_tokens=usage.input_tokens, cached_tokens=usage.cached_tokens)
+    message = {
+        "role": "assistant",
+        "blocks": [text_block(words)],
+        "provider_state": {PROVIDER: {"response_id": response_id, "model": request.model, "signatures": []}},
+        "usage": usage.to_dict(),
+        "meta": {"blocked": block, "notes": [words]},
+    }
+    return ChatResult(
+        message=message,
+        usage=usage,
+        stop_reason="refusal",
+        provider_ids={"response_id": response_id, "block_reason": reason},
     )
 
 

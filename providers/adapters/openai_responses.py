@@ -56,8 +56,13 @@ def _user_content(message: dict) -> list[dict]:
     return content
 
 
-def _assistant_items(message: dict) -> list[dict]:
+def _assistant_items(message: dict, issuer: tuple[str, str] | None = None) -> list[dict]:
     state = (message.get("provider_state") or {}).get(PROVIDER) or {}
+    if issuer is not None and "model" in state and (state.get("model"), state.get("key")) != issuer:
+        # Encrypted reasoning is bound to the model and the account (key) that issued it: another one answers
+        # "could not be verified". Such a reply goes back as portable items (its visible text and calls), like
+        # another provider's; the ids of its stored items go with the reasoning they belonged to.
+        state = {}
     stored = [i for i in state.get("items", []) if isinstance(i, dict)]
     reasoning = {
         i["encrypted_content"]: i for i in stored if i.get("type") == "reasoning" and i.get("encrypted_content")
@@ -121,7 +126,9 @@ def _assistant_items(message: dict) -> list[dict]:
     return keep_reasoning_followed(items)
 
 
-def build_input(messages: list[dict]) -> list[dict]:
+def build_input(messages: list[dict], issuer: tuple[str, str] | None = None) -> list[dict]:
+    """The Responses input for `messages`; `issuer` (model, key fingerprint) of the request about to be sent, so
+    reasoning another model or key issued is left out."""
     items: list[dict] = []
     for message in messages:
         role = message.get("role")
@@ -132,7 +139,7 @@ def build_input(messages: list[dict]) -> list[dict]:
             if content:
                 items.append({"type": "message", "role": "user", "content": content})
         elif role == "assistant":
-            items.extend(_assistant_items(message))
+            items.extend(_assistant_items(message, issuer))
         elif role == "tool":
             for block in message.get("blocks", []):
                 if block.get("type") == "tool_result":
@@ -168,7 +175,8 @@ def _summary_refused(exc: Exception) -> bool:
 
 
 def build_params(request: ChatRequest) -> dict:
-    params: dict[str, Any] = {"model": request.model, "input": build_input(request.messages), "store": False}
+    issuer = (request.model, key_fingerprint(request, PROVIDER))
+    params: dict[str, Any] = {"model": request.model, "input": build_input(request.messages, issuer), "store": False}
     caps = capabilities(PROVIDER, request.model)
     # Every model that can reason gets its reasoning back encrypted: with store=false a reasoning item can only be
     # replayed with its encrypted_content. Models that cannot reason refuse the include ("Encrypted content is not
@@ -368,7 +376,15 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     message = {
         "role": "assistant",
         "blocks": blocks,
-        "provider_state": {PROVIDER: {"response_id": response_id, "items": items}},
+        # Who issued the encrypted reasoning: only the same model and key can have it back.
+        "provider_state": {
+            PROVIDER: {
+                "response_id": response_id,
+                "items": items,
+                "model": request.model,
+                "key": key_fingerprint(request, PROVIDER),
+            }
+        },
         "usage": usage.to_dict(),
     }
     if notes:

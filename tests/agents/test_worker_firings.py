@@ -369,3 +369,51 @@ def test_a_worker_killed_mid_compaction_leaves_a_firing_the_watchdog_continues(o
     assert LlmStep.objects.filter(firing_id=firing_id).count() == 2
     compactions = UsageRecord.objects.filter(workflow_id=workflow.pk, kind="compaction")
     assert list(compactions.values_list("outcome", flat=True)) == ["ambiguous"]  # its summary call may have run
+
+
+def test_a_worker_killed_mid_answer_leaves_the_chat_what_the_owner_saw(owner, tmp_path):
+    """Issue 34: the run ended `interrupted` with an empty reply although the owner had watched the answer arrive.
+    The reply keeps the streamed text, marked as cut short; the stored conversation keeps the one-attempt rule (the
+    step is `ambiguous`, nothing of the unsaid answer is stored or replayed, no second call)."""
+    from chat.models import ChatRun
+    from chat.services.runs import chat_message_send
+    from tests.chat.conftest import chat_workflow
+    from tests.realtime import SocketClient
+
+    calls = tmp_path / "provider-calls.log"
+    slow = {"OFFLINE_PROVIDER_DELAY_MS": "300", "OPENCOMPANY_OFFLINE_CALL_LOG": str(calls), **FAST_WATCHDOG}
+    workflow, generation, ids = chat_workflow(owner)
+    page = SocketClient(f"/ws/workflows/{workflow.pk}/", user=owner)
+    assert page.connect() and page.receive()["type"] == "hello"
+    first = start_celery_worker(tmp_path, name="doomed", **slow)
+    try:
+        prompt = " ".join(f"word{i}" for i in range(60))
+        _message, run, _ = chat_message_send(workflow=workflow, text=f"Please repeat this back to me: {prompt}")
+        seen, deltas = "", 0
+        while deltas < 3:  # the owner watches a few pieces of the answer arrive
+            event = page.receive(timeout=30)
+            if event["type"] == "run.delta":
+                seen, deltas = seen + event["text"], deltas + 1
+        first.kill(signal.SIGKILL)
+        first.process.wait(timeout=10)
+    finally:
+        first.stop()
+    rescuer = start_celery_worker(tmp_path, name="rescuer", beat=True, **slow)
+    try:
+        run = wait_until(
+            lambda: not (r := ChatRun.objects.get(pk=run.pk)).is_active and r, timeout=60, what="the run to end"
+        )
+    finally:
+        rescuer.stop()
+        page.close()
+
+    assert run.state == ChatRun.State.ERROR and run.error_code == "interrupted"
+    reply = run.reply_message
+    assert reply.status == "error" and reply.meta == {"error_code": "interrupted", "partial": True}
+    assert seen.strip() and reply.text.startswith(seen)  # what the owner saw (and any piece on its way then)
+    assert "word59" not in reply.text  # cut short where the worker died, not a later answer
+    assert calls.read_text().count("\n") == 1  # one attempt: never called again
+    step = LlmStep.objects.get(firing_id=run.firing_id)
+    assert step.state == LlmStep.State.AMBIGUOUS
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    assert not any(m["role"] == "assistant" for m in stored)  # nothing unsaid is replayed to the model

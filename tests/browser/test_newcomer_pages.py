@@ -343,3 +343,254 @@ def test_export_import_reset_and_login_read_as_a_person_expects(page, stack, tmp
     expect(page.get_by_label("Username")).to_have_value("newcomer")
     expect(page.get_by_label("Password")).to_be_focused()
     shot(page, "61-login-kept")
+
+
+def node_count(page, node_type: str) -> int:
+    return page.locator(f"{NODE}[data-type='{node_type}']").count()
+
+
+def test_undo_and_redo_every_canvas_edit(page, stack):
+    from playwright.sync_api import expect
+
+    new_workflow(page, stack)
+    undo, redo = page.get_by_role("button", name="Undo"), page.get_by_role("button", name="Redo")
+    expect(undo).to_be_disabled()
+    trigger, agent = f"{NODE}[data-type='chatTrigger']", f"{NODE}[data-type='agent']"
+
+    # Add (two nodes), then undo one with Ctrl-Z and bring it back with Shift-Ctrl-Z.
+    drag_from_palette(page, "chatTrigger", 60, 60)
+    drag_from_palette(page, "agent", 460, 160)
+    expect(page.locator(NODE)).to_have_count(2)
+    page.locator("#canvas").focus()
+    page.keyboard.press("Control+z")
+    expect(page.locator(agent)).to_have_count(0)
+    expect(page.locator(trigger)).to_have_count(1)
+    page.keyboard.press("Control+Shift+z")
+    expect(page.locator(agent)).to_have_count(1)
+
+    # Wire, undo (button), redo (button).
+    wire(page, trigger, "output-main", agent, "input-main")
+    expect(page.locator("#canvas svg.connection")).to_have_count(1)
+    undo.click()
+    expect(page.locator("#canvas svg.connection")).to_have_count(0)
+    redo.click()
+    expect(page.locator("#canvas svg.connection")).to_have_count(1)
+
+    # Move the agent, undo puts it back.
+    before = page.locator(agent).bounding_box()
+    page.locator(f"{agent} .node-kind").hover()
+    page.mouse.down()
+    page.mouse.move(before["x"] + 150, before["y"] + 220, steps=6)
+    page.mouse.up()
+    moved = page.locator(agent).bounding_box()
+    assert abs(moved["y"] - before["y"]) > 100
+    undo.click()
+    back = page.locator(agent).bounding_box()
+    assert abs(back["x"] - before["x"]) < 3 and abs(back["y"] - before["y"]) < 3, (before, back)
+
+    # A param edit: typing a name is one step; undo brings the old name back in the card and the form.
+    select_node(page, "agent")
+    page.locator("#node-form").get_by_label("Name", exact=True).fill("Support bot")
+    expect(page.locator(f"{agent} .node-title")).to_have_text("Support bot")
+    page.locator("#canvas").focus()
+    page.keyboard.press("Control+z")
+    expect(page.locator(f"{agent} .node-title")).to_have_text("Agent")
+    expect(page.locator("#node-form").get_by_label("Name", exact=True)).to_have_value("Agent")
+    page.keyboard.press("Control+y")
+    expect(page.locator(f"{agent} .node-title")).to_have_text("Support bot")
+
+    # Delete the agent (its wire goes with it): one undo brings both back.
+    select_node(page, "agent")
+    page.keyboard.press("Delete")
+    expect(page.locator(agent)).to_have_count(0)
+    expect(page.locator("#canvas svg.connection")).to_have_count(0)
+    page.keyboard.press("Control+z")
+    expect(page.locator(agent)).to_have_count(1)
+    expect(page.locator("#canvas svg.connection")).to_have_count(1)
+    shot(page, "70-undo-redo")
+
+    # Undo survives a save: undoing after it restores the saved node (its canonical id), not a new one.
+    select_node(page, "agent")
+    page.get_by_role("button", name="Save", exact=True).click()
+    expect(page.locator("#save-state")).to_have_text("Saved · revision 2")
+    expect(page.locator(agent)).to_have_class(re.compile("selected"))  # the selection survives the save
+    saved_id = page.locator(agent).get_attribute("data-node-id")
+    select_node(page, "agent")
+    page.keyboard.press("Delete")
+    page.keyboard.press("Control+z")
+    expect(page.locator(agent)).to_have_attribute("data-node-id", saved_id)
+    expect(page.locator("#save-state")).to_have_text("Saved · revision 2")
+
+
+def test_copy_paste_palette_search_and_enter_added_nodes_in_free_space(page, stack):
+    from playwright.sync_api import expect
+
+    new_workflow(page, stack)
+    search = page.get_by_label("Search node types")
+    search.fill("memo")
+    expect(page.locator(".palette-item:visible")).to_have_count(1)
+    expect(page.locator(".palette-item:visible")).to_contain_text("Memory")
+    search.fill("nothing like this")
+    expect(page.locator("#palette-none")).to_be_visible()
+    search.fill("agent")
+    search.press("Enter")
+    expect(page.locator(f"{NODE}[data-type='agent']")).to_have_count(1)
+    search.fill("")
+
+    # Enter on palette items: each new node lands where no other node is.
+    for _ in range(3):
+        page.locator(".palette-item[data-type='todos']").focus()
+        page.keyboard.press("Enter")
+    expect(page.locator(NODE)).to_have_count(4)
+    boxes = page.locator(NODE).evaluate_all("nodes => nodes.map(n => n.getBoundingClientRect().toJSON())")
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            apart = (
+                a["right"] <= b["left"] or b["right"] <= a["left"] or a["bottom"] <= b["top"] or b["bottom"] <= a["top"]
+            )
+            assert apart, f"two nodes overlap: {a} {b}"
+    expect(page.locator("#editor-live")).to_have_text("Added Todos.")
+
+    # Copy and paste a node: a second one with the same settings.
+    select_node(page, "agent")
+    page.locator("#node-form").get_by_label("Name", exact=True).fill("Original")
+    page.locator("#canvas").focus()
+    page.keyboard.press("Control+c")
+    page.keyboard.press("Control+v")
+    expect(page.locator(f"{NODE}[data-type='agent']")).to_have_count(2)
+    expect(page.locator(f"{NODE}[data-type='agent'] .node-title")).to_have_text(["Original", "Original"])
+    expect(page.locator("#editor-live")).to_have_text("Pasted Original.")
+    shot(page, "71-copy-paste-search")
+
+
+def fits_the_phone(page) -> None:
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 392, f"the page scrolls sideways at 390 px ({width})"
+
+
+def test_the_tables_header_and_chat_fit_a_phone(tmp_path, cookie, stack):
+    from playwright.sync_api import expect
+
+    with chromium_page(tmp_path / "phone", width=390, height=844) as page:
+        page.context.add_cookies([{**cookie, "url": stack}])
+        graph = chat_graph()
+        graph["nodes"].append({"id": "spare", "type": "simpleMemory", "params": {}, "position": {"x": 600, "y": 400}})
+        workflow_id = api_workflow(page, stack, graph, name="A workflow with a rather long name for a phone")
+        page.get_by_role("button", name="Start").click()
+        expect(page.locator("#run-state")).to_contain_text("Running")
+        chat_once(page, stack, workflow_id, "hello from a phone")
+
+        # The chat: every link and Clear chat on screen.
+        fits_the_phone(page)
+        expect(page.get_by_role("button", name="Clear chat")).to_be_in_viewport(ratio=1)
+        shot(page, "80-chat-390")
+
+        # The header's links are in a menu that opens and closes.
+        menu = page.get_by_role("button", name="Menu")
+        expect(page.get_by_role("link", name="Provider keys")).to_be_hidden()
+        menu.click()
+        expect(menu).to_have_attribute("aria-expanded", "true")
+        for name in ("API tokens", "Usage", "Provider keys", "API docs"):
+            expect(page.get_by_role("link", name=name)).to_be_in_viewport(ratio=1)
+        expect(page.get_by_role("button", name="Log out")).to_be_in_viewport(ratio=1)
+        shot(page, "81-menu-open-390")
+        page.keyboard.press("Escape")
+        expect(page.get_by_role("link", name="Provider keys")).to_be_hidden()
+        menu.click()
+        page.get_by_role("link", name="API tokens").click()
+
+        # API tokens: make two, each row's Replace and Revoke are reachable on screen.
+        for name in ("laptop script", "a token whose name is long enough to wrap on a phone"):
+            page.get_by_label("Name").fill(name)
+            page.get_by_role("button", name="Make token").click()
+            expect(page.locator("#new-token")).to_be_visible()
+        fits_the_phone(page)
+        rows = page.locator("table.tokens tbody tr")
+        expect(rows).to_have_count(2)
+        for row in rows.all():
+            for action in ("Replace", "Revoke"):
+                button = row.get_by_role("button", name=action)
+                button.scroll_into_view_if_needed()
+                expect(button).to_be_in_viewport(ratio=1)
+        shot(page, "82-tokens-390")
+        rows.first.get_by_role("button", name="Revoke").click()
+        page.get_by_role("button", name="Revoke", exact=True).last.click()
+        expect(page.locator("table.tokens")).to_contain_text("revoked")
+
+        # Usage and Run history: rows stack; nothing runs off the screen.
+        page.goto(stack + "/settings/usage/")
+        fits_the_phone(page)
+        expect(page.locator("table.usage td[data-label='Cost']").first).to_be_in_viewport()
+        shot(page, "83-usage-390")
+        page.goto(f"{stack}/workflows/{workflow_id}/runs/")
+        fits_the_phone(page)
+        link = page.locator(".run-row a").first
+        expect(link).to_be_in_viewport(ratio=1)
+        for label in ("Outcome", "Duration"):
+            expect(page.locator(f".run-row td[data-label='{label}']").first).to_be_in_viewport()
+        shot(page, "84-runs-390")
+
+
+def test_wiring_with_the_keyboard_keeps_choices_announces_and_removes(page, stack):
+    from playwright.sync_api import expect
+
+    workflow_id = api_workflow(page, stack, chat_graph(context=False, memory=False) | {"edges": []})
+    page.get_by_text("Wire and select with the keyboard").click()
+    trigger_id, agent_id = f"{workflow_id}:chatTrigger:1", f"{workflow_id}:agent:1"
+    source = page.get_by_label("From (output)")
+    target = page.get_by_label("To (input)")
+    source.select_option(label=f"Chat trigger ({trigger_id}) · message")
+    target.select_option(label=f"Lead ({agent_id}) · message")
+    chosen = (source.input_value(), target.input_value())
+    connect = page.get_by_role("button", name="Connect")
+    connect.focus()
+    page.keyboard.press("Enter")
+    expect(page.locator("#canvas svg.connection")).to_have_count(1)
+    live = page.locator("#editor-live")
+    expect(live).to_have_text("Connected Chat trigger · message → Lead · message.")
+    # The choices are kept and focus stays where the owner was.
+    assert (source.input_value(), target.input_value()) == chosen
+    expect(connect).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(live).to_have_text("Already connected: Chat trigger · message → Lead · message.")
+    expect(page.locator("#canvas svg.connection")).to_have_count(1)
+    # A wrong pair is refused in the handles' own words.
+    target.select_option(label=f"Lead ({agent_id}) · tools")
+    connect.click()
+    expect(live).to_contain_text(
+        "Not connected: “message” is a main output and only joins a main input; “tools” takes tool."
+    )
+    shot(page, "90-keyboard-wiring")
+
+    # Removing a wire from the keyboard.
+    wires = page.get_by_label("Wires")
+    expect(wires.locator("option")).to_have_text(["Chat trigger · message → Lead · message"])
+    page.get_by_role("button", name="Remove wire").click()
+    expect(page.locator("#canvas svg.connection")).to_have_count(0)
+    expect(live).to_have_text("Removed the wire Chat trigger · message → Lead · message.")
+    expect(page.get_by_role("button", name="Remove wire")).to_be_disabled()
+
+
+def test_a_tapped_wire_can_be_deleted_on_a_touch_screen(tmp_path, cookie, stack):
+    from playwright.sync_api import expect
+
+    with chromium_page(tmp_path / "touch", width=1280, height=900, touch=True) as page:
+        page.context.add_cookies([{**cookie, "url": stack}])
+        api_workflow(page, stack, chat_graph(context=False, memory=False))
+        expect(page.locator("#canvas svg.connection")).to_have_count(1)
+        path = page.locator("#canvas svg.connection .main-path")
+        box = path.bounding_box()
+        # A point on the curve: its middle, found from the path itself.
+        point = path.evaluate(
+            """p => { const m = p.getPointAtLength(p.getTotalLength() / 2); const r = p.ownerSVGElement
+                .getScreenCTM(); return {x: m.x * r.a + r.e, y: m.y * r.d + r.f}; }"""
+        )
+        assert box is not None
+        page.touchscreen.tap(point["x"], point["y"])
+        delete = page.get_by_role("button", name="Delete wire")
+        expect(delete).to_be_visible()
+        shot(page, "91-tapped-wire")
+        delete.tap()
+        expect(page.locator("#canvas svg.connection")).to_have_count(0)
+        expect(delete).to_be_hidden()
+        expect(page.locator("#save-state")).to_have_text("Unsaved changes")

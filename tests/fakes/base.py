@@ -62,6 +62,8 @@ class Turn:
     # Anthropic stop="refusal": the streaming classifier stopped the reply; `stop_details` says why.
     refusal_category: str | None = "cyber"
     refusal_explanation: str | None = "This request could enable cyber harm."
+    # Gemini stop="blocked": the prompt was blocked (`promptFeedback.blockReason`), no candidates at all.
+    block_reason: str = "PROHIBITED_CONTENT"
     chunk_delay_s: float = 0.0
     pause_after_first_text_s: float = 0.0  # a slow provider: a long silence right after the first text delta
     # The stream waits after its first text delta until the test sets this: a test can look at a streaming answer

@@ -205,7 +205,15 @@ class FakeOpenAIResponses(FakeProviderServer):
                         ErrorReply(404, NOT_PERSISTED.format(id=item.get("id")), kind="invalid_request_error")
                     )
                 issued = self.issued_reasoning.get(item.get("id"))
-                if issued is None or issued["encrypted_content"] != item.get("encrypted_content"):
+                # Encrypted reasoning is bound to the model and the organisation (key) that issued it: replayed to
+                # another model or with another key it cannot be decrypted (reported on agents' trackers after a
+                # model switch: "The encrypted content for item rs_... could not be verified").
+                if (
+                    issued is None
+                    or issued["encrypted_content"] != item.get("encrypted_content")
+                    or issued.get("model", model) != model
+                    or issued.get("key", self.presented_key(request)) != self.presented_key(request)
+                ):
                     raise Rejected(
                         ErrorReply(400, f"The encrypted content for item {item.get('id')} could not be verified.")
                     )
@@ -422,6 +430,8 @@ class FakeOpenAIResponses(FakeProviderServer):
                 self.issued_reasoning[item["id"]] = {
                     "encrypted_content": item.get("encrypted_content"),
                     "following": following,
+                    "model": body.get("model"),
+                    "key": self.presented_key(request),
                 }
         if turn.stop == "max_tokens" and output and output[-1]["type"] == "function_call":
             try:

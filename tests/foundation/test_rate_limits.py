@@ -42,6 +42,18 @@ def test_chat_sends_have_their_own_lower_limit(rates, owner, owner_client, inlin
     assert owner_client.get(f"/api/workflows/{workflow.pk}/chat/").status_code == 200  # reading is not a send
 
 
+def test_test_runs_count_against_the_chat_send_limit(rates, owner, owner_client, inline):
+    rates["chat_send"] = "2/minute"
+    workflow, _, _ = chat_workflow(owner)
+    chat = f"/api/workflows/{workflow.pk}/chat/messages/"
+    test_run = f"/api/workflows/{workflow.pk}/test-run/"
+    assert owner_client.post(chat, {"text": "one"}, format="json").status_code == 201
+    assert owner_client.post(test_run, {"prompt": "two"}, format="json").status_code == 202
+    refused = owner_client.post(test_run, {"prompt": "three"}, format="json")
+    assert refused.status_code == 429 and refused.json()["code"] == "rate_limited"
+    assert owner_client.post(chat, {"text": "four"}, format="json").status_code == 429  # one counter for both
+
+
 def test_login_attempts_are_limited_per_ip(rates, client, make_user):
     rates["login"] = "2/minute"
     make_user("someone")

@@ -158,3 +158,113 @@ def test_5_a_turn_begun_without_thinking_still_ends_without_it(anthropic_fake):
     messages = store_and_load([*opening(), first.message, *answer_calls(first.message)])
     chat("anthropic", anthropic_fake, "claude-sonnet-4-5", messages, api_key=key, thinking="high")
     assert "thinking" not in anthropic_fake.last_body and not anthropic_fake.rejections
+
+
+# --- 6. Gemini: a blocked prompt is a refusal with its reason, billed, not a broken stream ------------------------
+
+
+def test_6_a_blocked_prompt_is_reported_with_its_reason_and_its_prompt_tokens_are_billed(gemini_fake):
+    key = "AIza-test-6"
+    gemini_fake.push(Turn([], stop="blocked", block_reason="PROHIBITED_CONTENT", input_tokens=40))
+    gemini_fake.push(Turn([Text("Tea is green.")]))
+    messages = [text_message("system", "Be careful."), text_message("user", "Something forbidden.")]
+    result = chat("gemini", gemini_fake, "gemini-2.5-flash", messages, api_key=key)
+    assert result.stop_reason == "refusal"  # not `truncated`, which would suggest trying again
+    (words,) = texts(result.message)
+    assert "blocked" in words and "prohibited content" in words
+    assert result.message["meta"]["blocked"]["reason"] == "PROHIBITED_CONTENT"
+    assert result.usage.input_tokens == 40 and result.usage.output_tokens == 0 and not result.usage.estimated
+    # The next turn leaves the blocked prompt out (the fake blocks again while it is in the contents).
+    later = store_and_load([*messages, result.message, text_message("user", "What colour is tea?")])
+    answer = chat("gemini", gemini_fake, "gemini-2.5-flash", later, api_key=key)
+    assert texts(answer.message) == ["Tea is green."]
+    assert "Something forbidden." not in str(gemini_fake.last_body["contents"])
+
+
+# --- 7. Anthropic: a tool call cut by max_tokens never runs -----------------------------------------------------
+
+
+def test_7_a_call_cut_before_its_arguments_arrived_is_not_kept_and_the_model_is_told(anthropic_fake):
+    # The limit hit right after the tool_use block opened: no argument arrived, the block still gets its
+    # content_block_stop, and `stop_reason` is max_tokens (Anthropic's tool-use docs: an incomplete tool_use).
+    key = "sk-ant-test-7"
+    anthropic_fake.push(Turn([Text("Saving it."), Call("memory", "")], stop="max_tokens"), Turn([Text("Ok.")]))
+    cut = chat("anthropic", anthropic_fake, "claude-sonnet-4-5", opening(), api_key=key)
+    assert cut.stop_reason == "max_tokens"
+    assert [b["type"] for b in cut.message["blocks"]] == ["text"]  # nothing left to run
+    (note,) = cut.message["meta"]["notes"]
+    assert "`memory`" in note and "not made" in note
+    later = store_and_load([*opening(), cut.message, text_message("user", "Go on.")])
+    chat("anthropic", anthropic_fake, "claude-sonnet-4-5", later, api_key=key)
+    replayed = anthropic_fake.last_body["messages"][1]
+    assert replayed["role"] == "assistant" and replayed["content"][-1]["text"] == note
+
+
+# --- 8. OpenAI: encrypted reasoning goes back only to the model and key that issued it ---------------------------
+
+
+@pytest.mark.parametrize(
+    ("model", "key"),
+    [("gpt-5.1", "sk-test-8-a"), ("gpt-5", "sk-test-8-b")],
+    ids=["model-changed", "key-changed"],
+)
+def test_8_reasoning_from_another_model_or_key_is_dropped_and_the_text_kept(openai_fake, model, key):
+    openai_fake.push(Turn([Think("Careful now."), Text("Green.")]), Turn([Text("Still green.")]))
+    first = chat("openai", openai_fake, "gpt-5", opening(), api_key="sk-test-8-a", thinking="low")
+    later = store_and_load([*opening(), first.message, text_message("user", "Sure?")])
+    second = chat("openai", openai_fake, model, later, api_key=key, thinking="low")
+    assert texts(second.message) == ["Still green."] and not openai_fake.rejections
+    sent = openai_fake.last_body["input"]
+    assert not [i for i in sent if i["type"] == "reasoning"]
+    assert any(i.get("role") == "assistant" and "Green." in str(i.get("content")) for i in sent)  # the text stays
+
+
+def test_8_the_same_model_and_key_still_get_their_reasoning_back(openai_fake):
+    openai_fake.push(Turn([Think("Careful now."), Text("Green.")]), Turn([Text("Still green.")]))
+    first = chat("openai", openai_fake, "gpt-5", opening(), api_key="sk-test-8-c", thinking="low")
+    later = store_and_load([*opening(), first.message, text_message("user", "Sure?")])
+    chat("openai", openai_fake, "gpt-5", later, api_key="sk-test-8-c", thinking="low")
+    assert [i["type"] for i in openai_fake.last_body["input"]].count("reasoning") == 1 and not openai_fake.rejections
+
+
+# --- 9. Gemini 3: the default temperature unless the owner confirms theirs ---------------------------------------
+
+
+@pytest.mark.parametrize("model", ["gemini-3-pro-preview", "gemini-3-flash-preview", "gemini-9-ultra"])
+def test_9_gemini_3_keeps_its_default_temperature_unless_the_owner_confirmed(gemini_fake, model):
+    # Google's Gemini 3 guide: keep the temperature at its default of 1.0; lower values can make the model loop.
+    gemini_fake.push(Turn([Text("ok")]), Turn([Text("ok")]))
+    chat("gemini", gemini_fake, model, opening(), api_key="AIza-test-9", temperature=0.2)
+    assert "temperature" not in (gemini_fake.last_body.get("generationConfig") or {})
+    request = ChatRequest(
+        provider="gemini",
+        model=model,
+        messages=opening(),
+        settings=ChatSettings(temperature=0.2, temperature_confirmed=True),
+        api_key="AIza-test-9",
+        base_url=gemini_fake.base_url,
+    )
+    ChatUnifier().chat(request)
+    assert gemini_fake.last_body["generationConfig"]["temperature"] == 0.2
+
+
+def test_9_gemini_2_5_still_gets_the_owners_temperature(gemini_fake):
+    gemini_fake.push(Turn([Text("ok")]))
+    chat("gemini", gemini_fake, "gemini-2.5-flash", opening(), api_key="AIza-test-9", temperature=0.2)
+    assert gemini_fake.last_body["generationConfig"]["temperature"] == 0.2
+
+
+def test_9_the_agent_form_asks_for_the_confirmation_and_says_why_and_the_firing_passes_it_on():
+    from types import SimpleNamespace
+
+    from agents.services.prepare import agent_config_of
+    from agents.services.provider_request import provider_request_of
+    from workflows.nodes.builtin import AgentParams
+
+    field = AgentParams.model_json_schema()["properties"]["temperature_confirmed"]
+    assert "Gemini 3" in field["description"] and "default temperature of 1.0" in field["description"]
+    params = {"provider": "gemini", "model": "gemini-3-pro-preview", "temperature": 0.2, "temperature_confirmed": True}
+    config = agent_config_of({"id": "a", "params": params})
+    firing = SimpleNamespace(agent_config=config, tool_bindings=[], workflow=SimpleNamespace(owner_id=0))
+    request = provider_request_of(firing, opening(), credentials=False)
+    assert request.settings.temperature == 0.2 and request.settings.temperature_confirmed is True

@@ -105,6 +105,16 @@ class AgentParams(BaseModel):
         description="Lower is steadier, higher is more varied. Empty: the model's default.",
         json_schema_extra=_ADVANCED,
     )
+    temperature_confirmed: bool | None = Field(
+        None,
+        title="Send this temperature to Gemini 3",
+        description=(
+            "Gemini 3 and later: Google recommends keeping these models at their default temperature of 1.0 "
+            "(lower values can make them loop or answer worse), so the temperature above is sent to them only "
+            "when this is checked."
+        ),
+        json_schema_extra=_ADVANCED,
+    )
     max_output_tokens: Annotated[int, Field(ge=1)] | None = Field(
         None,
         title="Longest answer (tokens)",

@@ -117,6 +117,9 @@ class NodeSpec:
     # `tool_step_summary(result) -> str | None`: a short line a person would say about one call's result (the
     # decoded JSON the tool answered), shown under the chat's answer; None leaves the chat's generic line.
     tool_step_summary: Callable[[Any], str | None] | None = None
+    # memory_panel_url(workflow_id, node_id) -> str: the owner's Memory panel of a node that holds memory (the chat
+    # page links the ones its answering agent uses).
+    memory_panel_url: Callable[[int, str], str] | None = None
     # reset_execution_state(workflow, node, *, policy_context: ResetContext) -> int | None (items cleared)
     reset_execution_state: Callable[..., Any] | None = None
     # clear_memory(workflow, node, *, actor) -> int: the admin/panel "Clear Memory" for nodes that hold memory.

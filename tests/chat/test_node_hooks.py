@@ -1,5 +1,5 @@
-"""The line under an answer for each tool call: the node type behind the tool says it (NodeSpec.tool_step_summary);
-the chat names no node type."""
+"""The chat asks the node type behind a tool (its NodeSpec hooks) and names none: the line under an answer for each
+tool call (`tool_step_summary`), and the Memory panels the page links (`memory_panel_url`)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from django.utils import timezone
 from pydantic import BaseModel
 
 from chat.models import ChatRunStep
-from chat.selectors import chat_run_get, chat_thread
+from chat.selectors import chat_panel_links, chat_run_get, chat_thread
 from chat.services import chat_message_send
 from tests.agents.factories import agent_node, edge, started_workflow
+from tests.chat.helpers import chat_workflow
 from workflows.nodes.registry import KIND_TOOL, Handle, NodeSpec, register_node_spec, unregister_node_spec
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -41,6 +42,7 @@ def stamp_type():
             tool_schema=lambda: {"description": "Stamp a text.", "parameters": {"type": "object"}},
             tool_call=lambda call: {"stamped": "[x]"},
             tool_step_summary=summary,
+            memory_panel_url=lambda workflow_id, node_id: f"/stamps/{workflow_id}/{node_id}/",
         )
     )
     yield
@@ -95,3 +97,15 @@ def test_a_tool_types_own_summary_is_shown_and_a_result_shaped_like_another_type
         '{"stamped": "[x]"}',
     ]
     assert [step["summary"] for step in chat_run_get(workflow=workflow, run_id=run.pk)["steps"]] == summaries
+
+
+def test_the_page_links_the_memory_panel_of_each_node_type_that_has_one(owner, stamp_type):
+    workflow, _, ids = _stamp_workflow(owner)
+    assert chat_panel_links(workflow=workflow)["memory"] == [
+        {"node_id": ids["stamp"], "label": "Stamper", "url": f"/stamps/{workflow.pk}/{ids['stamp']}/"}
+    ]
+    with_memory, _, ids = chat_workflow(owner, memory=True)
+    assert chat_panel_links(workflow=with_memory)["memory"] == [
+        {"node_id": ids["mem"], "label": "Memory", "url": f"/workflows/{with_memory.pk}/memory/{ids['mem']}/"}
+    ]
+    assert chat_panel_links(workflow=chat_workflow(owner)[0])["memory"] == []
