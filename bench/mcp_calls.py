@@ -162,7 +162,7 @@ def measured(owner, server, tool: str, arguments: dict, params: dict, calls: int
     with RemotePhase() as phase:
         for _ in range(calls):
             direct_ms += direct(server, tool, arguments, 1)
-            firing_id = firing_start(workflow, generation, agent, prompt)
+            firing_id = firing_start(workflow=workflow, generation=generation, agent_node_id=agent, prompt=prompt)
             record = ToolCallResult.objects.get(firing_id=firing_id)
             assert record.state == "completed" and not record.is_error, record.content
             call_ms.append(float(record.duration_ms))
@@ -177,7 +177,7 @@ def turn_times(owner, params: dict | None, turns: int) -> list[float]:
     times = []
     for _ in range(turns):
         started = time.perf_counter()
-        firing_id = firing_start(workflow, generation, agent, "hello")
+        firing_id = firing_start(workflow=workflow, generation=generation, agent_node_id=agent, prompt="hello")
         times.append((time.perf_counter() - started) * 1000)
         assert Firing.objects.get(pk=firing_id).state == Firing.State.FINISHED
     return times

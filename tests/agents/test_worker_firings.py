@@ -377,7 +377,7 @@ def test_a_worker_killed_mid_answer_leaves_the_chat_what_the_owner_saw(owner, tm
     step is `ambiguous`, nothing of the unsaid answer is stored or replayed, no second call)."""
     from chat.models import ChatRun
     from chat.services.runs import chat_message_send
-    from tests.chat.conftest import chat_workflow
+    from tests.chat.helpers import chat_workflow
     from tests.realtime import SocketClient
 
     calls = tmp_path / "provider-calls.log"

@@ -11,8 +11,7 @@ from agents.models import Firing, ToolCallResult
 from agents.services.firings import firing_start
 from conversations.store import conversation_key, load_conversation
 from mcp_nodes.client import list_tools
-
-from .conftest import mcp_workflow, ticked
+from tests.mcp_nodes.helpers import mcp_workflow, ticked
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mcp_nodes.client import tool_digest
+from tests.mcp_nodes.helpers import mcp_node
 from workflows.services import workflow_create
-
-from .conftest import mcp_node
 
 pytestmark = pytest.mark.django_db
 

@@ -10,9 +10,9 @@ from agents.services.firings import firing_start
 from conversations.store import conversation_key, load_conversation
 from providers import ToolDefinition
 from tests.fakes import FakeAnthropic, FakeChatCompletions, FakeGemini, FakeOpenAIResponses, Text, Turn
+from tests.mcp_nodes.helpers import mcp_workflow
 from tests.providers.loop import step
 
-from .conftest import mcp_workflow
 from .test_calls import _http
 
 pytestmark = pytest.mark.django_db(transaction=True)

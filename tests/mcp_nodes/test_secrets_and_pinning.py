@@ -12,8 +12,7 @@ from mcp import Client
 from agents.models import Firing
 from mcp_nodes.client import list_tools
 from tests.chat.helpers import stored
-
-from .conftest import mcp_workflow, ticked
+from tests.mcp_nodes.helpers import mcp_workflow, ticked
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

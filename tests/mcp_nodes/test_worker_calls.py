@@ -13,10 +13,9 @@ from agents.services.remote_tools import AMBIGUOUS_TEXT
 from conversations.store import conversation_key, load_conversation
 from mcp_nodes.calls import STOPPED_TEXT
 from mcp_nodes.client import list_tools
+from tests.mcp_nodes.helpers import mcp_workflow, ticked
 from tests.processes import start_celery_worker
 from tests.waiting import wait_until
-
-from .conftest import mcp_workflow, ticked
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
