@@ -98,6 +98,49 @@ class PinnedConnections(httpcore2.NetworkBackend):
         self._backend.sleep(seconds)
 
 
+class AsyncPinnedConnections(httpcore2.AsyncNetworkBackend):
+    """`PinnedConnections` for async clients (an MCP session): the lookup runs on a worker thread."""
+
+    def __init__(self, *, vet: Vet, resolver: Resolver | None = None):
+        self._vet = vet
+        self._resolver = resolver
+        self._backend = httpcore2.AnyIOBackend()
+
+    async def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+        import anyio
+
+        addresses = await anyio.to_thread.run_sync(addresses_of, host, port, self._resolver)
+        if not addresses:
+            raise httpcore2.ConnectError(f"{host} has no address")
+        self._vet(host, port, addresses)
+        last_error: Exception | None = None
+        for address in addresses:
+            try:
+                return await self._backend.connect_tcp(
+                    address, port, timeout=timeout, local_address=local_address, socket_options=socket_options
+                )
+            except httpcore2.ConnectError as error:
+                last_error = error
+        raise last_error
+
+    async def connect_unix_socket(self, path, timeout=None, socket_options=None):
+        raise httpcore2.ConnectError("owner URLs reach TCP hosts only")
+
+    async def sleep(self, seconds: float) -> None:
+        await self._backend.sleep(seconds)
+
+
+def _pin(transport, backend) -> None:
+    pool = transport._pool
+    # httpx builds its connection pool without a way to pass a network backend; an upgrade that renames the field
+    # must fail here, not quietly connect unvetted.
+    if not (
+        isinstance(pool, httpcore2.ConnectionPool | httpcore2.AsyncConnectionPool) and hasattr(pool, "_network_backend")
+    ):
+        raise RuntimeError("httpx2's transport no longer has the connection pool core/outbound.py pins")
+    pool._network_backend = backend
+
+
 def guarded_http_client(
     *,
     vet: Vet,
@@ -109,14 +152,30 @@ def guarded_http_client(
     redirects included, goes only to addresses `vet` accepted. No proxy from the environment: a proxy would do
     its own lookup, past the check."""
     transport = httpx2.HTTPTransport(trust_env=False)
-    pool = transport._pool
-    # httpx builds its connection pool without a way to pass a network backend; an upgrade that renames the field
-    # must fail here, not quietly connect unvetted.
-    if not (isinstance(pool, httpcore2.ConnectionPool) and hasattr(pool, "_network_backend")):
-        raise RuntimeError("httpx2's transport no longer has the connection pool core/outbound.py pins")
-    pool._network_backend = PinnedConnections(vet=vet, resolver=resolver)
+    _pin(transport, PinnedConnections(vet=vet, resolver=resolver))
     return httpx2.Client(
         transport=transport,
+        timeout=timeout,
+        follow_redirects=True,
+        trust_env=False,
+        event_hooks={key: list(hooks) for key, hooks in (event_hooks or {}).items()},
+    )
+
+
+def guarded_async_http_client(
+    *,
+    vet: Vet,
+    timeout: httpx2.Timeout,
+    resolver: Resolver | None = None,
+    headers: dict[str, str] | None = None,
+    event_hooks: dict[str, Iterable[Callable]] | None = None,
+) -> httpx2.AsyncClient:
+    """`guarded_http_client` for async callers (the MCP SDK's Streamable HTTP transport takes one)."""
+    transport = httpx2.AsyncHTTPTransport(trust_env=False)
+    _pin(transport, AsyncPinnedConnections(vet=vet, resolver=resolver))
+    return httpx2.AsyncClient(
+        transport=transport,
+        headers=headers,
         timeout=timeout,
         follow_redirects=True,
         trust_env=False,

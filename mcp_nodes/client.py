@@ -26,8 +26,9 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
+from core.outbound import guarded_async_http_client
 from provider_keys.secrets import SecretUnavailable, owner_secret_values
-from providers.urlguard import UnsafeURLError, check_outbound_url
+from providers.urlguard import UnsafeURLError, check_outbound_url, connection_vet
 
 STOP_POLL_SECONDS = 0.2
 
@@ -131,6 +132,18 @@ def _guard_hook():
     return check
 
 
+def _connection_vet():
+    vet = connection_vet(allowed_hosts=settings.MCP_HTTP_ALLOWED_HOSTS, what="MCP server URL", allow_hint=URL_HINT)
+
+    def check(host: str, port: int, addresses: list[str]) -> None:
+        try:
+            vet(host, port, addresses)
+        except UnsafeURLError as exc:
+            raise McpFailure("unsafe_url", exc.message) from None
+
+    return check
+
+
 def _size_hook():
     async def check(response) -> None:
         length = response.headers.get("content-length")
@@ -147,11 +160,12 @@ def _transport(owner_id, connection: dict, timeout: float):
     if connection["transport"] == "stdio":
         return stdio_client(stdio_parameters(connection["server"]), errlog=open(os.devnull, "w"))  # noqa: SIM115
     url = checked_url(connection["url"])
-    http = httpx2.AsyncClient(
+    # Each connection goes only to an address vetted in its own lookup (DNS rebinding; core/outbound.py).
+    http = guarded_async_http_client(
+        vet=_connection_vet(),
         headers=header_values(owner_id, connection),
         timeout=httpx2.Timeout(min(30.0, timeout), read=timeout),
         event_hooks={"request": [_guard_hook()], "response": [_size_hook()]},
-        trust_env=False,
     )
     return streamable_http_client(url, http_client=http, max_sse_event_size=settings.MCP_RESPONSE_MAX_BYTES)
 

@@ -87,6 +87,20 @@ def _refuse_internal(host: str, addresses: list[str], *, what: str = "base URL",
             )
 
 
+def connection_vet(
+    *, allowed_hosts: Iterable[str], what: str = "base URL", allow_hint: str = ""
+) -> Callable[[str, int, list[str]], None]:
+    """The `vet` of core/outbound.py's clients for this policy: a connection's addresses must all be public unless
+    its host is allowlisted (UnsafeURLError otherwise)."""
+    hosts = tuple(allowed_hosts)
+
+    def vet(host: str, port: int, addresses: list[str]) -> None:
+        if not _allowlisted(host, port, hosts):
+            _refuse_internal(host, addresses, what=what, allow_hint=allow_hint)
+
+    return vet
+
+
 def guarded_client(
     *, allowed_hosts: Iterable[str], allow_http: bool, timeout: httpx2.Timeout, resolver: Resolver | None = None
 ) -> httpx2.Client:
@@ -94,11 +108,7 @@ def guarded_client(
     info, redirects), and each connection goes only to an address this policy vetted in the same lookup, so a
     name that answers differently to the check and to the connection (DNS rebinding) reaches nothing internal."""
     hosts = tuple(allowed_hosts)
-
-    def vet(host: str, port: int, addresses: list[str]) -> None:
-        if not _allowlisted(host, port, hosts):
-            _refuse_internal(host, addresses)
-
+    vet = connection_vet(allowed_hosts=hosts)
     hook = request_hook(allowed_hosts=hosts, allow_http=allow_http, resolver=resolver or resolve)
     return guarded_http_client(vet=vet, timeout=timeout, resolver=resolver, event_hooks={"request": [hook]})
 

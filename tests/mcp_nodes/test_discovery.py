@@ -119,3 +119,55 @@ def test_another_owners_workflow_node_and_secrets_are_404(owner, other_client, o
     assert _discover(owner_client, workflow, "no-such-node").status_code == 404
     assert other_client.get("/api/secrets/").json() == []
     assert other_client.delete("/api/secrets/mine/").status_code == 404
+
+
+@pytest.mark.parametrize("public_answers", [1, 2, 3, 4])
+def test_a_server_name_that_rebinds_between_check_and_connection_is_never_reached(
+    owner, settings, monkeypatch, public_answers
+):
+    """DNS rebinding: the name answers a public address to the first lookups and 127.0.0.2 after. However many
+    lookups the checks make before the connection's own, nothing reaches the internal server: each connection goes
+    only to an address vetted in its own lookup (core/outbound.py)."""
+    import http.server
+    import socket
+    import threading
+
+    from mcp_nodes.client import McpFailure, list_tools
+
+    seen: list[str] = []
+
+    class Internal(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            seen.append(self.path)
+            self.send_response(500)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    internal = http.server.ThreadingHTTPServer(("127.0.0.2", 0), Internal)
+    threading.Thread(target=internal.serve_forever, daemon=True).start()
+    lookups = []
+    real = socket.getaddrinfo
+
+    def rebinding_getaddrinfo(host, port, *args, **kwargs):
+        if host in ("rebinds.example", b"rebinds.example"):  # the async connect asks with the name as bytes
+            lookups.append(host)
+            answer = "93.184.215.14" if len(lookups) <= public_answers else "127.0.0.2"
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (answer, port))]
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding_getaddrinfo)
+    settings.MCP_HTTP_ALLOWED_HOSTS = []
+    settings.MCP_HTTP_ALLOW_HTTP = True
+    connection = {"transport": "http", "url": f"http://rebinds.example:{internal.server_address[1]}/mcp"}
+    try:
+        # Refused, or (when every lookup answered public) stopped by the tests' network guard at the public address.
+        with pytest.raises(McpFailure) as caught:
+            list_tools(owner_id=owner.pk, connection={**connection, "timeout_seconds": 10})
+    finally:
+        internal.shutdown()
+        internal.server_close()
+    assert seen == [], "the internal server received the MCP session"
+    if len(lookups) > public_answers:  # the internal answer was given to one lookup: that lookup refused it
+        assert caught.value.code == "unsafe_url" and "loopback" in caught.value.message, caught.value.message
