@@ -287,6 +287,7 @@ class _Collector:
         usage = Usage(
             input_tokens=int(raw.get("input_tokens") or 0),
             cached_tokens=int(raw.get("cached_input_tokens") or 0),
+            cache_creation_tokens=int(raw.get("cache_write_input_tokens") or 0),
             output_tokens=int(raw.get("output_tokens") or 0),
             reasoning_tokens=int(raw.get("reasoning_output_tokens") or 0),
             estimated=self.usage is None,

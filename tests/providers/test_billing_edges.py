@@ -49,3 +49,28 @@ def test_10_a_model_genai_prices_does_not_know_has_no_price(provider):
     fields = ledger_fields(provider=provider, model="zz-model-nobody-knows", usage=USAGE)
     assert fields["cost"] is None
     assert "no price" in fields["meta"]["price_note"]
+
+
+# --- 11. cache writes read and priced above input ----------------------------------------------------------------
+
+
+def test_11_openai_cache_writes_are_read_and_priced_as_writes(openai_fake):
+    from providers import ChatRequest, ChatUnifier
+    from tests.fakes import Text, Turn
+
+    from .loop import opening
+
+    openai_fake.push(Turn([Text("ok")], input_tokens=50_000, cached_tokens=10_000, cache_creation_tokens=30_000))
+    request = ChatRequest(
+        provider="openai", model="gpt-5.6", messages=opening(), api_key="sk-test-11", base_url=openai_fake.base_url
+    )
+    result = ChatUnifier().chat(request)
+    assert result.usage.cache_creation_tokens == 30_000 and result.usage.cached_tokens == 10_000
+    fields = ledger_fields(provider="openai", model="gpt-5.6", usage=result.message["usage"])
+    assert fields["meta"]["cache_creation_input_tokens"] == 30_000
+    expected = published(
+        "gpt-5.6", "openai", input_tokens=50_000, cached_tokens=10_000, written=30_000, output_tokens=13
+    )
+    assert fields["cost"] == expected
+    plain = published("gpt-5.6", "openai", input_tokens=50_000, cached_tokens=10_000, output_tokens=13)
+    assert expected > plain  # writes cost more than plain input for this model
