@@ -74,3 +74,39 @@ def test_11_openai_cache_writes_are_read_and_priced_as_writes(openai_fake):
     assert fields["cost"] == expected
     plain = published("gpt-5.6", "openai", input_tokens=50_000, cached_tokens=10_000, output_tokens=13)
     assert expected > plain  # writes cost more than plain input for this model
+
+
+# --- 12. several calls priced one by one, then added -------------------------------------------------------------
+
+
+def test_12_gemini_continuation_hops_are_priced_each_on_its_own(gemini_fake):
+    from types import SimpleNamespace
+
+    from agents.usage import llm_usage_fields
+    from providers import ChatRequest, ChatUnifier
+    from tests.fakes import Text, Turn
+
+    from .loop import opening
+
+    hop = {"input_tokens": 150_000, "cached_tokens": 0, "output_tokens": 13, "reasoning_tokens": 0}
+    gemini_fake.push(
+        Turn([Text("The first half, ")], stop="continuation", **hop), Turn([Text("and the second.")], **hop)
+    )
+    request = ChatRequest(
+        provider="gemini", model="gemini-2.5-pro", messages=opening(), api_key="AIza-12", base_url=gemini_fake.base_url
+    )
+    result = ChatUnifier().chat(request)
+    assert result.usage.input_tokens == 300_000  # two requests: 150k each, over Gemini 2.5 Pro's 200k tier if summed
+    one = published("gemini-2.5-pro", "google", input_tokens=150_000, output_tokens=13)
+    summed = published("gemini-2.5-pro", "google", input_tokens=300_000, output_tokens=26)
+    assert summed > 2 * one
+    firing = SimpleNamespace(
+        agent_config={"provider": "gemini", "model": "gemini-2.5-pro"},
+        workflow=SimpleNamespace(owner_id=1),
+        workflow_id=1,
+        generation=1,
+        agent_node_id="1:agent:1",
+    )
+    fields = llm_usage_fields(firing, idempotency_key="k", kind="llm", outcome="ok", usage=result.message["usage"])
+    assert fields["cost"] == pytest.approx(2 * one, abs=Decimal("0.000001"))
+    assert fields["meta"]["price_source"].endswith("per call")
