@@ -192,6 +192,10 @@ def test_stop_mid_stream_kills_the_process_and_saves_the_partial_answer(owner, a
     assert all(r.levelno == logging.DEBUG and "expected: the run was stopped" in r.getMessage() for r in reader)
     # The killed session is not resumed, so nothing of its directory is kept.
     assert not list(runtime_dir.glob("claude_code/*"))
+    # No result message, so no usage and no cost came, but the model was called: estimated, marked so.
+    (row,) = UsageRecord.objects.filter(provider="claude_code")
+    assert row.meta.get("estimated") is True
+    assert row.input_tokens > 0 and row.output_tokens > 0 and row.cost > 0
 
 
 def test_the_default_configuration_offers_no_builtin_tool_and_a_bash_call_is_refused(owner, anthropic_fake, tmp_path):

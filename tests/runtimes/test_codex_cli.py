@@ -112,6 +112,10 @@ def test_stop_mid_stream_kills_codex_and_saves_what_arrived(owner, openai_fake, 
     assert blocks[-1]["stopped"] is True  # saved as a stopped answer, like any other provider's
     assert [b["text"] for b in blocks if b["type"] == "thinking"] == ["Planning the story."]  # what had arrived
     assert not list(runtime_dir.glob("codex_cli/*"))  # its CODEX_HOME and the conversation's directory are gone
+    # No `turn.completed`, so no usage came, but the model was called: estimated as the native adapters do.
+    (row,) = UsageRecord.objects.filter(provider="codex_cli")
+    assert row.meta.get("estimated") is True
+    assert row.input_tokens > 0 and row.output_tokens > 0 and row.cost > 0
 
 
 def test_the_wall_clock_limit_kills_codex_and_keeps_what_arrived(owner, openai_fake, settings, runtime_dir):
