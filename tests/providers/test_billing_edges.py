@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 
 import pytest
@@ -110,3 +111,40 @@ def test_12_gemini_continuation_hops_are_priced_each_on_its_own(gemini_fake):
     fields = llm_usage_fields(firing, idempotency_key="k", kind="llm", outcome="ok", usage=result.message["usage"])
     assert fields["cost"] == pytest.approx(2 * one, abs=Decimal("0.000001"))
     assert fields["meta"]["price_source"].endswith("per call")
+
+
+# --- 14. Anthropic cache breakpoints: a wide tool step still reads the cache -------------------------------------
+
+
+def test_14_a_step_with_many_parallel_tool_results_still_reads_the_prefix_from_the_cache(anthropic_fake):
+    # The prompt-caching guide: up to 4 breakpoints; the lookup walks back about 20 blocks from each. A step that
+    # adds 25 calls and 25 results puts 50 blocks between the last breakpoint and the one before.
+    from providers import ChatRequest, ChatUnifier
+    from tests.fakes import Call, Text, Turn
+
+    from .loop import MEMORY_TOOL, answer_calls, opening, store_and_load
+
+    anthropic_fake.simulate_cache = True
+    calls = [Call("memory", f'{{"operation": "recall", "query": "q{n}"}}') for n in range(25)]
+    anthropic_fake.push(Turn(calls), Turn([Text("Done.")]))
+
+    def step(messages):
+        request = ChatRequest(
+            provider="anthropic",
+            model="claude-sonnet-4-5",
+            messages=messages,
+            tools=[MEMORY_TOOL],
+            api_key="sk-ant-14",
+            base_url=anthropic_fake.base_url,
+        )
+        return ChatUnifier().chat(request)
+
+    first = step(opening())
+    first_prefix, _, first_written = anthropic_fake.last_cache
+    assert first_written == first_prefix  # a cold cache: the whole prompt written
+    second = step(store_and_load([*opening(), first.message, *answer_calls(first.message)]))
+    _, read, _ = anthropic_fake.last_cache
+    assert read >= first_prefix  # everything the first step wrote is read back, not written again
+    assert second.usage.cached_tokens == read
+    breakpoints = json.dumps(anthropic_fake.last_body).count('"cache_control"')
+    assert breakpoints <= 4
