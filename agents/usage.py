@@ -33,8 +33,10 @@ def llm_usage_entry(firing, *, idempotency_key: str, kind: str, outcome: str, us
     reported = (usage or {}).get("cost_usd")
     if reported is not None:
         # An agent runtime that reports what the call cost (Claude Code's session total, differenced per firing).
-
-        fields = {**fields, "cost": Decimal(str(reported)), "meta": {**fields["meta"], "price_source": "runtime"}}
+        # Or calls priced one by one and added (RLM's backend calls, Gemini's continuation hops): `cost_source`.
+        source = (usage or {}).get("cost_source") or "runtime"
+        meta = {k: v for k, v in fields["meta"].items() if k != "price_note"}
+        fields = {**fields, "cost": Decimal(str(reported)), "meta": {**meta, "price_source": source}}
     return UsageEntry(
         idempotency_key=idempotency_key,
         kind=kind,

@@ -3,6 +3,8 @@ the reason when the model has no known price), cache writes and the price source
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from .catalogue import capabilities
 from .errors import UnknownProviderError
 from .pricing import call_cost, embedding_cost
@@ -39,6 +41,20 @@ def ledger_fields(*, provider: str, model: str, usage: dict | None) -> dict:
         return {**tokens, "cost": None, "meta": meta}
     meta["price_source"] = price.source
     return {**tokens, "cost": price.amount, "meta": meta}
+
+
+def calls_cost(*, provider: str, model: str, usages: list[dict]) -> tuple[Decimal | None, str | None]:
+    """What several calls cost, each priced on its own and then added (summed usage priced once crosses
+    long-context tiers no single call reached), with its source; (None, None) when any call has no price."""
+    total = Decimal(0)
+    source = None
+    for usage in usages:
+        fields = ledger_fields(provider=provider, model=model, usage=usage)
+        if fields["cost"] is None:
+            return None, None
+        total += fields["cost"]
+        source = fields["meta"].get("price_source")
+    return total, f"{source}, per call" if source else None
 
 
 def embedding_ledger_fields(*, provider: str, model: str, input_tokens: int) -> dict:

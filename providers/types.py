@@ -70,6 +70,9 @@ class Usage:
     # What the provider itself reported this call cost (USD), when it does (Claude Code); else priced from the
     # catalogue.
     cost_usd: float | None = None
+    # Where cost_usd came from when we priced it ourselves (several calls priced one by one, then added); None for
+    # a runtime's own report.
+    cost_source: str | None = None
 
     def to_dict(self) -> dict:
         data = {
@@ -84,6 +87,8 @@ class Usage:
             data["estimated"] = True
         if self.cost_usd is not None:
             data["cost_usd"] = self.cost_usd
+        if self.cost_source is not None:
+            data["cost_source"] = self.cost_source
         return data
 
 

@@ -197,20 +197,27 @@ def thinking_params(request: ChatRequest, caps, messages: list[dict]) -> tuple[d
     return {"thinking": {"type": "adaptive"}, "output_config": {"effort": effort}}, None
 
 
+def _mark_last_cacheable(content: list[dict]) -> None:
+    for block in reversed(content):
+        if block.get("type") not in ("thinking", "redacted_thinking"):  # thinking blocks cannot carry one
+            block["cache_control"] = {"type": "ephemeral"}
+            return
+
+
 def _cache_breakpoints(params: dict) -> None:
-    """Prompt caching: a breakpoint after the system prompt and one on the last block of the conversation, so the
-    next step of the loop (and the next turn) reads the whole stored prefix from the cache. Thinking blocks cannot
-    carry one, so the last block that can is used."""
+    """Prompt caching (Anthropic's guide: at most 4 breakpoints; a lookup walks back only about 20 blocks from
+    each). Three: after the system prompt; at the end of what the previous step sent (the message before the
+    latest assistant reply), so that prefix is read back exactly however many calls and results the latest step
+    added; and on the last block, which writes the rest for the next step."""
     system = params.get("system")
     if isinstance(system, str) and system:
         params["system"] = [{"type": "text", "text": system, "cache_control": {"type": "ephemeral"}}]
     messages = params["messages"]
     if not messages:
         return
-    for block in reversed(messages[-1]["content"]):
-        if block.get("type") not in ("thinking", "redacted_thinking"):
-            block["cache_control"] = {"type": "ephemeral"}
-            break
+    if len(messages) >= 3 and messages[-2]["role"] == "assistant":
+        _mark_last_cacheable(messages[-3]["content"])
+    _mark_last_cacheable(messages[-1]["content"])
 
 
 def build_params(request: ChatRequest, *, for_counting: bool = False) -> dict:

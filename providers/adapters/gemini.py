@@ -19,6 +19,7 @@ from typing import Any
 from google.genai import errors as genai_errors
 from google.genai import types
 
+from ..billing import calls_cost
 from ..catalogue import capabilities
 from ..errors import (
     ProviderError,
@@ -302,6 +303,7 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     continuation: bytes | None = None
     hops = 0
     block: dict | None = None  # promptFeedback of a blocked prompt: no candidates will come
+    hop_usages: list[dict] = []  # each continuation hop is a call of its own, priced on its own
     try:
         while True:
             # A CONTINUATION finish means the answer is not done: the same request goes again with the token, and
@@ -341,6 +343,7 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
                 if finish is None and stream.stopped():
                     stopped = True
                     break
+            hop_usages.append(hop_usage.to_dict())
             usage.input_tokens += hop_usage.input_tokens
             usage.cached_tokens += hop_usage.cached_tokens
             usage.reasoning_tokens += hop_usage.reasoning_tokens
@@ -393,6 +396,11 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
             stop_reason = "refusal"
         else:
             stop_reason = "other"
+    if not stopped and len(hop_usages) > 1:
+        # The summed tokens of the hops could cross a long-context price tier none of the calls reached.
+        cost, source = calls_cost(provider=PROVIDER, model=request.model, usages=hop_usages)
+        if cost is not None:
+            usage.cost_usd, usage.cost_source = float(cost), source
     signatures = [s for s in assembler.signatures if s["index"] < len(assembler.blocks)]
     if stopped:
         # Indices refer to the full list; re-point them at the kept blocks.

@@ -167,6 +167,7 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
                     usage.input_tokens = int(raw.prompt_tokens or 0)
                     usage.output_tokens = int(raw.completion_tokens or 0)
                     usage.cached_tokens = int(getattr(raw.prompt_tokens_details, "cached_tokens", 0) or 0)
+                    usage.cache_creation_tokens = int(getattr(raw.prompt_tokens_details, "cache_write_tokens", 0) or 0)
                     usage.reasoning_tokens = int(getattr(raw.completion_tokens_details, "reasoning_tokens", 0) or 0)
                 for choice in chunk.choices or []:
                     delta = choice.delta

@@ -250,9 +250,12 @@ def blocks_from_items(items: list[dict]) -> list[dict]:
 
 def _usage(raw: dict | None) -> Usage:
     raw = raw or {}
+    details = raw.get("input_tokens_details") or {}
     return Usage(
         input_tokens=int(raw.get("input_tokens") or 0),
-        cached_tokens=int((raw.get("input_tokens_details") or {}).get("cached_tokens") or 0),
+        cached_tokens=int(details.get("cached_tokens") or 0),
+        # Newer models report prompt-cache writes, priced above plain input (part of input_tokens, like reads).
+        cache_creation_tokens=int(details.get("cache_write_tokens") or 0),
         output_tokens=int(raw.get("output_tokens") or 0),
         reasoning_tokens=int((raw.get("output_tokens_details") or {}).get("reasoning_tokens") or 0),
     )

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from .. import config
+from ..adapters.common import estimated_usage
 from ..errors import NetworkError, ServerError
 from ..types import ChatRequest, ChatResult, Usage
 from ..wire import text_block, tool_call_block, tool_result_message
@@ -118,7 +119,7 @@ def chat(request: ChatRequest, stream) -> ChatResult:
         shutil.rmtree(home, ignore_errors=True)
         raise NetworkError(f"Codex could not start: {exc}", provider=PROVIDER) from exc
     try:
-        return _collect(process, prompt if via_stdin else None, stream, wall)
+        return _collect(request, process, prompt if via_stdin else None, stream, wall)
     finally:
         _kill(process)
         shutil.rmtree(home, ignore_errors=True)
@@ -136,7 +137,9 @@ def _kill(process: subprocess.Popen) -> None:
         logger.error("codex did not exit after SIGKILL", extra={"pid": process.pid})
 
 
-def _collect(process: subprocess.Popen, stdin_prompt: str | None, stream, wall: float) -> ChatResult:
+def _collect(
+    request: ChatRequest, process: subprocess.Popen, stdin_prompt: str | None, stream, wall: float
+) -> ChatResult:
     inbox: queue.Queue = queue.Queue()
     stderr_tail: list[str] = []
 
@@ -192,7 +195,7 @@ def _collect(process: subprocess.Popen, stdin_prompt: str | None, stream, wall: 
         last = f" (last notice: {collector.notices[-1]})" if collector.notices else ""
         message = f"Codex ended without finishing its turn (exit {process.returncode}){last}: {tail}"
         raise ServerError(message, provider=PROVIDER)
-    return collector.finish(stopped=stopped, timed_out=timed_out["value"])
+    return collector.finish(request, stopped=stopped, timed_out=timed_out["value"])
 
 
 class _Collector:
@@ -271,7 +274,7 @@ class _Collector:
             # error, file_change, mcp_tool_call, web_search, todo_list...: kept as observed, under its own type.
             self._assistant()["blocks"].append({"type": f"codex_{kind}", "item": item})
 
-    def finish(self, *, stopped: bool, timed_out: bool) -> ChatResult:
+    def finish(self, request: ChatRequest, *, stopped: bool, timed_out: bool) -> ChatResult:
         observed = self.observed
         if (
             not observed
@@ -284,13 +287,19 @@ class _Collector:
             # (its reasoning summary) is kept, and the answer is marked stopped like any other stopped answer.
             observed[-1]["blocks"].append(text_block("", stopped=True))
         raw = self.usage or {}
-        usage = Usage(
-            input_tokens=int(raw.get("input_tokens") or 0),
-            cached_tokens=int(raw.get("cached_input_tokens") or 0),
-            output_tokens=int(raw.get("output_tokens") or 0),
-            reasoning_tokens=int(raw.get("reasoning_output_tokens") or 0),
-            estimated=self.usage is None,
-        )
+        if self.usage is not None:
+            usage = Usage(
+                input_tokens=int(raw.get("input_tokens") or 0),
+                cached_tokens=int(raw.get("cached_input_tokens") or 0),
+                cache_creation_tokens=int(raw.get("cache_write_input_tokens") or 0),
+                output_tokens=int(raw.get("output_tokens") or 0),
+                reasoning_tokens=int(raw.get("reasoning_output_tokens") or 0),
+            )
+        else:
+            # Stopped or timed out before `turn.completed`: the model was called (and bills) but no usage came.
+            # Estimated as the native adapters do (the prompt it was sent, what it wrote), marked estimated.
+            blocks = [b for m in observed if m["role"] == "assistant" for b in m["blocks"]]
+            usage = estimated_usage(request, blocks)
         final = observed[-1]
         final["meta"] = {
             **final.get("meta", {}),

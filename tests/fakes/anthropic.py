@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from dataclasses import replace
 
 from .base import (
     SSE,
@@ -54,6 +55,7 @@ TEMPERATURE_WITH_THINKING = (
 )
 FINAL_THINKING = "messages.{i}: The final block in an assistant message cannot be `thinking`."
 TOO_MANY_BREAKPOINTS = "A maximum of 4 blocks with cache_control may be provided. Found {n}."
+CACHE_LOOKBACK_BLOCKS = 20
 
 
 def model_version(model: str) -> tuple[int, int]:
@@ -93,6 +95,13 @@ class FakeAnthropic(FakeProviderServer):
         self.issued_redacted: set[str] = set()
         self.fail_counting = False  # answer count_tokens with a 500, to exercise the estimate fallback
         self.last_breakpoints = 0
+        # Prompt caching as the guide describes it, when switched on: a breakpoint writes the prefix up to its
+        # block; a later request reads the longest written prefix found at a block boundary at most
+        # CACHE_LOOKBACK_BLOCKS before one of its breakpoints (the "about 20 blocks" lookback), and writes the rest.
+        # Usage then reports those reads and writes instead of the scripted numbers.
+        self.simulate_cache = False
+        self.cached_prefixes: set[str] = set()
+        self.last_cache: tuple[int, int, int] | None = None  # (input, read, written) of the last request
         # Streaming refusals ("Streaming refusals" guide): after `stop_reason: "refusal"` the conversation context
         # must be reset (the refused turn removed or rephrased); continuing without that gets refusals again.
         # What each refused request's turn held: its user words and the assistant words it produced.
@@ -253,8 +262,40 @@ class FakeAnthropic(FakeProviderServer):
             self.refused_texts |= {b.get("text") for b in _content(last_user) if b.get("type") == "text"}
         self.refused_texts |= {p.text for p in turn.parts if isinstance(p, Text)}
 
+    def _simulate_cache(self, body: dict) -> tuple[int, int, int]:
+        """(input tokens, read from the cache, written to it) for this request, per the prompt-caching guide: the
+        prefix order is tools, system, messages; every content block is a boundary."""
+        blocks: list[dict] = [dict(t) for t in body.get("tools") or []]
+        system = body.get("system")
+        blocks += [{"type": "text", "text": system}] if isinstance(system, str) else [dict(b) for b in system or []]
+        for message in body.get("messages") or []:
+            blocks += [dict(b, role=message.get("role")) for b in _content(message)]
+        marks = [i for i, b in enumerate(blocks) if "cache_control" in b]
+        for b in blocks:
+            b.pop("cache_control", None)
+        sizes = [max(1, len(json.dumps(b, sort_keys=True)) // 4) for b in blocks]
+        keys, digest = [], hashlib.sha256(str(body.get("model")).encode())
+        for b in blocks:
+            digest.update(json.dumps(b, sort_keys=True).encode())
+            keys.append(digest.copy().hexdigest())
+        hit = -1
+        for mark in marks:
+            for j in range(mark, max(-1, mark - CACHE_LOOKBACK_BLOCKS - 1), -1):
+                if keys[j] in self.cached_prefixes:
+                    hit = max(hit, j)
+                    break
+        read = sum(sizes[: hit + 1])
+        end = max(marks, default=-1)
+        written = max(0, sum(sizes[: end + 1]) - read)
+        self.cached_prefixes.update(keys[m] for m in marks)
+        return sum(sizes), read, written
+
     def render(self, request: RecordedRequest, turn: Turn) -> SSE:
         body = request.body or {}
+        if self.simulate_cache:
+            total, read, written_now = self._simulate_cache(body)
+            self.last_cache = (total, read, written_now)
+            turn = replace(turn, input_tokens=total, cached_tokens=read, cache_creation_tokens=written_now)
         if self._still_refused(body):
             turn = Turn([], stop="refusal")  # the refused turn is still in the context: refused again
         if turn.stop == "refusal":

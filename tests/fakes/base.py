@@ -55,7 +55,9 @@ class Turn:
     stop: str | None = None
     input_tokens: int = 21
     cached_tokens: int = 5
-    cache_creation_tokens: int = 0  # Anthropic: input written to the prompt cache (only when the request asked)
+    # Input written to the prompt cache: Anthropic reports it only when the request asked (breakpoints); OpenAI's
+    # Responses API reports it as `input_tokens_details.cache_write_tokens`.
+    cache_creation_tokens: int = 0
     output_tokens: int = 13
     reasoning_tokens: int = 4
     cut: str | None = None

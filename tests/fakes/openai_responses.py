@@ -444,7 +444,11 @@ class FakeOpenAIResponses(FakeProviderServer):
             "output": output,
             "usage": {
                 "input_tokens": turn.input_tokens,
-                "input_tokens_details": {"cached_tokens": turn.cached_tokens, "cache_write_tokens": 0},
+                "input_tokens_details": {
+                    "cached_tokens": turn.cached_tokens,
+                    # Prompt-cache writes, which newer models report and price above input.
+                    "cache_write_tokens": turn.cache_creation_tokens,
+                },
                 "output_tokens": turn.output_tokens,
                 "output_tokens_details": {"reasoning_tokens": turn.reasoning_tokens},
                 "total_tokens": turn.input_tokens + turn.output_tokens,

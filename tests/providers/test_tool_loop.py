@@ -116,7 +116,16 @@ def test_anthropic_replay_keeps_thinking_signatures_in_order(anthropic_fake):
     assert replay["system"][0]["text"] == "You are a careful assistant."
     assert replay["thinking"] == {"type": "enabled", "budget_tokens": 2048}
     assert replay["messages"] == [
-        {"role": "user", "content": [{"type": "text", "text": "Remember that tea is green."}]},
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "text",
+                    "text": "Remember that tea is green.",
+                    "cache_control": {"type": "ephemeral"},  # where the previous step's prefix ended: read back
+                }
+            ],
+        },
         {
             "role": "assistant",
             "content": [

@@ -120,19 +120,40 @@ def test_clear_context_drops_the_binding(owner, anthropic_fake):
     assert not any("note this" in t for t in texts)  # the new session knows nothing of the cleared turn
 
 
-def test_cost_is_the_difference_of_the_session_total(owner, anthropic_fake):
+def test_cost_follows_the_clis_own_reported_totals_across_resume(owner, anthropic_fake):
+    # What the CLI itself reports (`total_cost_usd` on its result message, cumulative over the resumed session) is
+    # observed as it arrives, before any arithmetic of ours; each firing's row must be that total's increase, and
+    # the totals must be genai-prices' published price of the calls made.
+    from claude_agent_sdk import ResultMessage
+    from genai_prices import Usage as PriceUsage
+    from genai_prices import calc_price
+
+    reported: list[float] = []
+
+    def observe(_collector, item) -> bool:
+        if isinstance(item, ResultMessage):
+            reported.append(item.total_cost_usd)
+        return False
+
+    def price(input_tokens, cached, output) -> Decimal:
+        usage = PriceUsage(input_tokens=input_tokens, cache_read_tokens=cached, output_tokens=output)
+        return Decimal(calc_price(usage, model_ref=MODEL, provider_id="anthropic").total_price)
+
     workflow, generation, ids = _claude_agent(owner)
-    anthropic_fake.push(Turn([Text("One.")]))
-    _fire(workflow, generation, ids["lead"], "count")
-    total_after_first = _binding(workflow, generation, ids["lead"]).session_cost_usd
-    anthropic_fake.push(Turn([Text("Two.")]))
-    _fire(workflow, generation, ids["lead"], "again")
-    total_after_second = _binding(workflow, generation, ids["lead"]).session_cost_usd
+    with signal_after("providers.runtimes.claude_code.collector.Collector.add", when=observe):
+        anthropic_fake.push(Turn([Text("One.")], input_tokens=60_000, cached_tokens=10_000, output_tokens=3_000))
+        _fire(workflow, generation, ids["lead"], "count")
+        anthropic_fake.push(Turn([Text("Two.")], input_tokens=80_000, cached_tokens=50_000, output_tokens=1_000))
+        _fire(workflow, generation, ids["lead"], "again")
+    assert _binding(workflow, generation, ids["lead"]) is not None  # the second firing resumed the session
+    first, second = (Decimal(str(total)) for total in reported)
     rows = list(UsageRecord.objects.filter(workflow_id=workflow.pk, provider="claude_code").order_by("id"))
     assert len(rows) == 2
-    assert total_after_second > total_after_first > 0
-    assert rows[0].cost == pytest.approx(total_after_first, abs=Decimal("0.000002"))
-    assert rows[1].cost == pytest.approx(total_after_second - total_after_first, abs=Decimal("0.000002"))
+    assert rows[0].cost == pytest.approx(first, abs=Decimal("0.000002"))
+    assert rows[1].cost == pytest.approx(second - first, abs=Decimal("0.000002"))
+    one, two = price(60_000, 10_000, 3_000), price(80_000, 50_000, 1_000)
+    assert first == pytest.approx(one, abs=Decimal("0.000002"))
+    assert second == pytest.approx(one + two, abs=Decimal("0.000002"))
 
 
 def test_a_memory_call_from_claude_code_lands_in_the_agents_memory_namespace(owner, anthropic_fake):
@@ -194,6 +215,10 @@ def test_stop_mid_stream_kills_the_process_and_saves_the_partial_answer(owner, a
     assert all(r.levelno == logging.DEBUG and "expected: the run was stopped" in r.getMessage() for r in reader)
     # The killed session is not resumed, so nothing of its directory is kept.
     assert not list(runtime_dir.glob("claude_code/*"))
+    # No result message, so no usage and no cost came, but the model was called: estimated, marked so.
+    (row,) = UsageRecord.objects.filter(provider="claude_code")
+    assert row.meta.get("estimated") is True
+    assert row.input_tokens > 0 and row.output_tokens > 0 and row.cost > 0
 
 
 def test_the_default_configuration_offers_no_builtin_tool_and_a_bash_call_is_refused(owner, anthropic_fake, tmp_path):

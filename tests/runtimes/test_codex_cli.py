@@ -114,6 +114,10 @@ def test_stop_mid_stream_kills_codex_and_saves_what_arrived(owner, openai_fake, 
     assert blocks[-1]["stopped"] is True  # saved as a stopped answer, like any other provider's
     assert [b["text"] for b in blocks if b["type"] == "thinking"] == ["Planning the story."]  # what had arrived
     assert not list(runtime_dir.glob("codex_cli/*"))  # its CODEX_HOME and the conversation's directory are gone
+    # No `turn.completed`, so no usage came, but the model was called: estimated as the native adapters do.
+    (row,) = UsageRecord.objects.filter(provider="codex_cli")
+    assert row.meta.get("estimated") is True
+    assert row.input_tokens > 0 and row.output_tokens > 0 and row.cost > 0
 
 
 def test_the_wall_clock_limit_kills_codex_and_keeps_what_arrived(owner, openai_fake, settings, runtime_dir):
@@ -194,3 +198,21 @@ def test_reconnect_notices_are_chat_steps_and_only_turn_failed_fails():
     assert "Reconnecting... 1/5" in finished["result"]["content"] and finished["result"]["is_error"] is False
     collector.add({"type": "turn.failed", "error": {"message": "stream disconnected: retries exhausted"}})
     assert collector.turn_failed == "stream disconnected: retries exhausted"
+
+
+def test_codex_cache_writes_are_billed_as_writes(owner, openai_fake, runtime_dir):
+    # The Responses API reports prompt-cache writes (`input_tokens_details.cache_write_tokens`); Codex passes them
+    # on in `turn.completed` as `cache_write_input_tokens`. The price is genai-prices' own, computed here.
+    from decimal import Decimal
+
+    from genai_prices import Usage as PriceUsage
+    from genai_prices import calc_price
+
+    workflow, generation, ids = assistant_with(owner, provider="codex_cli", model="gpt-5.6")
+    openai_fake.push(Turn([Text("Cached.")], input_tokens=40_000, cached_tokens=8_000, cache_creation_tokens=20_000))
+    _fire(workflow, generation, ids["lead"], "cache this")
+    (row,) = UsageRecord.objects.filter(provider="codex_cli")
+    assert row.meta["cache_creation_input_tokens"] == 20_000
+    usage = PriceUsage(input_tokens=40_000, cache_read_tokens=8_000, cache_write_tokens=20_000, output_tokens=13)
+    expected = Decimal(calc_price(usage, model_ref="gpt-5.6", provider_id="openai").total_price)
+    assert row.cost == expected.quantize(row.cost)

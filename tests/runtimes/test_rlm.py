@@ -458,3 +458,31 @@ time.sleep(300)
     process.wait(timeout=10)
     gone, alive = psutil.wait_procs(tree, timeout=5)
     assert not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_the_backend_calls_are_priced_one_by_one_then_added(owner, openai_fake):
+    # Two iterations of 150k input tokens each: priced one by one they stay under gpt-5.5's long-context tier
+    # (272k); their sum would cross it and bill about twice as much. Prices computed here from genai-prices.
+    from decimal import Decimal
+
+    from genai_prices import Usage as PriceUsage
+    from genai_prices import calc_price
+
+    workflow, generation, ids = assistant_with(owner, provider="rlm", model="gpt-5.5")  # rlm_backend: openai
+    big = {"input_tokens": 150_000, "cached_tokens": 0}
+    first, second = _cell("print(2 + 2)"), _answer("4")
+    first.input_tokens = second.input_tokens = big["input_tokens"]
+    first.cached_tokens = second.cached_tokens = 0
+    openai_fake.push(first, second)
+    _fire(workflow, generation, ids["lead"], "two plus two?")
+    (row,) = UsageRecord.objects.filter(provider="rlm")
+    assert row.input_tokens == 300_000
+
+    def price(input_tokens, output_tokens):
+        usage = PriceUsage(input_tokens=input_tokens, output_tokens=output_tokens)
+        return Decimal(calc_price(usage, model_ref="gpt-5.5", provider_id="openai").total_price)
+
+    one_by_one = 2 * price(150_000, 13)
+    assert price(300_000, 26) > one_by_one  # the trap: the sum crosses the tier
+    assert row.cost == one_by_one.quantize(row.cost)
+    assert row.meta["price_source"].endswith("per call")

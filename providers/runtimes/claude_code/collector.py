@@ -16,6 +16,7 @@ from claude_agent_sdk import (
     UserMessage,
 )
 
+from ...adapters.common import estimated_usage
 from ...types import ChatRequest, ChatResult, Usage
 from ...wire import text_block, tool_call_block, tool_result_message
 from .launch import MCP_SERVER
@@ -191,12 +192,18 @@ class Collector:
         result = self.result or {}
         raw = result.get("usage") or {}
         cached = int(raw.get("cache_read_input_tokens") or 0)
-        usage = Usage(
-            input_tokens=int(raw.get("input_tokens") or 0) + cached + int(raw.get("cache_creation_input_tokens") or 0),
-            cached_tokens=cached,
-            output_tokens=int(raw.get("output_tokens") or 0),
-            estimated=not raw,
-        )
+        written = int(raw.get("cache_creation_input_tokens") or 0)
+        if raw:
+            usage = Usage(
+                input_tokens=int(raw.get("input_tokens") or 0) + cached + written,
+                cached_tokens=cached,
+                cache_creation_tokens=written,
+                output_tokens=int(raw.get("output_tokens") or 0),
+            )
+        else:
+            # Stopped or timed out before the CLI's result: no usage and no cost came, but the calls were made and
+            # billed. Estimated as the native adapters do (the input it was sent, what it wrote), marked estimated.
+            usage = estimated_usage(request, _assistant_blocks(observed))
         total_cost = result.get("total_cost_usd")
         if total_cost is not None:
             # Cumulative over the session (resume included): this run cost the difference.
@@ -231,3 +238,7 @@ class Collector:
             },
             observed=observed,
         )
+
+
+def _assistant_blocks(observed: list[dict]) -> list[dict]:
+    return [b for m in observed if m.get("role") == "assistant" for b in m.get("blocks", [])]

@@ -15,7 +15,7 @@ import time
 
 from ... import config
 from ...adapters.common import Stream
-from ...billing import ledger_fields
+from ...billing import calls_cost
 from ...errors import ProviderError, ServerError
 from ...types import ChatRequest, ChatResult, Usage
 from ...unifier import adapter_for
@@ -44,6 +44,7 @@ class Session:
         self.usage_lock = threading.Lock()
         self.stop_event = threading.Event()
         self.usage = Usage()
+        self.call_usages: list[dict] = []  # each backend call's usage, priced one by one
         self.llm_calls = 0
         self.backend_error: ProviderError | None = None
         self.output_tail: list[str] = []
@@ -197,12 +198,19 @@ class Session:
                 cached_tokens=self.usage.cached_tokens,
                 output_tokens=self.usage.output_tokens,
                 reasoning_tokens=self.usage.reasoning_tokens,
+                cache_creation_tokens=self.usage.cache_creation_tokens,
                 estimated=self.usage.estimated,
             )
-        # Priced as the backend's model (the ledger row is the agent's "rlm" row, with this cost).
-        fields = ledger_fields(provider=self.options["backend"], model=self.request.model, usage=usage.to_dict())
-        if fields.get("cost") is not None:
-            usage.cost_usd = float(fields["cost"])
+        # Priced as the backend's model, each call on its own and then added (the ledger row is the agent's "rlm"
+        # row, with this cost): the summed tokens would cross long-context tiers no single call reached.
+        with self.usage_lock:
+            calls = list(self.call_usages)
+        if not calls:
+            return usage
+        cost, source = calls_cost(provider=self.options["backend"], model=self.request.model, usages=calls)
+        if cost is not None:
+            usage.cost_usd = float(cost)
+            usage.cost_source = source
         return usage
 
     def _handle(self, event: dict) -> None:
@@ -272,6 +280,8 @@ class Session:
             self.usage.output_tokens += result.usage.output_tokens
             self.usage.reasoning_tokens += result.usage.reasoning_tokens
             self.usage.estimated = self.usage.estimated or result.usage.estimated
+            self.usage.cache_creation_tokens += result.usage.cache_creation_tokens
+            self.call_usages.append(result.usage.to_dict())
         text = "".join(b.get("text", "") for b in result.message.get("blocks", []) if b.get("type") == "text")
         usage = {"input_tokens": result.usage.input_tokens, "output_tokens": result.usage.output_tokens}
         self.send({"id": request_id, "ok": True, "content": text, "usage": usage})
