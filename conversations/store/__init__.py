@@ -24,6 +24,7 @@ from .compaction_slot import (
     compaction_ready,
     compaction_status,
     compaction_wait,
+    compaction_waiter,
 )
 from .copies import forget_process_copies
 from .errors import (
@@ -111,6 +112,7 @@ __all__ = [
     "compaction_status",
     "compaction_summarize",
     "compaction_wait",
+    "compaction_waiter",
     "conversation_cursor",
     "is_compaction_summary",
     "conversation_key",
