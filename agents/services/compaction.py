@@ -228,6 +228,9 @@ def compact_context(
         # The firing moved on without it (the watchdog resumed it after this compaction went silent, or it ended):
         # compacting now would change the list under a firing that no longer expects it.
         logger.info("compaction no longer awaited", extra={"firing_id": firing_id})
+        store.compaction_release_unawaited(
+            conversation_key(workflow_id, generation, agent_node_id), firing_id=firing_id
+        )
         return
     key = conversation_key(workflow_id, generation, agent_node_id)
     generation_row = generation_with_workflow(workflow_id=workflow_id, number=generation)

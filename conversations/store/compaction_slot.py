@@ -108,6 +108,17 @@ def compaction_finish(key: ConversationKey, *, outcome: str, paid: bool) -> None
         )
 
 
+def compaction_release_unawaited(key: ConversationKey, *, firing_id) -> None:
+    """Free a running slot claimed for `firing_id` whose compaction task came after that firing stopped waiting
+    (the watchdog continued it, or it ended): nothing was summarised, the next turn may claim at once."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {SLOT} SET state = 'idle', waiting_firing_id = NULL, waiting_iteration = 0, last_outcome = "
+            f"'unawaited' WHERE {_KEY} AND state = 'running' AND waiting_firing_id = %s",
+            [*_key_params(key), firing_id],
+        )
+
+
 def compaction_status(key: ConversationKey) -> dict:
     """What the Context panel shows: a compaction in progress, when the last one landed, summaries paid for."""
     row = (
