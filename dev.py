@@ -259,11 +259,31 @@ def cmd_run() -> int:
 
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGTERM, _stop)
+    embedded_postgres, embedded_redis = not os.environ.get("DATABASE_URL"), not os.environ.get("REDIS_URL")
+    next_look = time.monotonic() + REVIVE_EVERY_SECONDS
     while all(p.poll() is None for p in processes):
         time.sleep(0.5)
+        if (embedded_postgres or embedded_redis) and time.monotonic() >= next_look:
+            _revive_embedded(postgres=embedded_postgres, redis=embedded_redis)
+            next_look = time.monotonic() + REVIVE_EVERY_SECONDS
     print("A server process exited; stopping the rest.", flush=True)
     _stop()
     return 1
+
+
+# How often `dev.py run` looks at the embedded servers (core/embedded/revival.py).
+REVIVE_EVERY_SECONDS = 5
+
+
+def _revive_embedded(*, postgres: bool, redis: bool) -> None:
+    """An embedded server that died or is shutting down is started again on its port, and the console says so."""
+    from core.embedded.revival import revive
+
+    try:
+        for line in revive(postgres=postgres, redis=redis):
+            print(line, flush=True)
+    except Exception as exc:  # keep serving; the next look tries again
+        print(f"Could not restart an embedded server ({type(exc).__name__}: {exc}); trying again.", flush=True)
 
 
 def _wait_healthy(url: str, processes: list, timeout: float = 90) -> None:

@@ -9,7 +9,10 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.errors import ServiceError
+
 from . import selectors, tokens
+from .models import ApiToken
 
 
 class ErrorOutput(serializers.Serializer):
@@ -47,10 +50,19 @@ class ApiTokensApi(APIView):
 
     @extend_schema(
         request=InputSerializer,
-        responses={201: NewTokenOutputSerializer, 400: ErrorOutput, 409: ErrorOutput},
+        responses={201: NewTokenOutputSerializer, 400: ErrorOutput, 403: ErrorOutput, 409: ErrorOutput},
         operation_id="api_tokens_create",
+        description="Needs a signed-in session: a request authenticated by a token is refused (403 session_required).",
     )
     def post(self, request):
+        # A token that could mint tokens would outlive its own revocation (its holder makes a fresh 365-day one
+        # first): only a session, which a password change ends, creates credentials.
+        if isinstance(request.auth, ApiToken):
+            raise ServiceError(
+                "session_required",
+                "A token cannot create tokens: sign in and create it on the token page or with your session.",
+                status=403,
+            )
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         issued = tokens.api_token_create(

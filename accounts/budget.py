@@ -1,22 +1,29 @@
 """Spending limits: staff defaults, per-owner overrides and per-workflow caps, checked against the usage ledger.
 
-`budget_check` runs right before every provider call of a firing. A call starts only while what was spent is
-under every limit that applies; the call that crosses a limit finishes (its cost is not known before it ends),
-and the next one is refused with `budget_exceeded`. Days and months are UTC calendar periods.
+`budget_reserve` runs right before every provider call of a firing. A call starts only while what was spent plus
+what the calls still running reserved is under every limit that applies; it then reserves its own estimate until
+its ledger row settles it. The check and the reservation are one step under the owner's lock, so calls starting
+together see each other: however many start at once, only the calls admitted while there was room run, and what
+is spent beyond a limit is at most what the admitted calls used beyond their estimates plus the call that crossed
+it (its cost is not known before it ends). The next one is refused with `budget_exceeded`. Days and months are UTC
+calendar periods. `budget_check` is the same question without reserving.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
-from django.db.models import Q
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q, Sum
 from django.utils import timezone
 
-from conversations.selectors import usage_spent
+from conversations.selectors import usage_keys_billed, usage_spent
 
-from .models import SpendingLimit
+from .locks import owner_budget_lock
+from .models import BudgetReservation, SpendingLimit
 
 LIMIT_FIELDS = ("daily_tokens", "monthly_tokens", "daily_cost", "monthly_cost")
 
@@ -39,6 +46,7 @@ class BudgetExceeded:
     measure: str  # "tokens" or "cost"
     spent: int | Decimal
     limit: int | Decimal
+    reserved: int | Decimal = 0  # of `spent`: what calls still running reserved
 
     code = "budget_exceeded"
 
@@ -47,9 +55,10 @@ class BudgetExceeded:
         whose = "your account" if self.scope == "owner" else "this workflow"
         what = f"{self.spent} of {self.limit} tokens" if self.measure == "tokens" else f"{self.spent} of {self.limit}"
         unit = "" if self.measure == "tokens" else " in cost"
+        running = f", {self.reserved} of it reserved by calls still running" if self.reserved else ""
         return (
             f"The {'daily' if self.period == 'day' else 'monthly'} spending limit of {whose} is reached "
-            f"({what}{unit} used this {self.period}, UTC). No request was sent to the provider; "
+            f"({what}{unit} used this {self.period}, UTC{running}). No request was sent to the provider; "
             "the limit resets at the start of the next period, or staff can raise it."
         )
 
@@ -100,23 +109,31 @@ def owner_limits(*, owner_id: int) -> Limits:
     return _owner_limits_from(_limit_rows(owner_id), owner_id)
 
 
-def _first_exceeded(scope: str, limits: Limits, spent_by_period: dict) -> BudgetExceeded | None:
+_NOTHING_RESERVED = {"tokens": 0, "cost": Decimal("0")}
+
+
+def _first_exceeded(
+    scope: str, limits: Limits, spent_by_period: dict, reserved: dict = _NOTHING_RESERVED
+) -> BudgetExceeded | None:
     for period in ("day", "month"):
         spent = spent_by_period[period]
         prefix = "daily" if period == "day" else "monthly"
         token_limit = getattr(limits, f"{prefix}_tokens")
-        if token_limit is not None and spent["tokens"] >= token_limit:
-            return BudgetExceeded(scope, period, "tokens", spent["tokens"], token_limit)
+        tokens = spent["tokens"] + reserved["tokens"]
+        if token_limit is not None and tokens >= token_limit:
+            return BudgetExceeded(scope, period, "tokens", tokens, token_limit, reserved["tokens"])
         cost_limit = getattr(limits, f"{prefix}_cost")
-        if cost_limit is not None and spent["cost"] >= cost_limit:
-            return BudgetExceeded(scope, period, "cost", spent["cost"], cost_limit)
+        cost = spent["cost"] + reserved["cost"]
+        if cost_limit is not None and cost >= cost_limit:
+            return BudgetExceeded(scope, period, "cost", cost, cost_limit, reserved["cost"])
     return None
 
 
 def budget_check(
     *, owner_id: int | None, workflow_id: int | None = None, limits_may_apply: bool = True
 ) -> BudgetExceeded | None:
-    """None while the owner (and the workflow) may spend; else the first limit that is reached.
+    """None while the owner (and the workflow) may spend; else the first limit that is reached (counting what the
+    calls still running reserved).
 
     `limits_may_apply=False`: the caller read `limits_may_apply_sql` just before and no row exists."""
     if owner_id is None or not limits_may_apply:
@@ -124,11 +141,50 @@ def budget_check(
     rows = _limit_rows(owner_id, workflow_id)
     if not rows:
         return None  # no limit anywhere: the common case, one query
+    return _exceeded(rows, owner_id, workflow_id)
+
+
+def budget_reserve(
+    *,
+    owner_id: int | None,
+    workflow_id: int | None,
+    key: str,
+    tokens: int,
+    cost: Decimal | None,
+    limits_may_apply: bool = True,
+) -> BudgetExceeded | None:
+    """`budget_check`, and when there is room, reserve `tokens` and `cost` (the call's estimate) under `key`, the
+    idempotency key its ledger row will have, in one transaction under the owner's lock (see the module). None: the
+    call may start. Nothing is reserved where no limit applies."""
+    if owner_id is None or not limits_may_apply:
+        return None
+    with transaction.atomic():
+        # Two calls of one owner (or one workflow, which is the owner's) must not both read "room left" before
+        # either reserved: the check and the reservation are serialized per owner.
+        owner_budget_lock(owner_id=owner_id)
+        rows = _limit_rows(owner_id, workflow_id)
+        if not rows:
+            return None
+        _settled_reservations_remove(owner_id=owner_id)
+        exceeded = _exceeded(rows, owner_id, workflow_id)
+        if exceeded is None:
+            BudgetReservation.objects.bulk_create(
+                [
+                    BudgetReservation(
+                        idempotency_key=key, owner_id=owner_id, workflow_id=workflow_id, tokens=tokens, cost=cost
+                    )
+                ],
+                ignore_conflicts=True,  # a repeated attempt at the same call keeps its one reservation
+            )
+    return exceeded
+
+
+def _exceeded(rows: list[SpendingLimit], owner_id: int, workflow_id: int | None) -> BudgetExceeded | None:
     starts = period_starts()
     limits = _owner_limits_from(rows, owner_id)
     if limits.any():
         spent = {period: usage_spent(owner_id=owner_id, since=since) for period, since in starts.items()}
-        exceeded = _first_exceeded("owner", limits, spent)
+        exceeded = _first_exceeded("owner", limits, spent, _outstanding(owner_id=owner_id))
         if exceeded:
             return exceeded
     if workflow_id is not None:
@@ -138,5 +194,26 @@ def budget_check(
                 period: usage_spent(owner_id=owner_id, since=since, workflow_id=workflow_id)
                 for period, since in starts.items()
             }
-            return _first_exceeded("workflow", limits, spent)
+            return _first_exceeded("workflow", limits, spent, _outstanding(owner_id=owner_id, workflow_id=workflow_id))
     return None
+
+
+def _settled_reservations_remove(*, owner_id: int) -> None:
+    """Forget the owner's reservations their ledger row settled, or too old to count (under the owner's lock)."""
+    stale = timezone.now() - timedelta(seconds=settings.BUDGET_RESERVATION_TTL_SECONDS)
+    rows = BudgetReservation.objects.filter(owner_id=owner_id)
+    settled = usage_keys_billed(list(rows.values_list("idempotency_key", flat=True)))
+    rows.filter(Q(idempotency_key__in=settled) | Q(created_at__lt=stale)).delete()
+
+
+def _outstanding(*, owner_id: int, workflow_id: int | None = None) -> dict:
+    """What the owner's (or the workflow's) calls still running reserved: reservations their ledger row has not
+    settled yet (a call is billed once, whatever its outcome, under the key it reserved with)."""
+    fresh = timezone.now() - timedelta(seconds=settings.BUDGET_RESERVATION_TTL_SECONDS)
+    rows = BudgetReservation.objects.filter(owner_id=owner_id, created_at__gte=fresh)
+    settled = usage_keys_billed(list(rows.values_list("idempotency_key", flat=True)))
+    live = rows.exclude(idempotency_key__in=settled)
+    if workflow_id is not None:
+        live = live.filter(workflow_id=workflow_id)
+    totals = live.aggregate(tokens=Sum("tokens"), cost=Sum("cost"))
+    return {"tokens": totals["tokens"] or 0, "cost": totals["cost"] or Decimal("0")}

@@ -76,3 +76,22 @@ class SpendingLimit(models.Model):
         if self.workflow_id is not None:
             return f"Owner {self.user_id}, workflow {self.workflow_id}"
         return f"Owner {self.user_id}"
+
+
+class BudgetReservation(models.Model):
+    """What a provider call that has started but is not billed yet may spend (its estimate), so that calls
+    starting meanwhile count it (accounts.budget.budget_reserve). Settled by the call's own ledger row, found by the
+    same `idempotency_key` (`llm-step:<id>`); a settled row is removed by the next reservation of the owner."""
+
+    idempotency_key = models.CharField(max_length=200, unique=True)
+    owner_id = models.BigIntegerField()
+    workflow_id = models.BigIntegerField(null=True, blank=True)
+    tokens = models.PositiveBigIntegerField()
+    cost = models.DecimalField(max_digits=14, decimal_places=6, null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["owner_id", "created_at"], name="budget_reservation_owner")]
+
+    def __str__(self) -> str:
+        return f"{self.idempotency_key}: {self.tokens} tokens"

@@ -12,7 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from core.errors import NotFoundError, ServiceError
-from core.text import require_storable_text
+from core.text import require_storable_text, require_visible_name
 
 from .locks import api_token_for_update
 from .models import ApiToken
@@ -35,6 +35,7 @@ def api_token_create(*, user, name: str, expires_in_days: int | None = None) -> 
     name = require_storable_text(name.strip(), field="name")
     if not name:
         raise ServiceError("invalid_request", "A token needs a name.")
+    require_visible_name(name)
     if len(name) > 100:
         raise ServiceError("invalid_request", "A token name has at most 100 characters.")
     days = settings.API_TOKEN_DEFAULT_DAYS if expires_in_days is None else expires_in_days

@@ -9,13 +9,16 @@ from cryptography.fernet import Fernet, InvalidToken
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import PasswordChangeForm
 from django.shortcuts import redirect, render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
 from core.errors import ServiceError
+from core.throttles import ip_throttle
 
 from . import selectors, tokens
+from .passwords import owner_password_change
 
 _NEW_KEY_SESSION = "accounts.new_token"
 
@@ -51,6 +54,9 @@ def _pop_new_key(request) -> dict | None:
 def api_tokens_page(request):
     if request.method == "POST":
         action = request.POST.get("action", "")
+        # Creating and replacing mint a key: the same per-address limit as POST /api/tokens/ (one counter).
+        if action in ("create", "replace") and (refused := ip_throttle(request, "token")):
+            return refused
         try:
             if action == "create":
                 days = request.POST.get("expires_in_days") or settings.API_TOKEN_DEFAULT_DAYS
@@ -90,3 +96,16 @@ def api_tokens_page(request):
 @require_http_methods(["GET"])
 def usage_page(request):
     return render(request, "accounts/usage.html", {"usage": selectors.usage_summary(user=request.user)})
+
+
+@never_cache
+@login_required
+@require_http_methods(["GET", "POST"])
+def password_change_page(request):
+    """The owner's own password (the current one asked first); the other sessions and their sockets end."""
+    form = PasswordChangeForm(request.user, request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        owner_password_change(request=request, user=request.user, new_password=form.cleaned_data["new_password1"])
+        messages.success(request, "Your password was changed. Your other sessions were signed out.")
+        return redirect("password-change")
+    return render(request, "accounts/password.html", {"form": form})

@@ -15,7 +15,7 @@ from workflows.apis import ErrorOutput, InvalidGraphOutput
 from workflows.selectors import access_workflow
 
 from .selectors import workflow_run_detail, workflow_runs
-from .services.test_runs import firing_test_run
+from .services.editor_runs import firing_test_run
 
 _NOT_FOUND = {404: ErrorOutput}
 _BAD = {400: InvalidGraphOutput}
@@ -45,6 +45,11 @@ class RunToolCallOutput(serializers.Serializer):
     result_chars = serializers.IntegerField()
     error_preview = serializers.CharField(allow_blank=True)
     delegated_to = serializers.CharField(allow_null=True)
+    state = serializers.CharField(help_text="completed, or for a remote call started / ambiguous (never re-sent)")
+    duration_ms = serializers.IntegerField(allow_null=True)
+    server = serializers.CharField(allow_blank=True, help_text="An MCP tool's server: its URL or stdio name")
+    tool = serializers.CharField(allow_blank=True, help_text="An MCP tool's own name on its server")
+    arguments = serializers.CharField(allow_blank=True, help_text="An MCP call's arguments (JSON, secrets redacted)")
 
 
 class RunSummaryOutput(serializers.Serializer):
@@ -90,6 +95,9 @@ class RunDetailOutput(RunSummaryOutput):
 
 
 class WorkflowTestRunApi(APIView):
+    # A test run is a provider call like a chat send: it counts against the same per-user limit (core/throttles.py).
+    throttle_scope = "chat_send"
+
     class InputSerializer(serializers.Serializer):
         class Meta:
             ref_name = "WorkflowTestRunInput"

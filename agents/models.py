@@ -114,14 +114,27 @@ class LlmStep(models.Model):
 
 
 class ToolCallResult(models.Model):
-    """A tool call's answer, recorded once so a retried persist never runs a tool twice."""
+    """A tool call's answer, recorded once so a retried persist never runs a tool twice.
+
+    A remote call (an MCP server's tool) is recorded `started` before it is made, with the time by which its worker
+    answers or is taken for lost (`deadline_at`); a `started` row past it becomes `ambiguous`: it may have reached
+    the server, so it is never sent again (docs/tools.md#never-re-sent)."""
+
+    class State(models.TextChoices):
+        STARTED = "started"
+        COMPLETED = "completed"
+        AMBIGUOUS = "ambiguous"
 
     firing = models.ForeignKey(Firing, on_delete=models.CASCADE, related_name="tool_results")
     iteration = models.PositiveIntegerField()
     tool_call_id = models.CharField(max_length=200)
     name = models.CharField(max_length=200)
-    content = models.TextField()
+    content = models.TextField(default="")
     is_error = models.BooleanField(default=False)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.COMPLETED)
+    node_id = models.CharField(max_length=200, blank=True, default="")
+    deadline_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
     child_firing = models.ForeignKey(Firing, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -45,11 +45,6 @@ def register_firing_observer(observer: FiringObserver) -> None:
         _observers.append(observer)
 
 
-def unregister_firing_observer(observer: FiringObserver) -> None:
-    if observer in _observers:
-        _observers.remove(observer)
-
-
 def notify_prepared(*, firing, stored_messages: list[dict]) -> PrepareContribution:
     suffix, prefix = [], []
     for observer in list(_observers):

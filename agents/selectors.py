@@ -18,6 +18,8 @@ from django.db.models import Count, Max, Q
 from agents.models import Firing, LlmStep, ToolCallResult
 from conversations.models import UsageRecord
 from conversations.selectors import usage_by_keys
+from provider_keys.secrets import SecretUnavailable, owner_secret_values
+from providers.errors import scrub
 
 _EXCERPT = 160
 
@@ -264,20 +266,63 @@ def _step_rows(firing: Firing, usage: dict) -> list[dict]:
     return rows
 
 
+ARGUMENTS_PREVIEW_CHARS = 2000
+
+
+def _call_arguments(firing: Firing) -> dict[str, dict]:
+    """The arguments of each tool call the firing's steps made, by call id (from the stored answers)."""
+    arguments = {}
+    for result in firing.steps.values_list("result", flat=True):
+        for block in ((result or {}).get("message") or {}).get("blocks") or []:
+            if isinstance(block, dict) and block.get("type") == "tool_call":
+                arguments[block.get("id")] = block.get("arguments") or {"raw": block.get("arguments_raw", "")}
+    return arguments
+
+
+def _redacted(text: str, firing: Firing, binding: dict) -> str:
+    """A remote tool's arguments or error as run history shows them: the values of the secrets its server's headers
+    carry are never shown, even if the model (or the server) repeated one."""
+    headers = ((binding.get("meta") or {}).get("server") or {}).get("headers") or []
+    if not headers:
+        return text
+    try:
+        values = owner_secret_values(owner_id=firing.workflow.owner_id, names=[h["secret"] for h in headers])
+    except SecretUnavailable:
+        return text
+    # A header value is often "<scheme> <credential>" (Bearer, Basic): the credential alone is hidden too.
+    hidden = [part for value in values.values() for part in (value, value.partition(" ")[2].strip())]
+    return scrub(text, sorted(hidden, key=len, reverse=True))
+
+
 def _tool_rows(firing: Firing) -> list[dict]:
     rows = []
+    bindings = {b["name"]: b for b in firing.tool_bindings or []}
+    arguments = None
     for result in ToolCallResult.objects.filter(firing=firing).order_by("iteration", "id"):
-        rows.append(
-            {
-                "iteration": result.iteration,
-                "tool_call_id": result.tool_call_id,
-                "name": result.name,
-                "is_error": result.is_error,
-                "result_chars": len(result.content),
-                "error_preview": result.content[:ERROR_PREVIEW_CHARS] if result.is_error else "",
-                "delegated_to": str(result.child_firing_id) if result.child_firing_id else None,
-            }
-        )
+        binding = bindings.get(result.name) or {}
+        meta = binding.get("meta") or {}
+        server = meta.get("server") or {}
+        row = {
+            "iteration": result.iteration,
+            "tool_call_id": result.tool_call_id,
+            "name": result.name,
+            "is_error": result.is_error,
+            "result_chars": len(result.content),
+            "error_preview": result.content[:ERROR_PREVIEW_CHARS] if result.is_error else "",
+            "delegated_to": str(result.child_firing_id) if result.child_firing_id else None,
+            "state": result.state,
+            "duration_ms": result.duration_ms,
+            "server": (server.get("server") if server.get("transport") == "stdio" else server.get("url")) or "",
+            "tool": meta.get("tool") or "",
+            "arguments": "",
+        }
+        if binding.get("remote"):
+            if arguments is None:
+                arguments = _call_arguments(firing)
+            shown = json.dumps(arguments.get(result.tool_call_id, {}), ensure_ascii=False)[:ARGUMENTS_PREVIEW_CHARS]
+            row["arguments"] = _redacted(shown, firing, binding)
+            row["error_preview"] = _redacted(row["error_preview"], firing, binding)
+        rows.append(row)
     return rows
 
 

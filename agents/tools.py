@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from django.db import transaction
 
 from providers.types import ToolDefinition
-from workflows.nodes.registry import ToolCall, get_node_spec
+from workflows.nodes.registry import ToolCall, ToolText, get_node_spec
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ class ToolUnavailable(LookupError):
 
 def _tool_spec(binding: dict):
     spec = get_node_spec(binding["node_type"])
-    if spec is None or spec.tool_schema is None or spec.tool_call is None:
+    if spec is None or spec.tool_call is None or (spec.tool_schema is None and spec.tools is None):
         raise ToolUnavailable(
             f"The node {binding['node_id']!r} ({binding['node_type']}) is wired as a tool, but its type offers no tool."
         )
@@ -55,13 +55,17 @@ def tool_definition(binding: dict, graph_nodes: dict[str, dict]) -> ToolDefiniti
             description=f"Delegate a task to your teammate {name}. Their final answer comes back as the result.",
             parameters=TEAMMATE_SCHEMA,
         )
-    definition = _tool_spec(binding).tool_schema()
-    return ToolDefinition(
-        name=binding["name"], description=definition["description"], parameters=definition["parameters"]
-    )
+    _tool_spec(binding)  # a node whose type offers no tool contract cannot be offered
+    if binding.get("parameters") is None:
+        raise ToolUnavailable(
+            f"The node {binding['node_id']!r} ({binding['node_type']}) is wired as a tool, but its type offers no tool."
+        )
+    return ToolDefinition(name=binding["name"], description=binding["description"], parameters=binding["parameters"])
 
 
-def _as_outcome(result: dict) -> ToolOutcome:
+def _as_outcome(result: dict | ToolText) -> ToolOutcome:
+    if isinstance(result, ToolText):
+        return ToolOutcome(result.text, is_error=result.is_error)
     failed = bool(result.get("error")) or result.get("ok") is False
     return ToolOutcome(json.dumps(result, ensure_ascii=False, default=str), is_error=failed)
 
@@ -82,44 +86,82 @@ def prepare_tool_calls(*, firing, message: dict) -> None:
             logger.warning("tool preparation failed", extra={"firing_id": str(firing.id), "tool": binding["name"]})
 
 
+REMOTE_NOT_RUN_TEXT = "Not run: this call was not made before the turn was saved."
+
+
+def _unreadable_arguments(call: dict) -> ToolOutcome | None:
+    if isinstance(call.get("arguments"), dict):
+        return None
+    reason = call.get("parse_error") or "the arguments are not a JSON object"
+    return ToolOutcome(
+        f"Error: could not read the arguments of this `{call.get('name')}` call ({reason}). "
+        "Call the tool again with a JSON object that matches its schema.",
+        is_error=True,
+    )
+
+
+def _tool_call(firing, binding: dict, call: dict, should_stop=None) -> ToolCall:
+    return ToolCall(
+        owner=firing.workflow.owner,
+        workflow=firing.workflow,
+        node_id=binding["node_id"],
+        arguments=call["arguments"],
+        # A retried step answers with the first receipt instead of writing again.
+        idempotency_key=f"{firing.id}:{call['id']}",
+        actor=f"agent:{firing.agent_node_id}",
+        origin={
+            "firing_id": str(firing.id),
+            "chat_run_id": firing.chat_run_id,
+            "agent_node_id": firing.agent_node_id,
+            "agent_name": (firing.agent_config or {}).get("name", ""),
+            "generation": firing.generation,
+            "tool_call_id": call["id"],
+            "prompt": firing.prompt,
+        },
+        meta=binding.get("meta") or {},
+        should_stop=should_stop,
+    )
+
+
 def run_tool(*, firing, binding: dict, call: dict) -> ToolOutcome:
-    """Run one non-teammate tool call inside a savepoint, so a failing tool cannot poison the turn's transaction."""
-    arguments = call.get("arguments")
-    if not isinstance(arguments, dict):
-        reason = call.get("parse_error") or "the arguments are not a JSON object"
-        return ToolOutcome(
-            f"Error: could not read the arguments of this `{call.get('name')}` call ({reason}). "
-            "Call the tool again with a JSON object that matches its schema.",
-            is_error=True,
-        )
+    """Run one non-teammate tool call inside a savepoint, so a failing tool cannot poison the turn's transaction; a
+    Test run's (generation 0) savepoint is always rolled back.
+
+    A remote tool is never run here (this is inside the firing's transaction): its call was made before, by
+    `agents.services.remote_tools`; reaching here it was not made at all (Stop, or unreadable arguments)."""
+    unreadable = _unreadable_arguments(call)
+    if unreadable is not None:
+        return unreadable
+    if binding.get("remote"):
+        return ToolOutcome(REMOTE_NOT_RUN_TEXT, is_error=True)
     try:
         spec = _tool_spec(binding)
         with transaction.atomic():
-            result = spec.tool_call(
-                ToolCall(
-                    owner=firing.workflow.owner,
-                    workflow=firing.workflow,
-                    node_id=binding["node_id"],
-                    arguments=arguments,
-                    # A retried step answers with the first receipt instead of writing again.
-                    idempotency_key=f"{firing.id}:{call['id']}",
-                    actor=f"agent:{firing.agent_node_id}",
-                    origin={
-                        "firing_id": str(firing.id),
-                        "chat_run_id": firing.chat_run_id,
-                        "agent_node_id": firing.agent_node_id,
-                        "agent_name": (firing.agent_config or {}).get("name", ""),
-                        "generation": firing.generation,
-                        "tool_call_id": call["id"],
-                        "prompt": firing.prompt,
-                    },
-                )
-            )
+            result = spec.tool_call(_tool_call(firing, binding, call))
+            if firing.generation == 0:
+                # A Test run leaves no trace: the call sees the live memory and todos, and what it wrote is rolled
+                # back with this savepoint (its on-commit broadcasts go with it). The model still gets the result.
+                transaction.set_rollback(True)
     except ToolUnavailable as exc:
         return ToolOutcome(f"Error: {exc}", is_error=True)
     except Exception as exc:
         logger.exception("tool failed", extra={"firing_id": str(firing.id), "tool": binding["name"]})
         return ToolOutcome(f"Error: the tool `{binding['name']}` failed ({type(exc).__name__}). Try again later.", True)
+    return _as_outcome(result)
+
+
+def run_remote_tool(*, firing, binding: dict, call: dict, should_stop=None) -> ToolOutcome:
+    """Make one remote tool call (an MCP server's tool), outside any transaction; `should_stop` cancels it."""
+    unreadable = _unreadable_arguments(call)
+    if unreadable is not None:
+        return unreadable
+    try:
+        result = _tool_spec(binding).tool_call(_tool_call(firing, binding, call, should_stop))
+    except ToolUnavailable as exc:
+        return ToolOutcome(f"Error: {exc}", is_error=True)
+    except Exception as exc:
+        logger.exception("tool failed", extra={"firing_id": str(firing.id), "tool": binding["name"]})
+        return ToolOutcome(f"Error: the tool `{binding['name']}` failed ({type(exc).__name__}).", True)
     return _as_outcome(result)
 
 

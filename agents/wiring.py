@@ -22,14 +22,26 @@ class ToolBinding:
     node_id: str
     node_type: str
     is_teammate: bool
+    # From the node's tool offer (workflows.nodes.ToolOffer); a teammate's are filled in by prepare.
+    description: str = ""
+    parameters: dict | None = None
+    meta: dict = field(default_factory=dict)
+    remote: bool = False
 
     def to_dict(self) -> dict:
-        return {
+        data = {
             "name": self.name,
             "node_id": self.node_id,
             "node_type": self.node_type,
             "is_teammate": self.is_teammate,
         }
+        if self.parameters is not None:
+            data.update(description=self.description, parameters=self.parameters)
+        if self.meta:
+            data["meta"] = self.meta
+        if self.remote:
+            data["remote"] = True
+        return data
 
 
 @dataclass(frozen=True)
@@ -61,9 +73,34 @@ def agent_wiring(graph: dict, agent_node_id: str) -> AgentWiring:
         if kind == KIND_CONTEXT and source_spec.has(IS_CONTEXT_PANEL):
             context_node_id = source["id"]
         elif kind == KIND_TOOL:
-            name = source_spec.tool_name_for(source)
-            if not name or name in seen_names:
-                continue  # two tools with one name would be ambiguous to the model: the first wins
-            seen_names.add(name)
-            tools.append(ToolBinding(name, source["id"], source["type"], source_spec.has(IS_AGENT)))
+            for binding in _tool_bindings(source, source_spec):
+                if binding.name in seen_names:
+                    continue  # two tools with one name would be ambiguous to the model: the first wins
+                seen_names.add(binding.name)
+                tools.append(binding)
     return AgentWiring(node=node, context_node_id=context_node_id, tools=tools)
+
+
+def _tool_bindings(source: dict, spec) -> list[ToolBinding]:
+    """What one tool node offers, through its NodeSpec's tool contract (`tools_for`). A node whose type offers no
+    tool contract still gets a binding by its name, so prepare can fail the firing saying so (`ToolUnavailable`)."""
+    if spec.has(IS_AGENT):
+        name = spec.tool_name_for(source)
+        return [ToolBinding(name, source["id"], source["type"], True)] if name else []
+    offers = spec.tools_for(source)
+    if not offers and spec.tools is None:
+        name = spec.tool_name_for(source)
+        return [ToolBinding(name, source["id"], source["type"], False)] if name else []
+    return [
+        ToolBinding(
+            offer.name,
+            source["id"],
+            source["type"],
+            False,
+            description=offer.description,
+            parameters=offer.parameters,
+            meta=dict(offer.meta),
+            remote=offer.remote,
+        )
+        for offer in offers
+    ]

@@ -114,7 +114,11 @@ def main() -> int:
     ends = TurnEnds()
     try:
         warm = make_workflow(owner, 0)
-        wait_finished(ends, firing_start(*warm, "warm up"), timeout=120)  # pool processes import and connect first
+        wait_finished(
+            ends,
+            firing_start(workflow=warm[0], generation=warm[1], agent_node_id=warm[2], prompt="warm up"),
+            timeout=120,
+        )  # pool processes import and connect first
         workflow, generation, agent = make_workflow(owner, 1)
         slot = ConversationCompaction.objects.filter(workflow=workflow, generation=generation, agent_node_id=agent)
         during: list[bool] = []
@@ -122,7 +126,9 @@ def main() -> int:
         started = time.monotonic()
         for turn in range(args.turns):
             during.append(slot.filter(state__in=["running", "ready"]).exists())
-            fired = firing_start(workflow, generation, agent, prompt(turn, args.turn_chars))
+            fired = firing_start(
+                workflow=workflow, generation=generation, agent_node_id=agent, prompt=prompt(turn, args.turn_chars)
+            )
             firings.append(wait_finished(ends, fired, timeout=180))
         elapsed = time.monotonic() - started
         time.sleep(args.summary_s + 1)  # the last summary, if one runs, lands or is left ready

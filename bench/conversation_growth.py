@@ -140,13 +140,23 @@ def main() -> int:
     ends = TurnEnds()
     try:
         workflow, generation, agent = make_workflow(owner)
-        warm = make_workflow(owner)
-        wait_finished(ends, firing_start(*warm, "warm up"), timeout=120)  # pool processes import and connect first
+        warm_workflow, warm_generation, warm_agent = make_workflow(owner)
+        wait_finished(  # pool processes import and connect first
+            ends,
+            firing_start(
+                workflow=warm_workflow, generation=warm_generation, agent_node_id=warm_agent, prompt="warm up"
+            ),
+            timeout=120,
+        )
         before = table_sizes()
         durations: list[float] = []
         half_sizes = None
         for turn in range(1, args.turns + 1):
-            firing = wait_finished(ends, firing_start(workflow, generation, agent, prompt(turn)), timeout=120)
+            firing = wait_finished(
+                ends,
+                firing_start(workflow=workflow, generation=generation, agent_node_id=agent, prompt=prompt(turn)),
+                timeout=120,
+            )
             durations.append((firing.finished_at - firing.created_at).total_seconds() * 1000)
             if turn == args.turns // 2:
                 half_sizes = table_sizes()

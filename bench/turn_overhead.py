@@ -182,7 +182,12 @@ def latency(ends: TurnEnds, conversations, turns: int, phases: dict[str, list[fl
     samples = []
     for i in range(turns):
         workflow, generation, agent = conversations[i % len(conversations)]
-        firing = wait_finished(ends, firing_start(workflow, generation, agent, f"turn {i}: how are you?"))
+        firing = wait_finished(
+            ends,
+            firing_start(
+                workflow=workflow, generation=generation, agent_node_id=agent, prompt=f"turn {i}: how are you?"
+            ),
+        )
         samples.append((firing.finished_at - firing.created_at).total_seconds() * 1000)
         step = LlmStep.objects.filter(firing_id=firing.pk, iteration=1).values("started_at", "finished_at").first()
         started = Firing.objects.filter(pk=firing.pk).values_list("started_at", flat=True).first()
@@ -213,7 +218,16 @@ def throughput(ends: TurnEnds, conversations, per_conversation: int) -> float:
     def fire(index):
         workflow, generation, agent = conversations[index]
         remaining[index] -= 1
-        open_turns[str(firing_start(workflow, generation, agent, f"load turn {remaining[index]}"))] = index
+        open_turns[
+            str(
+                firing_start(
+                    workflow=workflow,
+                    generation=generation,
+                    agent_node_id=agent,
+                    prompt=f"load turn {remaining[index]}",
+                )
+            )
+        ] = index
 
     for index in remaining:
         fire(index)
@@ -312,8 +326,9 @@ def main() -> int:
     try:
         conversations = [make_workflow(owner, i) for i in range(16)]
         # Warm up: worker pool processes import and connect on their first tasks.
-        for conversation in conversations[:4]:
-            wait_finished(ends, firing_start(*conversation, "warm up"), timeout=120)
+        for workflow, generation, agent in conversations[:4]:
+            firing_id = firing_start(workflow=workflow, generation=generation, agent_node_id=agent, prompt="warm up")
+            wait_finished(ends, firing_id, timeout=120)
         phases: dict[str, list[float]] = {}
         samples = latency(ends, conversations[:10], args.turns, phases)
         floor_samples = floor()

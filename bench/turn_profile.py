@@ -60,7 +60,8 @@ _sent: list[tuple[str, tuple]] = []
 def one_turn(conversation, text: str):
     """firing_start as the bench's driver does, then the delivered task as a prefork worker child runs it."""
     _sent.clear()
-    firing_start(*conversation, text)
+    workflow, generation, agent = conversation
+    firing_start(workflow=workflow, generation=generation, agent_node_id=agent, prompt=text)
     (name, args), *rest = _sent
     assert name == "agent.prepare_payload" and not rest, _sent
     _sent.clear()
@@ -93,7 +94,12 @@ def main() -> int:
         with CaptureQueriesContext(connection) as counted:
             start = len(counted.captured_queries)
             _sent.clear()
-            firing_id = firing_start(*conversation, "counted turn")
+            firing_id = firing_start(
+                workflow=conversation[0],
+                generation=conversation[1],
+                agent_node_id=conversation[2],
+                prompt="counted turn",
+            )
             in_start = len(counted.captured_queries) - start
             (name, task_args), *_ = _sent
             _sent.clear()

@@ -2,6 +2,7 @@
 for the owner."""
 
 from core.errors import ConflictError, NotFoundError, ServiceError
+from workflows.graph import NO_ANSWERING_AGENT_MESSAGE
 
 PLAIN_WORDS = {
     "run_in_progress": "An answer is still being worked on. Wait for it or press Stop, then try again.",
@@ -14,7 +15,7 @@ PLAIN_WORDS = {
     "not_editable": "That message cannot be changed here.",
     "not_found": "That message or answer does not exist.",
     "invalid_request": "The request is not valid.",
-    "no_answering_agent": "This workflow has no agent connected to its chat trigger.",
+    "no_answering_agent": NO_ANSWERING_AGENT_MESSAGE,
     "workflow_stopped": "This workflow is stopped. Start it again to chat.",
 }
 
@@ -27,6 +28,15 @@ RUN_END_WORDS = {
     "interrupted": "the worker stopped",
     "max_iterations": "too many tool steps",
     "failed": "the agent failed",
+    # A provider's refusal (agents/services/execute.py: `provider_` + providers/errors.py's code).
+    "provider_auth": "the provider refused the key",
+    "provider_rate_limited": "the provider asked to slow down",
+    "provider_context_too_long": "the conversation is too long for the model",
+    "provider_invalid_request": "the provider refused the request",
+    "provider_server_error": "the provider had an error",
+    "provider_network": "the provider could not be reached",
+    "provider_truncated": "the answer was cut off",
+    "provider_provider_error": "the provider failed",
 }
 
 

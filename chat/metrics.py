@@ -1,6 +1,6 @@
 """The chat's series for `/metrics` (registered with core.metrics in ChatConfig.ready()): turn latency over the last
 METRICS_TURN_WINDOW_SECONDS, send to saved (finished chat runs) and send to the first streamed text (the time each
-run's first delta went out, kept an hour in Redis by chat.events)."""
+run's first delta went out, kept an hour in Redis by chat.run_stream)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from django.conf import settings
 from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from chat.events import first_delta_times
 from chat.models import ChatRun
+from chat.run_stream import first_delta_times
 from core.metrics import quantile_gauge
 
 

@@ -99,7 +99,7 @@ class ChatRun(models.Model):
     # {agent_node_id: {generation, length, digest}}: where each agent's conversation stood when this run first
     # prepared it (docs/architecture.md#branch-moves). Branch moves rewind to these.
     context_cursors = models.JSONField(default=dict, blank=True)
-    # The last event seq sent for this run (the live counter is in Redis, see chat/events.py).
+    # The last event seq sent for this run (the live counter is in Redis, see chat/run_stream.py).
     seq = models.PositiveIntegerField(default=0)
     outcome = models.CharField(max_length=32, blank=True, default="")  # answered | stopped | error
     error_code = models.CharField(max_length=64, blank=True, default="")

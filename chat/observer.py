@@ -11,7 +11,7 @@ import threading
 from django.db import transaction
 
 from agents.observers import FiringObserver, PrepareContribution
-from chat.events import DeltaBatcher
+from chat.delta_batcher import DeltaBatcher
 from chat.services.run_progress import chat_run_ended, chat_run_prepared, chat_run_step_record
 
 

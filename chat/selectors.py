@@ -8,15 +8,16 @@ from django.db.models import Q
 
 from agents.selectors import firing_request_view
 from agents.wiring import AgentNotFound, agent_wiring
-from chat.events import run_stream_state
 from chat.models import ChatFeedback, ChatMarker, ChatMessage, ChatRun, ChatRunStep, ChatSession
 from chat.provenance import chat_memory_marks
 from chat.rendering import render_markdown, render_plain
+from chat.run_stream import run_stream_state
 from conversations.estimates import next_turn_estimate
 from conversations.selectors import conversation_size_bytes
 from core.errors import NotFoundError
 from core.hub import hub_epoch
 from workflows.graph import trigger_agents
+from workflows.nodes import NodeSpec, get_node_spec
 from workflows.selectors import generation_graph
 
 
@@ -34,30 +35,51 @@ def _clip(text: str, limit: int = STEP_SUMMARY_CHARS) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def step_summary(step: ChatRunStep) -> str:
-    """A short line for a finished step: what a person would say about the result, not the JSON."""
+def step_summary(step: ChatRunStep, spec: NodeSpec | None = None) -> str:
+    """A short line for a finished step: what a person would say about the result, not the JSON. The node type
+    behind the tool (`spec`) says it for its own results (`NodeSpec.tool_step_summary`); a refusal (an "error"
+    object, the tool contract's) and anything else get the generic line."""
     if step.state != ChatRunStep.State.FINISHED:
         return "Running…"
     try:
         data = json.loads(step.result)
     except ValueError:
         data = None
-    if isinstance(data, dict):
-        if isinstance(data.get("error"), dict):
-            return "Refused: " + _clip(data["error"].get("message") or data["error"].get("code") or "")
-        if isinstance(data.get("item"), dict):
-            item = data["item"]
-            return _clip(f"Memory #{item.get('id')}, version {item.get('version')}: {item.get('content') or ''}")
-        if isinstance(data.get("items"), list):
-            count = len(data["items"])
-            return "Nothing found." if not count else f"Found {count} memor{'y' if count == 1 else 'ies'}."
-        if isinstance(data.get("forgotten"), dict):
-            return f"Forgot memory #{data['forgotten'].get('id')}."
+    if isinstance(data, dict) and isinstance(data.get("error"), dict):
+        return "Refused: " + _clip(data["error"].get("message") or data["error"].get("code") or "")
+    line = spec.tool_step_summary(data) if spec is not None and spec.tool_step_summary is not None else None
+    if line:
+        return _clip(line)
     prefix = "Failed: " if step.is_error else ""
     return prefix + (_clip(step.result) if step.result else "No result.")
 
 
-def step_data(step: ChatRunStep) -> dict:
+class StepTools:
+    """The NodeSpec behind a step's tool name: the node wired to the step's agent under that name in the graph of
+    the run's generation (each graph read once per snapshot). None for a tool no node answers (an agent runtime's
+    own tools) or a graph that is gone."""
+
+    def __init__(self, workflow):
+        self.workflow = workflow
+        self._types: dict[tuple[int, str], dict[str, str]] = {}
+
+    def spec_of(self, run: ChatRun, step: ChatRunStep) -> NodeSpec | None:
+        key = (run.generation, step.agent_node_id)
+        if key not in self._types:
+            self._types[key] = self._tool_types(*key)
+        return get_node_spec(self._types[key].get(step.name))
+
+    def _tool_types(self, generation: int, agent_node_id: str) -> dict[str, str]:
+        try:
+            # Snapshots are stored normalized (and kept in the process's cache): no need to normalize again.
+            graph = generation_graph(self.workflow, generation, normalize=False)
+            wiring = agent_wiring(graph, agent_node_id)
+        except (NotFoundError, AgentNotFound):
+            return {}
+        return {tool.name: tool.node_type for tool in wiring.tools}
+
+
+def step_data(step: ChatRunStep, spec: NodeSpec | None = None) -> dict:
     return {
         "id": step.pk,
         "name": step.name,
@@ -65,12 +87,22 @@ def step_data(step: ChatRunStep) -> dict:
         "is_error": step.is_error,
         "agent_node_id": step.agent_node_id,
         "arguments": step.arguments or {},
-        "summary": step_summary(step),
+        "summary": step_summary(step, spec),
         "result": step.result,
     }
 
 
-def run_data(run: ChatRun, steps: list[ChatRunStep] | None = None, *, stream: bool = False) -> dict:
+def run_data(
+    run: ChatRun,
+    steps: list[ChatRunStep] | None = None,
+    *,
+    workflow,
+    stream: bool = False,
+    tools: StepTools | None = None,
+) -> dict:
+    """A run as the page and API clients read it. `tools` finds the node type behind each step (a thread's runs
+    share one)."""
+    tools = tools or StepTools(workflow)
     steps = list(run.steps.all()) if steps is None else steps
     data = {
         "id": run.pk,
@@ -86,7 +118,7 @@ def run_data(run: ChatRun, steps: list[ChatRunStep] | None = None, *, stream: bo
         "started_at": run.started_at,
         "finished_at": run.finished_at,
         "duration_ms": _duration_ms(run),
-        "steps": [step_data(s) for s in steps],
+        "steps": [step_data(s, tools.spec_of(run, s)) for s in steps],
         "seq": run.seq,
         "partial_text": "",
         "partial_html": "",
@@ -132,6 +164,7 @@ def chat_thread(*, workflow) -> dict:
     ratings = dict(ChatFeedback.objects.filter(session=session).values_list("message_id", "rating"))
     active = next((r for r in runs if r.is_active), None)
     latest_answer = path[-1].pk if path and path[-1].role == ChatMessage.Role.ASSISTANT else None
+    tools = StepTools(workflow)
     out = []
     for message in path:
         siblings = sorted(pk for pk in children.get(message.parent_id, []) if messages[pk].role == message.role)
@@ -152,6 +185,8 @@ def chat_thread(*, workflow) -> dict:
                 "created_at": message.created_at,
                 "edit_of": (message.meta or {}).get("edit_of"),
                 "error_code": (message.meta or {}).get("error_code", ""),
+                # The reason in words the run detail shows too ("openai: connection failed").
+                "error_message": (run.error_message if run else "") or "",
                 "siblings": {
                     "index": index + 1,
                     "count": len(siblings),
@@ -159,7 +194,7 @@ def chat_thread(*, workflow) -> dict:
                     "next_id": siblings[index + 1] if index + 1 < len(siblings) else None,
                 },
                 "rating": ratings.get(message.pk),
-                "run": run_data(run, steps.get(run.pk, [])) if run else None,
+                "run": run_data(run, steps.get(run.pk, []), workflow=workflow, tools=tools) if run else None,
                 "can_edit": message.role == ChatMessage.Role.USER
                 and message.generation == workflow.live_generation
                 and active is None,
@@ -175,21 +210,35 @@ def chat_thread(*, workflow) -> dict:
         for m in ChatMarker.objects.filter(session=session)
         if m.after_message_id is None or m.after_message_id in on_path
     ]
-    base["active_run"] = run_data(active, steps.get(active.pk, []), stream=True) if active else None
+    base["active_run"] = (
+        run_data(active, steps.get(active.pk, []), workflow=workflow, stream=True, tools=tools) if active else None
+    )
     # Provenance hook (chat/provenance.py): the memory each answer saved, and what left versions saved.
     base["memory"] = chat_memory_marks(workflow=workflow, path=path, messages=messages, children=children, runs=runs)
     return base
 
 
-def chat_run_get(*, workflow, run_id) -> dict:
+NO_SUCH_ANSWER = "That answer does not exist."
+NO_SUCH_MESSAGE = "That message does not exist."
+
+
+def _workflows_own(model, *, workflow, pk, missing: str, id_only: bool = False):
+    """The `model` row with id `pk` in this workflow's chat (or only its id); another workflow's, a missing one or
+    an id that is not a number is not found."""
     try:
-        pk = int(run_id)
+        pk = int(pk)
     except (TypeError, ValueError):
-        raise NotFoundError("not_found", "That answer does not exist.") from None
-    run = ChatRun.objects.filter(pk=pk, session__workflow=workflow).first()
-    if run is None:
-        raise NotFoundError("not_found", "That answer does not exist.")
-    return run_data(run, stream=True)
+        raise NotFoundError("not_found", missing) from None
+    rows = model.objects.filter(pk=pk, session__workflow=workflow)
+    found = rows.values_list("pk", flat=True).first() if id_only else rows.first()
+    if found is None:
+        raise NotFoundError("not_found", missing)
+    return found
+
+
+def chat_run_get(*, workflow, run_id) -> dict:
+    run = _workflows_own(ChatRun, workflow=workflow, pk=run_id, missing=NO_SUCH_ANSWER)
+    return run_data(run, workflow=workflow, stream=True)
 
 
 def chat_panel_links(*, workflow) -> dict:
@@ -210,13 +259,14 @@ def chat_panel_links(*, workflow) -> dict:
     links["agent_name"] = (wiring.node.get("params") or {}).get("name") or agents[0]
     nodes = {n.get("id"): n for n in graph.get("nodes", [])}
     for tool in wiring.tools:
-        if tool.node_type == "simpleMemory":
+        spec = get_node_spec(tool.node_type)
+        if spec is not None and spec.memory_panel_url is not None:
             params = (nodes.get(tool.node_id) or {}).get("params") or {}
             links["memory"].append(
                 {
                     "node_id": tool.node_id,
-                    "label": params.get("name") or params.get("label") or "Memory",
-                    "url": f"/workflows/{workflow.pk}/memory/{tool.node_id}/",
+                    "label": params.get("name") or params.get("label") or spec.label,
+                    "url": spec.memory_panel_url(workflow.pk, tool.node_id),
                 }
             )
     return links
@@ -224,24 +274,13 @@ def chat_panel_links(*, workflow) -> dict:
 
 def chat_run_id_of(*, workflow, run_id) -> int:
     """The id of one of this workflow's runs (another workflow's or a missing one answers not found)."""
-    try:
-        pk = int(run_id)
-    except (TypeError, ValueError):
-        raise NotFoundError("not_found", "That answer does not exist.") from None
-    if not ChatRun.objects.filter(pk=pk, session__workflow=workflow).exists():
-        raise NotFoundError("not_found", "That answer does not exist.")
-    return pk
+    return _workflows_own(ChatRun, workflow=workflow, pk=run_id, missing=NO_SUCH_ANSWER, id_only=True)
 
 
 def chat_branch_run_ids(*, workflow, message_id) -> list[int]:
     """The runs that answered anything on the branch starting at `message_id` (that message and every message
     under it), e.g. the version the owner left by editing or trying again."""
-    try:
-        pk = int(message_id)
-    except (TypeError, ValueError):
-        raise NotFoundError("not_found", "That message does not exist.") from None
-    if not ChatMessage.objects.filter(pk=pk, session__workflow=workflow).exists():
-        raise NotFoundError("not_found", "That message does not exist.")
+    pk = _workflows_own(ChatMessage, workflow=workflow, pk=message_id, missing=NO_SUCH_MESSAGE, id_only=True)
     table = ChatMessage._meta.db_table
     branch = ChatMessage.objects.raw(
         f"WITH RECURSIVE branch AS (SELECT id FROM {table} WHERE id = %s "

@@ -8,6 +8,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from core.errors import NotFoundError
 from core.schema import ErrorResponse
 from workflows.selectors import access_workflow
 
@@ -71,6 +72,14 @@ class ConversationListApi(APIView):
         return Response({"count": len(rows), "offset": offset, "limit": limit, "results": results})
 
 
+def _agent_node_workflow_or_404(request, workflow_id: int, agent_node_id: str):
+    """The workflow, once the node is one of its own: another workflow's node id is a 404 like a missing one."""
+    workflow = access_workflow(user=request.user, workflow_id=workflow_id)
+    if not selectors.workflow_has_node(workflow, agent_node_id):
+        raise NotFoundError(message="No such node in this workflow.")
+    return workflow
+
+
 class ConversationDetailApi(APIView):
     class OutputSerializer(serializers.Serializer):
         workflow_id = serializers.IntegerField()
@@ -101,10 +110,10 @@ class ConversationDetailApi(APIView):
     @extend_schema(
         summary="The live generation's stored conversation of one agent (paginated messages)",
         parameters=_PAGE_PARAMETERS,
-        responses={200: OutputSerializer, 400: ErrorResponse},
+        responses={200: OutputSerializer, 400: ErrorResponse, 404: ErrorResponse},
     )
     def get(self, request, workflow_id: int, agent_node_id: str):
-        workflow = access_workflow(user=request.user, workflow_id=workflow_id)
+        workflow = _agent_node_workflow_or_404(request, workflow_id, agent_node_id)
         page = _PageInput(data=request.query_params)
         page.is_valid(raise_exception=True)
         offset, limit = page.page()
@@ -131,10 +140,11 @@ class ConversationDetailApi(APIView):
         return Response(self.OutputSerializer(data).data)
 
     @extend_schema(
-        summary="Clear the live generation's stored conversation of one agent", responses={200: DeleteOutputSerializer}
+        summary="Clear the live generation's stored conversation of one agent",
+        responses={200: DeleteOutputSerializer, 404: ErrorResponse},
     )
     def delete(self, request, workflow_id: int, agent_node_id: str):
-        workflow = access_workflow(user=request.user, workflow_id=workflow_id)
+        workflow = _agent_node_workflow_or_404(request, workflow_id, agent_node_id)
         return Response({"deleted": conversation_context_clear(workflow=workflow, agent_node_id=agent_node_id)})
 
 

@@ -4,31 +4,43 @@ from the provider's cache. One estimate for the chat's "What this answer was sen
 
 from __future__ import annotations
 
-import math
-
 from conversations.models import UsageRecord
+from core.money import usd  # noqa: F401  (the one cost format; imported from here by the panels)
 from providers import capabilities
 
 BYTES_PER_TOKEN = 4
 
 
-def next_turn_estimate(*, size_bytes: int, provider: str | None, model: str | None) -> dict | None:
+def next_turn_estimate(
+    *, size_bytes: int, provider: str | None, model: str | None, measured_tokens: int | None = None
+) -> dict | None:
+    """`measured_tokens`: what the provider counted for the conversation at the agent's last answer (the Context
+    panel's gauge); used instead of the size estimate when known, so a page shows one count."""
     if not provider or not model:
         return None
 
-    tokens = int(size_bytes or 0) // BYTES_PER_TOKEN
+    measured = measured_tokens is not None and measured_tokens > 0
+    tokens = int(measured_tokens) if measured else int(size_bytes or 0) // BYTES_PER_TOKEN
+    free = provider == "offline"  # the built-in model: nothing to pay, as opposed to a price nobody knows
     try:
         caps = capabilities(provider, model)
         cost = caps.cost(input_tokens=tokens, cached_tokens=0, output_tokens=0)
         cached = caps.cost(input_tokens=tokens, cached_tokens=tokens, output_tokens=0)
     except Exception:  # an unknown provider or a catalogue without prices: the size is still worth showing
-        return {"input_tokens_estimate": tokens, "cost": None, "cost_if_cached": None, "estimated": True}
+        return {
+            "input_tokens_estimate": tokens,
+            "cost": None,
+            "cost_if_cached": None,
+            "estimated": not measured,
+            "free": free,
+        }
     return {
         "input_tokens_estimate": tokens,
         # None: the model has no price (cost() says so by returning None rather than raising).
         "cost": round(cost, 6) if cost is not None else None,
         "cost_if_cached": round(cached, 6) if cached is not None else None,
-        "estimated": True,
+        "estimated": not measured,
+        "free": free,
     }
 
 
@@ -44,12 +56,3 @@ def latest_model_of(*, workflow_id: int, generation: int, agent_node_id: str) ->
         .first()
     )
     return tuple(row) if row else None
-
-
-def usd(value: float | None) -> str:
-    """A cost as the owner reads it: four decimals, or two significant digits below a hundredth of a cent."""
-    if value is None:
-        return "unknown"
-    if 0 < value < 0.0001:
-        return f"${value:.{1 - math.floor(math.log10(value))}f}"
-    return f"${value:.4f}"

@@ -59,6 +59,13 @@ def live_context_targets(workflow: Workflow) -> list[ContextTarget]:
     return targets
 
 
+def workflow_has_node(workflow: Workflow, node_id: str) -> bool:
+    """Whether `node_id` is a node of the workflow: of its graph as saved, or of its live generation (a node removed
+    since Start still has the live conversation the panel shows)."""
+    graphs = (workflow.graph if isinstance(workflow.graph, dict) else {}, live_graph(workflow=workflow))
+    return any(node_by_id(graph, node_id) is not None for graph in graphs)
+
+
 def agent_model(workflow: Workflow, agent_node_id: str) -> tuple[str, str] | None:
     """(provider, model) of an agent node of the live generation."""
     node = node_by_id(live_graph(workflow=workflow), agent_node_id) or {}
@@ -187,6 +194,13 @@ def usage_spent(*, owner_id: int, since, workflow_id: int | None = None) -> dict
         rows = rows.filter(workflow_id=workflow_id)
     totals = rows.aggregate(input=Sum("input_tokens"), output=Sum("output_tokens"), cost=Sum("cost"))
     return {"tokens": (totals["input"] or 0) + (totals["output"] or 0), "cost": totals["cost"] or Decimal("0")}
+
+
+def usage_keys_billed(keys: list[str]) -> set[str]:
+    """Which of these idempotency keys the ledger holds a row for (the calls that were billed)."""
+    if not keys:
+        return set()
+    return set(UsageRecord.objects.filter(idempotency_key__in=keys).values_list("idempotency_key", flat=True))
 
 
 def usage_by_workflow(*, owner_id: int, since) -> list[dict]:

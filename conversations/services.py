@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from decimal import Decimal
 
 from django.db import IntegrityError, connection, transaction
@@ -55,46 +56,52 @@ _COLUMNS = (
 )
 
 
-def usage_record_statements(
-    *,
-    idempotency_key: str,
-    kind: str,
-    provider: str,
-    model: str,
-    outcome: str,
-    owner_id: int | None = None,
-    workflow_id: int | None = None,
-    generation: int | None = None,
-    agent_node_id: str = "",
-    input_tokens: int = 0,
-    cached_input_tokens: int = 0,
-    output_tokens: int = 0,
-    reasoning_tokens: int = 0,
-    cost: Decimal | float | None = None,
-    meta: dict | None = None,
-) -> list[tuple[str, str, list]]:
+@dataclass(frozen=True, kw_only=True)
+class UsageEntry:
+    """One provider call as the ledger keeps it. `cost` None: no price is known (the reason is in `meta`)."""
+
+    idempotency_key: str
+    kind: str
+    provider: str
+    model: str
+    outcome: str
+    owner_id: int | None = None
+    workflow_id: int | None = None
+    generation: int | None = None
+    agent_node_id: str = ""
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    cost: Decimal | float | None = None
+    meta: dict | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in UsageRecord.Kind.values:
+            raise ValueError(f"unknown usage kind {self.kind!r}")
+        if self.outcome not in UsageRecord.Outcome.values:
+            raise ValueError(f"unknown usage outcome {self.outcome!r}")
+
+
+def usage_record_statements(*, entry: UsageEntry) -> list[tuple[str, str, list]]:
     """`usage_record_append` as a named statement `(name, sql, params)`, for a caller that sends it as a WITH clause
     of a write it makes anyway (the runtime bills a turn with its firing's write at the end of the turn)."""
-    if kind not in UsageRecord.Kind.values:
-        raise ValueError(f"unknown usage kind {kind!r}")
-    if outcome not in UsageRecord.Outcome.values:
-        raise ValueError(f"unknown usage outcome {outcome!r}")
     values = [
-        idempotency_key,
-        owner_id,
-        workflow_id,
-        generation,
-        agent_node_id or "",
-        kind,
-        provider,
-        model,
-        max(0, int(input_tokens)),
-        max(0, int(cached_input_tokens)),
-        max(0, int(output_tokens)),
-        max(0, int(reasoning_tokens)),
-        None if cost is None else Decimal(str(cost)),
-        outcome,
-        json.dumps(meta or {}),
+        entry.idempotency_key,
+        entry.owner_id,
+        entry.workflow_id,
+        entry.generation,
+        entry.agent_node_id or "",
+        entry.kind,
+        entry.provider,
+        entry.model,
+        max(0, int(entry.input_tokens)),
+        max(0, int(entry.cached_input_tokens)),
+        max(0, int(entry.output_tokens)),
+        max(0, int(entry.reasoning_tokens)),
+        None if entry.cost is None else Decimal(str(entry.cost)),
+        entry.outcome,
+        json.dumps(entry.meta or {}),
         timezone.now(),
     ]
     placeholders = ", ".join("%s::jsonb" if column == "meta" else "%s" for column in _COLUMNS)
@@ -108,27 +115,10 @@ def usage_record_statements(
     ]
 
 
-def usage_record_append(
-    *,
-    idempotency_key: str,
-    kind: str,
-    provider: str,
-    model: str,
-    outcome: str,
-    owner_id: int | None = None,
-    workflow_id: int | None = None,
-    generation: int | None = None,
-    agent_node_id: str = "",
-    input_tokens: int = 0,
-    cached_input_tokens: int = 0,
-    output_tokens: int = 0,
-    reasoning_tokens: int = 0,
-    cost: Decimal | float | None = None,
-    meta: dict | None = None,
-) -> bool:
+def usage_record_append(*, entry: UsageEntry) -> bool:
     """Append one provider call to the ledger. Returns False when `idempotency_key` is already recorded: a retried
     persist never bills twice (insert-on-conflict-do-nothing, so concurrent retries cannot both insert)."""
-    ((_, sql, params),) = usage_record_statements(**locals())  # the arguments, and nothing else yet
+    ((_, sql, params),) = usage_record_statements(entry=entry)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchone() is not None

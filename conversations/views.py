@@ -89,6 +89,9 @@ def _view_message(position: int, message: dict) -> dict:
         "when": _when(message.get("ts")),
         "usage": message.get("usage"),
         "blocks": [_view_block(b) for b in message.get("blocks", [])],
+        # What the provider adapter had to say about this message in plain words (a refusal, a blocked prompt,
+        # reasoning summaries off for the key, reasoning dropped after a model change): providers/README.md.
+        "notes": [n for n in ((message.get("meta") or {}).get("notes") or []) if isinstance(n, str)],
     }
 
 
@@ -109,12 +112,15 @@ def pressure_words(pressure: dict) -> str:
     room = pressure["output_headroom_tokens"]
     window = pressure["context_window_tokens"]
     answer = f", plus up to {room:,} tokens kept free for the answer" if room else ""
+    # The one count the page gives: what the provider counted for the last answer's request (the instructions and
+    # tool descriptions included), not an estimate from the stored size.
+    kept_words = f"the conversation is {kept:,} tokens (as counted for the last answer)"
     if not window:
-        return f"The conversation is {kept:,} tokens{answer}. The model's window size is not known."
+        return f"{kept_words[0].upper()}{kept_words[1:]}{answer}. The model's window size is not known."
     percent = pressure["fraction"] * 100
     shown = f"{percent:.0f} %" if percent >= 1 else "under 1 %"
     return (
-        f"{shown} of the model's {tokens_short(window)} window: the conversation is {kept:,} tokens{answer}. "
+        f"{shown} of the model's {tokens_short(window)} window: {kept_words}{answer}. "
         "Near 100 % the oldest turns are summarized to make room."
     )
 
@@ -159,7 +165,7 @@ def context_panel(request, workflow_id: int):
     if model is not None:
         context.update(_model_notes(*model))
     # Provenance hook: the next turn's expected cost beside the gauge (the chat's request view uses the same).
-    context["next_turn"] = _next_turn(workflow, header, model)
+    context["next_turn"] = _next_turn(workflow, header, model, context["pressure"])
     if context["pressure"] and context["pressure"]["fraction"] is not None:
         context["pressure_percent"] = min(100, round(context["pressure"]["fraction"] * 100))
     if context["pressure"]:
@@ -179,8 +185,9 @@ def context_panel(request, workflow_id: int):
     return render(request, "conversations/context_panel.html", context)
 
 
-def _next_turn(workflow, header, model: tuple[str, str] | None) -> dict | None:
-    """At the price of the agent's model as configured now; without one, the model it last called."""
+def _next_turn(workflow, header, model: tuple[str, str] | None, pressure: dict | None = None) -> dict | None:
+    """At the price of the agent's model as configured now; without one, the model it last called. The token count
+    is the gauge's (what the provider counted at the last answer) when there is one: one count on the page."""
 
     if header is None or not header.message_count:
         return None
@@ -189,7 +196,12 @@ def _next_turn(workflow, header, model: tuple[str, str] | None) -> dict | None:
     )
     if model is None:
         return None
-    estimate = next_turn_estimate(size_bytes=header.size_bytes, provider=model[0], model=model[1])
+    estimate = next_turn_estimate(
+        size_bytes=header.size_bytes,
+        provider=model[0],
+        model=model[1],
+        measured_tokens=(pressure or {}).get("input_tokens"),
+    )
     if estimate is not None:
         estimate["cost_text"] = usd(estimate["cost"])
         estimate["cost_if_cached_text"] = usd(estimate["cost_if_cached"])

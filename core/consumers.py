@@ -30,11 +30,14 @@ from core.socket_access import socket_access_problem
 
 logger = logging.getLogger(__name__)
 
+# The server may close only with 1000 or 3000-4999 (daphne's WebSocket library refuses 1007-1009 from an application
+# and the consumer would crash, its groups left in Redis): the frame limits use 4000 + the protocol's own code
+# (docs/security.md, "WebSockets follow the session").
 CLOSE_SESSION_ENDED = 4401
 CLOSE_NOT_FOUND = 4404
-CLOSE_TOO_BIG = 1009
-CLOSE_POLICY = 1008
-CLOSE_BAD_DATA = 1007
+CLOSE_TOO_BIG = 4009  # a frame over WEBSOCKET_MAX_FRAME_BYTES (the protocol's 1009)
+CLOSE_POLICY = 4008  # nested past WEBSOCKET_MAX_FRAME_DEPTH (1008)
+CLOSE_BAD_DATA = 4007  # not JSON, or a binary frame (1007)
 CLOSE_RATE_LIMITED = 4429  # too many messages in SOCKET_MESSAGE_WINDOW_SECONDS
 
 
@@ -169,26 +172,30 @@ class WorkflowConsumer(AsyncJsonWebsocketConsumer):
     async def receive(self, text_data=None, bytes_data=None, **kwargs):
         # The socket is server-to-client; a client frame is at most a ping. Measured before it is parsed, so a
         # huge or deeply nested frame costs nothing and never reaches the JSON decoder.
+        code = self._frame_refusal(text_data)
+        if code is None:
+            try:
+                content = json.loads(text_data)
+            except ValueError:
+                code = CLOSE_BAD_DATA
+        if code is not None:
+            # Every refusal leaves the socket's groups before it closes (`_end`).
+            await self._end(code)
+            return
+        await self.receive_json(content)
+
+    def _frame_refusal(self, text_data: str | None) -> int | None:
         if self._over_message_limit():
-            await self.close(code=CLOSE_RATE_LIMITED)
-            return
+            return CLOSE_RATE_LIMITED
         if text_data is None:
-            await self.close(code=CLOSE_BAD_DATA)
-            return
+            return CLOSE_BAD_DATA
         if len(text_data) > settings.WEBSOCKET_MAX_FRAME_BYTES or (
             len(text_data.encode("utf-8", "surrogatepass")) > settings.WEBSOCKET_MAX_FRAME_BYTES
         ):
-            await self.close(code=CLOSE_TOO_BIG)
-            return
+            return CLOSE_TOO_BIG
         if json_nesting_exceeds(text_data, settings.WEBSOCKET_MAX_FRAME_DEPTH):
-            await self.close(code=CLOSE_POLICY)
-            return
-        try:
-            content = json.loads(text_data)
-        except ValueError:
-            await self.close(code=CLOSE_BAD_DATA)
-            return
-        await self.receive_json(content)
+            return CLOSE_POLICY
+        return None
 
     async def receive_json(self, content, **kwargs):
         if isinstance(content, dict) and content.get("type") == "ping":

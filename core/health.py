@@ -4,7 +4,9 @@
   web process restarted (use it as the liveness probe).
 - `GET /healthz/ready`: PostgreSQL, Redis, and a worker heartbeat per Celery queue (`agent` and `housekeeping`
   separately), each check bounded so the answer comes within HEALTH_CHECK_TIMEOUT_SECONDS (under 2 s); 503 names
-  what failed (use it as the readiness probe and the load balancer's check).
+  what failed (use it as the readiness probe and the load balancer's check). The database check opens a fresh
+  connection, not one from the pool: a PostgreSQL in a smart shutdown keeps serving the sessions it has while it
+  refuses new ones, so a pooled check would call a server healthy that no new process can reach.
 - `GET /healthz`: the older combined check (database, Redis, any worker); kept for `dev.py` and existing monitors.
 
 Each check names only the component and a short reason; connection strings and hosts never appear, because these
@@ -14,13 +16,14 @@ endpoints are public.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 
 import redis
 from django.conf import settings
-from django.db import connection, connections
+from django.db import connection
 from django.http import JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
@@ -39,11 +42,18 @@ def _check_database() -> dict:
         return {"ok": False, "error": type(exc).__name__}
 
 
-def _check_database_on_thread() -> dict:
+def _check_database_fresh() -> dict:
+    """A new connection (outside the pool) and one query, bounded by the probe's budget."""
+    import psycopg
+
+    params = connection.get_connection_params()  # the pool's options are not among them
+    params["connect_timeout"] = max(2, math.ceil(settings.HEALTH_CHECK_TIMEOUT_SECONDS))  # libpq's least is 2 s
     try:
-        return _check_database()
-    finally:
-        connections.close_all()  # the check thread's connection goes back to the pool
+        with psycopg.connect(**params, autocommit=True) as fresh:
+            fresh.execute("select 1").fetchone()
+        return {"ok": True}
+    except Exception as exc:
+        return {"ok": False, "error": type(exc).__name__}
 
 
 def _redis_client() -> redis.Redis:
@@ -126,7 +136,7 @@ def live(request):
 def ready(request):
     deadline = time.monotonic() + settings.HEALTH_CHECK_TIMEOUT_SECONDS
     futures = {
-        "database": _checks.submit(_check_database_on_thread),
+        "database": _checks.submit(_check_database_fresh),
         "redis": _checks.submit(_check_redis),
         "queues": _checks.submit(_check_queues),
     }

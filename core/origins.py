@@ -79,9 +79,19 @@ class ExactOriginValidator:
 
 
 async def refuse_handshake(receive, send, *, code: int | None = None) -> None:
-    """Close the handshake (with `code`) and end. A consumer refusing in `connect()` is too late: Channels has
-    already opened its channel-layer listener (a blocking Redis read), held until the client's disconnect arrives;
-    Channels' WebsocketDenier is such a consumer."""
+    """Refuse the socket and end. A consumer refusing in `connect()` is too late: Channels has already opened its
+    channel-layer listener (a blocking Redis read), held until the client's disconnect arrives; Channels'
+    WebsocketDenier is such a consumer.
+
+    With a `code` (4401 session ended, 4404 not found) the handshake is accepted and the socket closed at once with
+    that code: a close before the accept is an HTTP 403 (the ASGI spec), which tells the page nothing of why.
+    Without one (a foreign origin) the handshake itself is refused with that 403: another site's page gets no
+    socket at all."""
     message = await receive()
-    if message["type"] == "websocket.connect":
-        await send({"type": "websocket.close", **({"code": code} if code is not None else {})})
+    if message["type"] != "websocket.connect":
+        return
+    if code is None:
+        await send({"type": "websocket.close"})
+        return
+    await send({"type": "websocket.accept"})
+    await send({"type": "websocket.close", "code": code})

@@ -117,5 +117,30 @@ def publish_workflow_event(*, workflow_id: int, event: dict) -> None:
 
 
 def send_socket_control(*, group: str, message_type: str) -> None:
-    """Tell the sockets of a group to close or re-check their access, once the current transaction commits."""
-    transaction.on_commit(lambda: sender.submit(lambda: SocketControl(group, message_type)))
+    """Tell the sockets of a group to close or re-check their access, once the current transaction commits.
+
+    Sent from the committing thread itself, not handed to the sender's loop thread: a short-lived process (a
+    management command deactivating a user) exits right after its commit, and a daemon thread's queue dies with
+    it, leaving the sockets open until their next periodic re-check. These are rare (logout, a user saved, a
+    workflow deleted), so the cost of a send of their own is paid where it is safe to pay it.
+    """
+    transaction.on_commit(lambda: _send_socket_control_now(SocketControl(group, message_type)))
+
+
+def _send_socket_control_now(control: SocketControl) -> None:
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:  # on an event loop's own thread a blocking send is not allowed: queue it (this process lives on)
+        sender.submit(lambda: control)
+        return
+    try:
+        async_to_sync(get_channel_layer().group_send)(control.group, control.message)
+    except Exception:  # like every broadcast: never fails the commit; the periodic re-check is the net
+        logger.warning(
+            "socket control not sent group=%s type=%s", control.group, control.message["type"], exc_info=True
+        )

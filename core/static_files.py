@@ -18,6 +18,8 @@ from pathlib import Path
 
 from django.conf import settings
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+from django.core.exceptions import SuspiciousFileOperation
+from django.http import Http404
 from django.views.static import serve as serve_file
 
 
@@ -55,6 +57,17 @@ class StaticFiles(SecuredASGIStaticFilesHandler):
 
     def serve(self, request):
         relative = self.file_path(request.path)
+        # `/static/..%2f...` arrives decoded as `../`: a name that climbs out of the static folders is no file we
+        # serve. Said here as a 404 (the handler answers it with the headers above), not left to the finders'
+        # SuspiciousFileOperation, which nothing on this path catches (a bare 500 without security headers).
+        if ".." in Path(relative).parts:
+            raise Http404(relative)
+        try:
+            return self._serve(request, relative)
+        except SuspiciousFileOperation as error:
+            raise Http404(relative) from error
+
+    def _serve(self, request, relative: str):
         root = Path(settings.STATIC_ROOT)
         if settings.STATIC_HASHED and (root / relative).is_file():
             response = serve_file(request, relative, document_root=str(root))

@@ -8,6 +8,7 @@ PostgreSQL `text` and `jsonb` refuse NUL (U+0000), and a lone UTF-16 surrogate (
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from core.errors import ServiceError
 
@@ -60,5 +61,30 @@ def require_storable(value, *, field: str = "body"):
         raise UnstorableText(
             message=f"{where} contains a NUL character or an unpaired surrogate, which cannot be stored.",
             extra={"field": where},
+        )
+    return value
+
+
+# Characters that show nothing on their own: format characters (zero-width space and joiners, direction marks,
+# embeddings, overrides and isolates, tag characters, the byte-order mark), controls, separators and combining
+# marks, plus the letters and symbols fonts draw blank (Hangul fillers, the braille blank).
+_INVISIBLE_CATEGORIES = frozenset({"Cf", "Cc", "Cs", "Co", "Cn", "Zs", "Zl", "Zp", "Mn", "Me"})
+_BLANK_GLYPHS = frozenset("\u115f\u1160\u3164\uffa0\u2800\u180e")
+
+
+def is_invisible_text(value: str) -> bool:
+    """True when nothing of `value` would show: an empty string or one made only of the characters above."""
+    return all(char in _BLANK_GLYPHS or unicodedata.category(char) in _INVISIBLE_CATEGORIES for char in value)
+
+
+def require_visible_name(value: str, *, field: str = "name") -> str:
+    """Refuse a name that would show as blank (or only reorder what is around it) in every list it appears in:
+    one made only of invisible or direction-changing characters cannot be told apart from another, or read."""
+    if value and is_invisible_text(value):
+        raise ServiceError(
+            "invalid_name",
+            f"The {field} is made only of invisible or direction-changing characters "
+            "(such as zero-width spaces or a right-to-left override): use visible characters.",
+            extra={"field": field},
         )
     return value

@@ -42,7 +42,7 @@ def embedding_call_record(
     the key is already recorded). Never raises: billing a call that already happened must not lose its vectors."""
     if not embedder.billing_provider:
         return False
-    from conversations.services import usage_record_append
+    from conversations.services import UsageEntry, usage_record_append
     from providers.billing import embedding_ledger_fields
 
     model = embedder.billing_model or embedder.model
@@ -53,14 +53,16 @@ def embedding_call_record(
         # break.
         with transaction.atomic():
             return usage_record_append(
-                idempotency_key=idempotency_key,
-                kind="embedding",
-                provider=embedder.billing_provider,
-                model=model,
-                outcome="ok",
-                owner_id=owner_id,
-                workflow_id=workflow_id,
-                **fields,
+                entry=UsageEntry(
+                    idempotency_key=idempotency_key,
+                    kind="embedding",
+                    provider=embedder.billing_provider,
+                    model=model,
+                    outcome="ok",
+                    owner_id=owner_id,
+                    workflow_id=workflow_id,
+                    **fields,
+                )
             )
     except Exception:
         logger.exception("could not record an embedding call in the usage ledger")

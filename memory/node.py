@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from django.urls import reverse
 from pydantic import BaseModel, ConfigDict, Field
 
 from workflows.nodes import KIND_TOOL, Handle, NodeSpec, ResetContext
@@ -15,7 +16,7 @@ from workflows.nodes import KIND_TOOL, Handle, NodeSpec, ResetContext
 from .provenance import Provenance
 from .query_vectors import prefetch_recall_query
 from .services import memory_namespace_clear
-from .tool import memory_tool_call, memory_tool_definition
+from .tool import memory_tool_call, memory_tool_definition, memory_tool_step_summary
 
 
 class SimpleMemoryParams(BaseModel):
@@ -74,6 +75,10 @@ def _memory_tool_call(call) -> dict:
     )
 
 
+def _memory_panel_url(workflow_id: int, node_id: str) -> str:
+    return reverse("memory-panel", kwargs={"workflow_id": workflow_id, "node_id": node_id})
+
+
 def _memory_tool_prepare(arguments, *, workflow, node_id: str) -> None:
     prefetch_recall_query(arguments, workflow=workflow, node_id=node_id)
 
@@ -87,8 +92,10 @@ SIMPLE_MEMORY = NodeSpec(
     tool_schema=memory_tool_definition,
     tool_call=_memory_tool_call,
     tool_prepare=_memory_tool_prepare,
+    tool_step_summary=memory_tool_step_summary,
     reset_execution_state=_memory_reset,
     clear_memory=_memory_clear,
+    memory_panel_url=_memory_panel_url,
     legacy_outputs=("output-memory",),
     legacy_upgrade=_memory_legacy_upgrade,
     description="Durable facts the model stores and looks up on purpose through the `memory` tool.",

@@ -39,10 +39,6 @@ def with_indexing_state(queryset: QuerySet[MemoryItem]) -> QuerySet[MemoryItem]:
     )
 
 
-def memory_namespace_find(*, owner, workflow, node_id: str) -> MemoryNamespace | None:
-    return MemoryNamespace.objects.filter(owner_id=owner.pk, workflow_id=workflow.pk, node_id=node_id).first()
-
-
 def memory_item_get(*, namespace: MemoryNamespace, item_id) -> dict:
     item_id = clean_id(item_id)
     item = with_indexing_state(live_items(namespace).filter(pk=item_id)).first()

@@ -166,6 +166,22 @@ def _parse(arguments) -> tuple[str, dict]:
     return operation, given
 
 
+def memory_tool_step_summary(result) -> str | None:
+    """What the owner reads under an answer for one `memory` call: the item saved or read, what a recall found, or
+    what was forgotten (the chat clips it). None for a result of another shape (a refusal is the chat's to say)."""
+    if not isinstance(result, dict):
+        return None
+    if isinstance(result.get("item"), dict):
+        item = result["item"]
+        return f"Memory #{item.get('id')}, version {item.get('version')}: {item.get('content') or ''}"
+    if isinstance(result.get("items"), list):
+        count = len(result["items"])
+        return "Nothing found." if not count else f"Found {count} memor{'y' if count == 1 else 'ies'}."
+    if isinstance(result.get("forgotten"), dict):
+        return f"Forgot memory #{result['forgotten'].get('id')}."
+    return None
+
+
 def memory_tool_call(
     *, owner, workflow, node_id: str, arguments: dict, idempotency_key: str, actor: str, provenance=None
 ) -> dict:

@@ -32,30 +32,31 @@ def clean_content(value) -> str:
     return value
 
 
-def clean_title(value) -> str:
+def _clean_label(value, *, name: str, limit: int, hint: str) -> str:
+    """An optional short text (a title, a category): "" when absent, trimmed, at most `limit` characters."""
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise invalid("title must be a string.", "Pass a short title, or leave it out.")
-    value = _refuse_nul(value, "title").strip()
-    limit = settings.MEMORY_TITLE_MAX_CHARS
+        raise invalid(f"{name} must be a string.", hint)
+    value = _refuse_nul(value, name).strip()
     if len(value) > limit:
-        raise invalid(f"title is longer than {limit} characters.", f"Use at most {limit} characters.", code="too_long")
+        raise invalid(f"{name} is longer than {limit} characters.", f"Use at most {limit} characters.", code="too_long")
     return value
+
+
+def clean_title(value) -> str:
+    return _clean_label(
+        value, name="title", limit=settings.MEMORY_TITLE_MAX_CHARS, hint="Pass a short title, or leave it out."
+    )
 
 
 def clean_category(value) -> str:
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise invalid("category must be a string.", "Use one short word such as `preference` or `decision`.")
-    value = _refuse_nul(value, "category").strip()
-    limit = settings.MEMORY_CATEGORY_MAX_CHARS
-    if len(value) > limit:
-        raise invalid(
-            f"category is longer than {limit} characters.", f"Use at most {limit} characters.", code="too_long"
-        )
-    return value
+    return _clean_label(
+        value,
+        name="category",
+        limit=settings.MEMORY_CATEGORY_MAX_CHARS,
+        hint="Use one short word such as `preference` or `decision`.",
+    )
 
 
 def clean_tags(value) -> list[str]:

@@ -10,9 +10,12 @@ os.environ.setdefault("OPENCOMPANY_WEB_PROCESS", "1")
 # Static files are served by the same process (collected and content-hashed when STATIC_HASHED, else from the source
 # folders, with the security headers of pages: core/static_files.py), so
 # `dev.py run` and a small deployment need no separate file server; a proxy may serve STATIC_ROOT in front of it.
+from core.body_limit import install as install_body_limit  # noqa: E402
 from core.static_files import StaticFiles  # noqa: E402
 
 django_asgi_app = StaticFiles(get_asgi_application())
+# Daphne refuses a body over REQUEST_MAX_BYTES before reading it (it would otherwise read and queue it whole).
+install_body_limit()
 if _web_flag_added:
     os.environ.pop("OPENCOMPANY_WEB_PROCESS", None)
 

@@ -13,6 +13,7 @@ api_urlpatterns = [
     path("", include("workflows.urls")),
     path("", include("conversations.urls")),
     path("", include("memory.urls")),
+    path("", include("mcp_nodes.urls")),
     path("", include("chat.urls")),
     path("", include("agents.urls")),
     path("", include("accounts.urls")),
@@ -33,6 +34,7 @@ urlpatterns = [
     path("", workflows_home, name="home"),  # the home page is the owner's workflows list
     path("settings/token/", account_views.api_tokens_page, name="api-token"),
     path("settings/usage/", account_views.usage_page, name="usage-page"),
+    path("settings/password/", account_views.password_change_page, name="password-change"),
     path("admin/", admin.site.urls),
     path("api/", include(api_urlpatterns)),
     path("", include("workflows.page_urls")),

@@ -7,7 +7,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from . import selectors, services
+from . import secrets, selectors, services
 from .models import OWNER_KEY_PROVIDERS
 
 ERROR_RESPONSE = inline_serializer(
@@ -81,3 +81,41 @@ class ProviderKeyTestApi(APIView):
     def post(self, request, provider: str):
         row = services.owner_provider_key_test(owner=request.user, provider=provider)
         return Response(KeyOutputSerializer(row).data)
+
+
+class SecretOutputSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    value_suffix = serializers.CharField(help_text="Last four characters of a long value; the value is never shown.")
+    updated_at = serializers.DateTimeField()
+
+
+class SecretsApi(APIView):
+    @extend_schema(
+        operation_id="secrets_list",
+        summary="The names of the secrets stored for you (never their values)",
+        responses={200: SecretOutputSerializer(many=True)},
+    )
+    def get(self, request):
+        return Response(SecretOutputSerializer(secrets.owner_secrets_list(owner=request.user), many=True).data)
+
+
+class SecretApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        value = serializers.CharField(trim_whitespace=True, max_length=8000, write_only=True)
+
+    @extend_schema(
+        operation_id="secret_set",
+        summary="Store (or replace) a named secret, for an MCP server's headers; write-only",
+        request=InputSerializer,
+        responses={200: SecretOutputSerializer, 400: ERROR_RESPONSE},
+    )
+    def put(self, request, name: str):
+        data = self.InputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        row = secrets.owner_secret_set(owner=request.user, name=name, value=data.validated_data["value"])
+        return Response(SecretOutputSerializer(row).data)
+
+    @extend_schema(operation_id="secret_delete", responses={204: None, 404: ERROR_RESPONSE})
+    def delete(self, request, name: str):
+        secrets.owner_secret_delete(owner=request.user, name=name)
+        return Response(status=status.HTTP_204_NO_CONTENT)

@@ -45,3 +45,21 @@ class AllowedProviderHost(models.Model):
 
     def __str__(self) -> str:
         return self.host
+
+
+class OwnerSecret(models.Model):
+    """A named secret of an owner (an MCP server's bearer token or API key), referenced by name from a node's headers:
+    only its Fernet token is stored, under the same keys as provider keys (crypto.py), and no response shows it."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="secrets")
+    name = models.CharField(max_length=64)
+    encrypted_value = models.TextField()
+    value_suffix = models.CharField(max_length=4, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["owner", "name"], name="owner_secret_one_per_name")]
+
+    def __str__(self) -> str:
+        return f"secret {self.name} of owner {self.owner_id}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
+from providers import config as provider_config
 from providers.errors import AuthError
 from providers.types import UrlPolicy
 
@@ -22,6 +23,14 @@ def url_policy() -> UrlPolicy:
         allowed_hosts=tuple(sorted(h.lower() for h in hosts)),
         allow_http=bool(getattr(settings, "PROVIDER_BASE_URL_ALLOW_HTTP", False)),
     )
+
+
+def server_key_configured(*, provider: str) -> bool:
+    """Whether the server has its own setting for `provider` (an API key; for an OpenAI-compatible server, a base
+    URL): what an owner without a stored key falls back to."""
+    if provider == "openai_compatible":
+        return bool(provider_config.base_url_for(provider))
+    return bool(provider_config.api_key_for(provider))
 
 
 def owner_provider_keys_list(*, owner) -> list[OwnerProviderKey]:

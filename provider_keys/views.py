@@ -13,6 +13,9 @@ from core.errors import ServiceError
 from . import selectors, services
 from .models import OWNER_KEY_PROVIDERS
 
+# The refusals that concern the base URL field (shown beside it); any other refusal of a save sits beside the key.
+BASE_URL_CODES = frozenset({"invalid_base_url", "unsafe_base_url"})
+
 
 @never_cache
 @login_required
@@ -37,8 +40,31 @@ def provider_keys_page(request):
                 )
                 messages.success(request, "Key saved. It is stored encrypted and will not be shown again.")
         except ServiceError as exc:
+            if action == "save":
+                # Shown again with what was typed (the base URL; a key is never written back into a page) and the
+                # reason beside the field it concerns.
+                refused = {
+                    "provider": provider,
+                    "base_url": request.POST.get("base_url", ""),
+                    "field": "base_url" if exc.code in BASE_URL_CODES else "api_key",
+                    "message": exc.message,
+                }
+                return _render(request, refused=refused, status=400)
             messages.error(request, exc.message)
         return redirect("provider-keys-page")
+    return _render(request)
+
+
+def _render(request, *, refused: dict | None = None, status: int = 200):
     stored = {row.provider: row for row in selectors.owner_provider_keys_list(owner=request.user)}
-    rows = [{"provider": value, "label": label, "stored": stored.get(value)} for value, label in OWNER_KEY_PROVIDERS]
-    return render(request, "provider_keys.html", {"rows": rows})
+    rows = [
+        {
+            "provider": value,
+            "label": label,
+            "stored": stored.get(value),
+            "server_key": selectors.server_key_configured(provider=value),
+            "refused": refused if refused and refused["provider"] == value else None,
+        }
+        for value, label in OWNER_KEY_PROVIDERS
+    ]
+    return render(request, "provider_keys.html", {"rows": rows}, status=status)

@@ -9,7 +9,7 @@ from .pricing import call_cost, embedding_cost
 
 
 def ledger_fields(*, provider: str, model: str, usage: dict | None) -> dict:
-    """Keyword arguments for conversations.services.usage_record_append (tokens, cost, meta)."""
+    """The tokens, cost and meta of a ledger entry (conversations.services.UsageEntry)."""
     usage = usage or {}
     tokens = {
         "input_tokens": int(usage.get("input_tokens", 0)),

@@ -43,6 +43,12 @@ class Capabilities:
     effort_levels: tuple[str, ...] = ()
     thinking_budgets: dict = field(default_factory=dict)
     fallback_prices: dict | None = None  # catalogue prices, used only where genai-prices has no entry
+    # The genai-prices provider that prices this family when it is not the provider's own (DeepSeek's API behind
+    # openai_compatible): None = the provider's.
+    price_provider: str | None = None
+    # Gemini 3 and later: Google recommends the default temperature (1.0; lower values can make the model loop), so
+    # an owner's temperature is sent only when they confirmed it (ChatSettings.temperature_confirmed).
+    temperature_confirm: bool = False
 
     def cost(
         self, *, input_tokens: int, cached_tokens: int = 0, output_tokens: int = 0, cache_creation_tokens: int = 0
@@ -101,4 +107,6 @@ def capabilities(provider: str, model: str) -> Capabilities:
         effort_levels=tuple(entry.get("effort_levels") or ()),
         thinking_budgets=dict(entry.get("thinking_budgets") or {}),
         fallback_prices=entry.get("prices"),
+        price_provider=entry.get("price_provider"),
+        temperature_confirm=bool(entry.get("temperature_confirm", False)),
     )

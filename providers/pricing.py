@@ -52,7 +52,7 @@ def call_cost(
     cache_creation_tokens: int = 0,
 ) -> Price | None:
     provider, model = capabilities.provider, capabilities.model.removeprefix("models/")
-    price_provider = PRICE_PROVIDERS.get(provider)
+    price_provider = getattr(capabilities, "price_provider", None) or PRICE_PROVIDERS.get(provider)
     if price_provider is not None:
         from genai_prices import Usage, calc_price
 

@@ -29,6 +29,8 @@ class ChatSettings:
     max_output_tokens: int | None = None
     # Provider-neutral reasoning level: None (provider default), "off", "low", "medium", "high".
     thinking: str | None = None
+    # The owner confirmed their temperature for a family whose provider recommends its default (Gemini 3).
+    temperature_confirmed: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,53 +1,14 @@
-import ipaddress
 import itertools
 import json
-import socket
 import sys
 
 import pytest
 
-
-class NetworkAccessError(RuntimeError):
-    pass
-
-
-def _is_loopback(host) -> bool:
-    if host in ("localhost", "", None):
-        return True
-    try:
-        return ipaddress.ip_address(str(host).split("%")[0]).is_loopback
-    except ValueError:
-        return False
-
-
-_real_connect = socket.socket.connect
-_real_connect_ex = socket.socket.connect_ex
-_real_getaddrinfo = socket.getaddrinfo
-
-
-def _guarded_connect(self, address):
-    if self.family in (socket.AF_INET, socket.AF_INET6) and not _is_loopback(address[0]):
-        raise NetworkAccessError(f"tests may only open sockets to 127.0.0.1/::1, not {address[0]!r}")
-    return _real_connect(self, address)
-
-
-def _guarded_connect_ex(self, address):
-    if self.family in (socket.AF_INET, socket.AF_INET6) and not _is_loopback(address[0]):
-        raise NetworkAccessError(f"tests may only open sockets to 127.0.0.1/::1, not {address[0]!r}")
-    return _real_connect_ex(self, address)
-
-
-def _guarded_getaddrinfo(host, *args, **kwargs):
-    if host is not None and not _is_loopback(host) and host not in ("127.0.0.1", "::1"):
-        raise NetworkAccessError(f"tests may not resolve {host!r}: there is no network but loopback")
-    return _real_getaddrinfo(host, *args, **kwargs)
+from tests.network_guard import guard_the_network
 
 
 def pytest_configure(config):
-    # No test may touch the network: a socket to anything but loopback fails the test that opened it.
-    socket.socket.connect = _guarded_connect
-    socket.socket.connect_ex = _guarded_connect_ex
-    socket.getaddrinfo = _guarded_getaddrinfo
+    guard_the_network()
 
 
 @pytest.fixture(autouse=True)
@@ -151,6 +112,23 @@ def provider_requests(monkeypatch):
 
 
 @pytest.fixture
+def browser_page(tmp_path):
+    """A page of Debian's Chromium (Playwright), closed after the test; a module may ask for another size."""
+    from tests.processes import chromium_page
+
+    with chromium_page(tmp_path / "profile", height=900) as page:
+        yield page
+
+
+@pytest.fixture
+def broker(settings, monkeypatch):
+    """What the code sends to the broker, kept instead of sent (tests/broker.py): no task reaches a worker."""
+    from tests.broker import hold_broker
+
+    return hold_broker(monkeypatch, settings)
+
+
+@pytest.fixture
 def inline(settings):
     """Firings run their steps in this process, one after another (AGENT_EXECUTION_MODE=inline)."""
     settings.AGENT_EXECUTION_MODE = "inline"
@@ -177,3 +155,19 @@ def capture_events(monkeypatch):
     from tests.events import EventCapture
 
     return EventCapture(monkeypatch)
+
+
+# Files that take minutes each (several real servers restarted, every API operation fuzzed): under pytest-xdist
+# (dev.py test) a file is one unit of work, handed out in collection order, so the longest go first and the short
+# ones fill in behind them instead of one long file starting last and running alone.
+LONGEST_FIRST = ("tests/scaleout/", "tests/security/test_schemathesis")
+
+
+def pytest_collection_modifyitems(config, items):
+    def weight(item) -> int:
+        path = item.nodeid.split("::", 1)[0]
+        if path.startswith(LONGEST_FIRST):
+            return 0
+        return 1 if item.get_closest_marker("slow") else 2
+
+    items.sort(key=weight)  # stable: a file's tests keep their order

@@ -1,11 +1,11 @@
 """`capture_events`: what an action sends on commit, checked where it is made (Zulip's `verify_action` idea).
 
 Every event leaves a process through two functions, both called at commit time (or at once for streamed deltas):
-`core.realtime.send_workflow_event_now` and `chat.events.send_run_event_now`. The fixture replaces them,
-so a test sees exactly the events an action handed over — none for a rolled-back change or an idempotent replay —
-and compares them with what the app's typed constructors (`<app>/events.py`) build. Nothing reaches a socket
-while capturing; a few socket tests (`tests/realtime.py`) keep the transport honest, and they alone see the
-streamed text deltas, which are batched straight into the sender as they arrive.
+`core.realtime.send_workflow_event_now` and `chat.run_stream.send_run_event_now`. The fixture replaces them where
+`chat.events` looks them up, so a test sees exactly the events an action handed over — none for a rolled-back
+change or an idempotent replay — and compares them with what the app's typed constructors (`<app>/events.py`)
+build. Nothing reaches a socket while capturing; a few socket tests (`tests/realtime.py`) keep the transport
+honest, and they alone see the streamed text deltas, which are batched straight into the sender as they arrive.
 """
 
 from __future__ import annotations

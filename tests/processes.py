@@ -191,7 +191,7 @@ def serve_repo_static(route) -> None:
 
 
 @contextlib.contextmanager
-def chromium_context(profile_dir: Path, *, width: int = 1100, height: int = 900):
+def chromium_context(profile_dir: Path, *, width: int = 1100, height: int = 900, touch: bool = False):
     """A persistent Chromium context (Debian's binary, driven by Playwright) with the repo's static files served;
     the test is skipped where Chromium is not installed."""
     import re
@@ -209,6 +209,7 @@ def chromium_context(profile_dir: Path, *, width: int = 1100, height: int = 900)
             headless=True,
             args=CHROMIUM_ARGS,
             viewport={"width": width, "height": height},
+            has_touch=touch,  # a touch screen: taps reach the page as touch events
             # wait_for_function("<expression>") evaluates a string, which the page's CSP forbids (no unsafe-eval);
             # the pages themselves run under the enforced policy in tests/browser/test_csp.py.
             bypass_csp=True,
@@ -221,9 +222,9 @@ def chromium_context(profile_dir: Path, *, width: int = 1100, height: int = 900)
 
 
 @contextlib.contextmanager
-def chromium_page(profile_dir: Path, *, width: int = 1100, height: int = 900):
+def chromium_page(profile_dir: Path, *, width: int = 1100, height: int = 900, touch: bool = False):
     """The one page of a `chromium_context`; a script error on it fails the test."""
-    with chromium_context(profile_dir, width=width, height=height) as context:
+    with chromium_context(profile_dir, width=width, height=height, touch=touch) as context:
         page = context.pages[0] if context.pages else context.new_page()
         errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import uuid
 
@@ -55,6 +56,7 @@ class SocketClient:
         self.communicator = self._run(self._make(application, path, headers))
         self.connected = False
         self.close_code = None
+        self._pending: list[dict] = []  # the hello read by connect(), handed out by the next receive()
         SocketClient._made.append(self)
 
     @classmethod
@@ -77,12 +79,23 @@ class SocketClient:
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
 
     def connect(self) -> bool:
+        """True once the socket is open; False when it was refused, with the refusal's code in `close_code`: an
+        HTTP 403 handshake (a foreign origin, no code) or, as a client sees a refusal with a reason, a handshake
+        accepted and closed at once (4401, 4404: core/origins.py). An open socket always says hello first."""
         connected, code = self._run(self.communicator.connect(timeout=5))
+        if connected:
+            first = self._run(self.communicator.receive_output(timeout=5))
+            if first["type"] == "websocket.close":
+                connected, code = False, first.get("code")
+            else:
+                self._pending.append(first)
         self.connected = connected
         self.close_code = code
         return connected
 
     def receive(self, timeout: float = 3) -> dict:
+        if self._pending:
+            return json.loads(self._pending.pop(0)["text"])
         return self._run(self.communicator.receive_json_from(timeout=timeout))
 
     def assert_nothing_before_marker(self, workflow_id: int) -> None:

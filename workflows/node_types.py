@@ -23,6 +23,20 @@ PROVIDER_LABELS = {
     "offline": "Offline (built in, no network)",
 }
 
+# What the model field becomes when the owner picks a provider in the editor (each one a model the catalogue knows
+# for that provider, or the built-in offline model). None: the owner names one (the check marks the empty field).
+PROVIDER_DEFAULT_MODELS = {
+    "openai": "gpt-4.1",
+    "anthropic": "claude-sonnet-4-6",
+    "gemini": "gemini-2.5-flash",
+    "openai_compatible": "qwen3",
+    "offline": "offline-echo",
+    "claude_code": "claude-sonnet-4-5",
+    "codex_cli": "gpt-5",
+    "vertex_agent": None,
+    "rlm": "gpt-4.1",
+}
+
 
 def _handle_data(handle, direction: str) -> dict:
     return {
@@ -82,6 +96,7 @@ def provider_catalogue() -> list[dict]:
                     for name, entry in models.items()
                     if name != "*" and isinstance(entry, dict)
                 ],
+                "defaultModel": PROVIDER_DEFAULT_MODELS.get(provider),
                 "needsKey": provider not in ("offline", "openai_compatible"),
                 "configured": provider == "offline" or bool(provider_config.api_key_for(provider)),
             }

@@ -220,3 +220,8 @@ def generation_is_live(*, workflow_id: int, number: int) -> bool:
     return WorkflowGeneration.objects.filter(
         workflow_id=workflow_id, number=number, state=WorkflowGeneration.State.LIVE
     ).exists()
+
+
+def workflow_live_generation(*, workflow_id: int) -> int:
+    """The generation number the workflow row names live right now (0: never started), read from the row."""
+    return Workflow.objects.filter(pk=workflow_id).values_list("live_generation", flat=True).first() or 0

@@ -61,7 +61,7 @@ def workflow_import_page(request):
     limit = _import_max_bytes()
     raw = upload.read(limit + 1) if upload else request.POST.get("document_text", "").encode()
     if not raw.strip():
-        messages.error(request, "Choose an exported JSON file (or paste one) to import.")
+        messages.error(request, "Choose a workflow's export file (.json) to import.")
         return redirect("home")
     if len(raw) > limit:
         messages.error(request, f"That file is larger than {limit // 1024} KB, more than a workflow export can be.")
@@ -69,7 +69,7 @@ def workflow_import_page(request):
     try:
         document = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
-        messages.error(request, "That file is not JSON. Import takes a workflow export (Export (JSON) in the editor).")
+        messages.error(request, "That file is not JSON. Import takes the file the editor's Export button saves.")
         return redirect("home")
     try:
         outcome = services.workflow_import(

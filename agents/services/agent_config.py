@@ -13,6 +13,7 @@ def agent_config_of(node: dict) -> dict:
         "model": params.get("model") or "offline-echo",
         "system_prompt": params.get("system_prompt") or "",
         "temperature": params.get("temperature"),
+        "temperature_confirmed": bool(params.get("temperature_confirmed")),
         "max_output_tokens": params.get("max_output_tokens"),
         "thinking": params.get("thinking"),
         "max_iterations": params.get("max_iterations") or settings.AGENT_MAX_ITERATIONS,

@@ -29,7 +29,7 @@ from agents.services.runtime_runs import summary_provider
 from agents.usage import record_llm_usage
 from agents.wiring import AgentNotFound, agent_wiring
 from conversations import store
-from conversations.services import usage_record_append
+from conversations.services import UsageEntry, usage_record_append
 from conversations.store import CompactionError, conversation_key
 from provider_keys.selectors import owner_request_overrides
 from providers import capabilities
@@ -182,17 +182,19 @@ def _finish(key, config: dict, outcome, *, owner_id, paid: bool) -> None:
     if outcome.status == "discarded":
         # Paid for (its call is on the ledger) and not used: recorded as such, with why (docs/invariants.md).
         usage_record_append(
-            idempotency_key=f"compaction-discarded:{key.workflow_id}:{key.generation}:{key.agent_node_id}:"
-            f"{uuid.uuid4().hex}",
-            kind="compaction",
-            provider=config["provider"],
-            model=config["model"],
-            outcome="discarded",
-            owner_id=owner_id,
-            workflow_id=key.workflow_id,
-            generation=key.generation,
-            agent_node_id=key.agent_node_id,
-            meta={"reason": outcome.reason},
+            entry=UsageEntry(
+                idempotency_key=f"compaction-discarded:{key.workflow_id}:{key.generation}:{key.agent_node_id}:"
+                f"{uuid.uuid4().hex}",
+                kind="compaction",
+                provider=config["provider"],
+                model=config["model"],
+                outcome="discarded",
+                owner_id=owner_id,
+                workflow_id=key.workflow_id,
+                generation=key.generation,
+                agent_node_id=key.agent_node_id,
+                meta={"reason": outcome.reason},
+            )
         )
 
 
@@ -284,16 +286,18 @@ def compact_context(
     finally:
         if calls:  # compaction usage is billed like any call (docs/invariants.md#compaction)
             usage_record_append(
-                idempotency_key=f"compaction:{key.workflow_id}:{key.generation}:{key.agent_node_id}:{uuid.uuid4().hex}",
-                kind="compaction",
-                provider=config["provider"],
-                model=config["model"],
-                outcome=outcome_label,
-                owner_id=owner_id,
-                workflow_id=workflow_id,
-                generation=generation,
-                agent_node_id=agent_node_id,
-                **ledger_fields(provider=summary_provider(config), model=config["model"], usage=spent.to_dict()),
+                entry=UsageEntry(
+                    idempotency_key=f"compaction:{key.workflow_id}:{key.generation}:{key.agent_node_id}:{uuid.uuid4().hex}",
+                    kind="compaction",
+                    provider=config["provider"],
+                    model=config["model"],
+                    outcome=outcome_label,
+                    owner_id=owner_id,
+                    workflow_id=workflow_id,
+                    generation=generation,
+                    agent_node_id=agent_node_id,
+                    **ledger_fields(provider=summary_provider(config), model=config["model"], usage=spent.to_dict()),
+                )
             )
 
 

@@ -30,10 +30,10 @@ def teammate_delegate(firing: Firing, step: LlmStep, call: dict, binding: dict) 
     # The child carries the chat run too: the run touched the teammate's conversation, so a branch move must
     # know the teammate's cursor (docs/architecture.md#branch-moves).
     firing_start(
-        firing.workflow,
-        firing.generation,
-        binding["node_id"],
-        task,
+        workflow=firing.workflow,
+        generation=firing.generation,
+        agent_node_id=binding["node_id"],
+        prompt=task,
         chat_run=firing.chat_run_id,
         parent=firing,
         parent_tool_call_id=call["id"],

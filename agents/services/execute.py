@@ -78,14 +78,15 @@ def execute_llm_step(firing_id: str, iteration: int, *, committed: Firing | None
             if claimed is None:
                 return  # this iteration was already attempted: one attempt, never a second call
     step, limits_may_apply = claimed
-    # Spending limits (accounts.budget): no call once one is reached. The claim read whether any limit may apply.
-    if refuse_step_over_budget(firing, step, limits_may_apply=limits_may_apply):
-        return
     try:
         # Outside any transaction: the stored list comes from this process's copy or one read, never under a lock.
         messages = firing_messages(firing)
     except (store.ConversationConflict, store.ConversationLoadFailed, store.ConversationTooLarge) as exc:
-        _record_unbuilt_step(firing, step, exc)
+        _fail_step(firing, step, exc, duration_ms=0, called=False)
+        return
+    # Spending limits (accounts.budget): no call once one is reached, counting what calls still running reserved;
+    # this call reserves its estimate (from the messages it sends). The claim read whether any limit may apply.
+    if refuse_step_over_budget(firing, step, messages=messages, limits_may_apply=limits_may_apply):
         return
     request_info = _request_info(firing, messages)
     on_event = None
@@ -129,7 +130,7 @@ def execute_llm_step(firing_id: str, iteration: int, *, committed: Firing | None
             )
     except ProviderError as exc:
         duration_ms = int((time.monotonic() - started) * 1000)
-        _record_step_failure(firing, step, exc, duration_ms)
+        _fail_step(firing, step, exc, duration_ms=duration_ms, called=True)
         return
     if not saved:
         # The watchdog declared this step ambiguous meanwhile; its record stands and the answer is dropped.
@@ -206,7 +207,10 @@ def _worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _record_step_failure(firing: Firing, step: LlmStep, exc, duration_ms: int) -> None:
+def _fail_step(firing: Firing, step: LlmStep, exc, *, duration_ms: int, called: bool) -> None:
+    """Fail the claimed step and end its firing saying why. `called`: the provider was called and refused (the call
+    is billed, the firing's code is `provider_<code>`); otherwise the request could not be built (the stored list
+    the firing extends is gone or unreadable), no call was made and nothing is billed."""
     _refresh_connection_after(duration_ms)
     with transaction.atomic():
         locked = firing_for_update(firing.pk)  # the firing before its step (docs/architecture.md#lock-order, 2)
@@ -215,8 +219,10 @@ def _record_step_failure(firing: Firing, step: LlmStep, exc, duration_ms: int) -
         )
         if not updated:
             return
-        record_llm_usage(firing, idempotency_key=f"llm-step:{step.pk}", kind="llm", outcome="error")
-        firing_end(locked, state=Firing.State.FAILED, error_code=f"provider_{exc.code}", error_message=exc.message)
+        if called:
+            record_llm_usage(firing, idempotency_key=f"llm-step:{step.pk}", kind="llm", outcome="error")
+        error_code = f"provider_{exc.code}" if called else exc.code
+        firing_end(locked, state=Firing.State.FAILED, error_code=error_code, error_message=exc.message)
 
 
 def _request_info(firing: Firing, messages: list[dict]) -> dict:
@@ -229,16 +235,3 @@ def _request_info(firing: Firing, messages: list[dict]) -> dict:
         "compaction_summary": any(is_compaction_summary(m) for m in messages[:2]),
         "tools": [binding["name"] for binding in firing.tool_bindings],
     }
-
-
-def _record_unbuilt_step(firing: Firing, step: LlmStep, exc) -> None:
-    """The request could not be built (the stored list the firing extends is gone or unreadable): the claimed step
-    made no call, so nothing is billed; the firing ends saying why."""
-    with transaction.atomic():
-        locked = firing_for_update(firing.pk)  # the firing before its step (docs/architecture.md#lock-order, 2)
-        updated = LlmStep.objects.filter(pk=step.pk, state=LlmStep.State.STARTED).update(
-            state=LlmStep.State.FAILED, error_code=exc.code, finished_at=timezone.now(), duration_ms=0
-        )
-        if not updated:
-            return
-        firing_end(locked, state=Firing.State.FAILED, error_code=exc.code, error_message=exc.message)

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from agents import observers
 from agents.dispatch import enqueue_step
-from agents.locks import firing_for_update
+from agents.locks import firing_for_update, firings_live_for_update
 from agents.models import Firing
 from agents.rows import execute_statements, insert, update_fields
 from agents.services.runtime_dirs import runtime_dirs_on_firing_end
@@ -20,8 +20,6 @@ from conversations import store
 from conversations.store import conversation_key
 
 logger = logging.getLogger("agents.firing")
-
-MAX_PROMPT_CHARS_SETTING = "AGENT_MAX_PROMPT_CHARS"
 
 
 class FiringRefused(ValueError):
@@ -32,11 +30,11 @@ class FiringRefused(ValueError):
 
 
 def firing_start(
+    *,
     workflow,
     generation: int,
     agent_node_id: str,
     prompt: str,
-    *,
     chat_run=None,
     parent: Firing | None = None,
     parent_tool_call_id: str = "",
@@ -94,6 +92,22 @@ def firing_request_stop(*, firing_id) -> bool:
             if queued is not None:
                 firing_end(queued, state=Firing.State.STOPPED, end_reason="stopped")
     return bool(updated)
+
+
+def firings_end_on_reset(*, workflow_id: int) -> int:
+    """End every live firing of the workflow with code `reset` (inside the reset transaction); returns how many.
+
+    Each is also marked stopped, in the same single write as its end: a provider call in flight is told to stop;
+    when it returns, persist finds the firing ended, bills the call and saves nothing, so no turn lands in the
+    conversations the reset is clearing.
+    """
+    ended = 0
+    for firing in firings_live_for_update(workflow_id=workflow_id):
+        firing.stop_requested = True
+        firing_mark_changed(firing, "stop_requested")
+        firing_end(firing, state=Firing.State.FAILED, error_code="reset", error_message="The workflow was reset.")
+        ended += 1
+    return ended
 
 
 def firing_end(

@@ -15,10 +15,11 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 from django.conf import settings
-from django.db import DatabaseError, connection
+from django.db import DatabaseError, connection, connections
 from django.utils import timezone
 
 from agents.models import Firing, LlmStep
@@ -156,34 +157,69 @@ def stop_requested(firing_id) -> bool:
     return Firing.objects.filter(pk=firing_id, stop_requested=True).exists()
 
 
+# Stop checks made while the database is down run here, off the streaming thread: each may wait for a connection
+# (up to the pool's timeout) and the stream must not wait with it.
+_offline_stop_checks = ThreadPoolExecutor(max_workers=1, thread_name_prefix="stop-check")
+
+
+def _stop_requested_off_thread(firing_id) -> bool:
+    try:
+        return stop_requested(firing_id)
+    except DatabaseError:
+        _drop_broken_connection()
+        raise
+    finally:
+        connections.close_all()  # the thread's connection goes back to the pool between checks
+
+
 def stop_checker(firing_id) -> Callable[[], bool]:
     """A `should_stop` for the provider stream: polls the firing's Stop flag every AGENT_STOP_POLL_SECONDS.
 
     A database error is "not known", never "stop": the call goes on and the check backs off (up to 5 s) until the
-    database answers again, logged once per outage."""
+    database answers again, logged once per outage. While it is down the checks run on a thread of their own and
+    the stream never waits for one (each may wait seconds for a connection); the answer of such a check is taken at
+    the first call after it came."""
     next_check = [time.monotonic() + settings.AGENT_STOP_POLL_SECONDS]  # the claim just read stop_requested
     stopped = [False]
     failures = [0]
+    pending: list[Future | None] = [None]
+
+    def failed(now: float) -> bool:
+        if not failures[0]:
+            logger.warning("stop check failed; the call goes on", extra={"firing_id": str(firing_id)})
+        failures[0] += 1
+        delay = min(_BACKOFF_FIRST_SECONDS * 2 ** (failures[0] - 1), _BACKOFF_MAX_SECONDS)
+        next_check[0] = now + max(delay, settings.AGENT_STOP_POLL_SECONDS)
+        return False
+
+    def answered(now: float, value: bool) -> bool:
+        stopped[0] = value
+        failures[0] = 0
+        next_check[0] = now + settings.AGENT_STOP_POLL_SECONDS
+        return stopped[0]
 
     def should_stop() -> bool:
         if stopped[0]:
             return True
         now = time.monotonic()
+        if pending[0] is not None:
+            if not pending[0].done():
+                return False
+            future, pending[0] = pending[0], None
+            try:
+                return answered(now, future.result())
+            except DatabaseError:
+                return failed(now)
         if now < next_check[0]:
             return False
-        try:
-            stopped[0] = stop_requested(firing_id)
-        except DatabaseError:
-            if not failures[0]:
-                logger.warning("stop check failed; the call goes on", extra={"firing_id": str(firing_id)})
-            failures[0] += 1
-            _drop_broken_connection()
-            delay = min(_BACKOFF_FIRST_SECONDS * 2 ** (failures[0] - 1), _BACKOFF_MAX_SECONDS)
-            next_check[0] = now + max(delay, settings.AGENT_STOP_POLL_SECONDS)
+        if failures[0]:
+            pending[0] = _offline_stop_checks.submit(_stop_requested_off_thread, firing_id)
             return False
-        failures[0] = 0
-        next_check[0] = now + settings.AGENT_STOP_POLL_SECONDS
-        return stopped[0]
+        try:
+            return answered(now, stop_requested(firing_id))
+        except DatabaseError:
+            _drop_broken_connection()
+            return failed(now)
 
     return should_stop
 

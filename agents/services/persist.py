@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from django.conf import settings
 from django.db import transaction
 
@@ -31,29 +33,56 @@ from conversations.selectors import owner_tool_result_max_chars
 
 from .compaction import compaction_request, pressure_record_after_turn
 from .delegation import teammate_delegate
+from .remote_tools import remote_calls, remote_calls_pending, remote_tool_calls_run
 
 STOPPED_TOOL_TEXT = "Not run: the owner stopped this answer."
+MAX_REMOTE_PASSES = 64
+
+logger = logging.getLogger("agents.step")
 
 
 def persist_turn(firing_id: str, iteration: int) -> None:
+    # Remote tool calls (an MCP server's) cannot be made under the firing's lock: when the turn has one still to make,
+    # the locked pass writes nothing, the calls are made outside it, and the turn is saved in a second pass. A pass
+    # per call at most; a call running in another worker ends this delivery (that worker continues the turn).
+    for _ in range(MAX_REMOTE_PASSES):
+        if not _persist_pass(firing_id, iteration):
+            return
+        if not remote_tool_calls_run(firing_id, iteration):
+            return
+    logger.warning("persist gave up waiting for remote calls", extra={"firing_id": firing_id, "iteration": iteration})
+
+
+def _persist_pass(firing_id: str, iteration: int) -> bool:
+    """One locked pass; True when remote calls must be made before the turn can be saved (nothing was written)."""
     with transaction.atomic():
         locked = firing_and_step_for_update(firing_id, iteration)
         if locked is None:
-            return
+            return False
         firing, step = locked
         if firing.is_terminal:
             _bill_orphan_step(firing, step)  # ended meanwhile (a reset): the call still cost money
-            return
+            return False
         if step.state == LlmStep.State.COMPLETED:
+            if _remote_calls_wait(firing, step):
+                return True
             _save_assistant_turn(firing, step)
         elif step.state != LlmStep.State.PERSISTED:
-            return  # failed or ambiguous: the firing was ended by whoever recorded that
+            return False  # failed or ambiguous: the firing was ended by whoever recorded that
         elif _tool_phase_done(firing, step):
             # A duplicate delivery after this step's commit (a redelivered message, a second teammate's end): the
             # results are in the list and the next step was started (or, lost, is found by the watchdog).
-            return
+            return False
         _advance_tools(firing, step)
         firing_save_changes(firing)
+        return False
+
+
+def _remote_calls_wait(firing: Firing, step: LlmStep) -> bool:
+    if not remote_calls(firing, step.result["message"]) or "observed" in step.result:
+        return False  # no query for a turn without remote calls
+    answered = {r.tool_call_id: r for r in ToolCallResult.objects.filter(firing=firing, iteration=step.iteration)}
+    return remote_calls_pending(firing, step, answered)
 
 
 def _bill_orphan_step(firing: Firing, step: LlmStep) -> None:

@@ -20,6 +20,7 @@ def provider_request_of(firing: Firing, messages: list[dict], *, credentials: bo
         tools=[ToolDefinition(b["name"], b["description"], b["parameters"]) for b in firing.tool_bindings],
         settings=ChatSettings(
             temperature=config.get("temperature"),
+            temperature_confirmed=bool(config.get("temperature_confirmed")),
             max_output_tokens=config.get("max_output_tokens"),
             thinking=config.get("thinking"),
         ),

@@ -18,9 +18,10 @@ from django.utils import timezone
 
 from agents.models import Firing, LlmStep
 from agents.services.firings import firing_key
+from agents.services.heartbeat import stop_checker
 from agents.services.runtime_paths import conversation_runtime_home, firing_runtime_home
 from agents.services.teammates import teammate_call_in_thread
-from agents.tools import prepare_tool_calls, run_tool
+from agents.tools import prepare_tool_calls, run_remote_tool, run_tool
 from conversations import store
 from conversations.selectors import owner_tool_result_max_chars, runtime_interaction_point, runtime_session_binding
 from conversations.services import runtime_interaction_point_record, runtime_session_binding_record
@@ -96,8 +97,14 @@ def _project_tool(firing: Firing, binding: dict):
         # closed after, and the same tool contract (and receipt key per call) as a native tool call.
         tool_call = {"id": call_id, "name": binding["name"], "arguments": arguments}
         try:
-            prepare_tool_calls(firing=firing, message={"blocks": [{"type": "tool_call", **tool_call}]})
-            outcome = run_tool(firing=firing, binding=binding, call=tool_call)
+            if binding.get("remote"):
+                # An MCP server's tool: one attempt inside the run's one step (never re-sent, like the step).
+                outcome = run_remote_tool(
+                    firing=firing, binding=binding, call=tool_call, should_stop=stop_checker(firing.pk)
+                )
+            else:
+                prepare_tool_calls(firing=firing, message={"blocks": [{"type": "tool_call", **tool_call}]})
+                outcome = run_tool(firing=firing, binding=binding, call=tool_call)
             cap = owner_tool_result_max_chars(firing.workflow.owner_id)
             return store.cap_tool_result(outcome.content, cap), outcome.is_error
         finally:

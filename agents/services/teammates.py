@@ -65,10 +65,10 @@ def teammate_call_in_thread(*, firing: Firing, binding: dict, arguments: dict, c
                 return refusal.content, True
             with steps_in_this_thread():
                 child_id = firing_start(
-                    firing.workflow,
-                    firing.generation,
-                    binding["node_id"],
-                    task,
+                    workflow=firing.workflow,
+                    generation=firing.generation,
+                    agent_node_id=binding["node_id"],
+                    prompt=task,
                     chat_run=firing.chat_run_id,
                     parent=firing,
                     parent_tool_call_id=call_id,

@@ -51,7 +51,7 @@ class ChatMessageSendApi(APIView):
             self.OutputSerializer(
                 {
                     "message_id": message.pk,
-                    "run": selectors.run_data(run),
+                    "run": selectors.run_data(run, workflow=workflow),
                     "created": created,
                     "revision": message.session.revision,
                 }
@@ -85,7 +85,7 @@ class ChatMessageEditApi(APIView):
         data.is_valid(raise_exception=True)
         message, run = services.chat_message_edit(workflow=workflow, message_id=message_id, **data.validated_data)
         return Response(
-            self.OutputSerializer({"message_id": message.pk, "run": selectors.run_data(run)}).data,
+            self.OutputSerializer({"message_id": message.pk, "run": selectors.run_data(run, workflow=workflow)}).data,
             status=status.HTTP_201_CREATED,
         )
 
@@ -105,7 +105,9 @@ class ChatMessageRegenerateApi(APIView):
         data = MoveInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         run = services.chat_message_regenerate(workflow=workflow, message_id=message_id, **data.validated_data)
-        return Response(RunOutputSerializer(selectors.run_data(run)).data, status=status.HTTP_201_CREATED)
+        return Response(
+            RunOutputSerializer(selectors.run_data(run, workflow=workflow)).data, status=status.HTTP_201_CREATED
+        )
 
 
 class ChatMessageSwitchApi(APIView):

@@ -107,6 +107,7 @@ class MessageOutputSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     edit_of = serializers.IntegerField(allow_null=True)
     error_code = serializers.CharField(allow_blank=True)
+    error_message = serializers.CharField(allow_blank=True, help_text="Why the answer failed, in words.")
     siblings = SiblingsOutputSerializer()
     rating = serializers.ChoiceField(choices=["good", "bad"], allow_null=True)
     run = RunOutputSerializer(allow_null=True)

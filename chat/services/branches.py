@@ -23,13 +23,14 @@ from chat.models import ChatBranchSnapshot, ChatMessage, ChatRun, ChatRunStep, C
 from chat.services.notes import chat_note_put, note_line
 from chat.services.runs import (
     answering_target,
-    chat_run_admit,
+    chat_answer_start,
     chat_session_bump,
     chat_session_lock,
     check_lane,
     check_revision,
     check_text,
-    run_of_reply,
+    sent_before,
+    session_message,
 )
 from conversations import store
 from conversations.selectors import conversation_exists
@@ -76,17 +77,6 @@ class Tree:
         while self.children.get(node):
             node = max(self.children[node])  # the newest version at each level
         return node
-
-
-def _message(session: ChatSession, message_id) -> ChatMessage:
-    try:
-        pk = int(message_id)
-    except (TypeError, ValueError):
-        raise refuse("not_found") from None
-    message = ChatMessage.objects.filter(session=session, pk=pk).first()
-    if message is None:
-        raise refuse("not_found")
-    return message
 
 
 def _runs_on(part: list[int]) -> list[ChatRun]:
@@ -241,11 +231,10 @@ def chat_message_edit(
     """Put a new version of the owner's message beside it and answer that; the agents forget the old branch."""
     with transaction.atomic():
         session = chat_session_lock(workflow=workflow)
-        message = _message(session, message_id)
-        if client_message_id:
-            existing = ChatMessage.objects.filter(session=session, client_message_id=client_message_id).first()
-            if existing is not None:
-                return existing, ChatRun.objects.filter(user_message=existing).order_by("id").first()
+        message = session_message(session, message_id)
+        replayed = sent_before(session, client_message_id)
+        if replayed is not None:
+            return replayed
         if message.role != ChatMessage.Role.USER:
             raise refuse("not_editable", "Only your own messages can be edited.")
         text = check_text(text)
@@ -257,31 +246,19 @@ def chat_message_edit(
             raise refuse("not_editable", "Switch to that version first, then edit it.")
         workflow.refresh_from_db(fields=["live_generation"])
         _check_current_generation(message, workflow)
-        generation, agent_node_id = answering_target(workflow=workflow)
+        answering = answering_target(workflow=workflow)
         _move(session, workflow, left_part=left_part, left_leaf=tree.leaf)
         _remember_leaf(message.pk, tree.leaf)
-        edited = ChatMessage.objects.create(
-            session=session,
-            parent_id=message.parent_id,
-            role=ChatMessage.Role.USER,
-            kind=ChatMessage.Kind.EDIT,
-            text=text,
-            generation=generation,
-            client_message_id=client_message_id or None,
-            meta={"edit_of": message.pk},
-        )
-        run = chat_run_admit(
+        return chat_answer_start(
             session=session,
             workflow=workflow,
-            user_message=edited,
             kind=ChatRun.Kind.EDIT,
-            generation=generation,
-            agent_node_id=agent_node_id,
-            parent_run_id=run_of_reply(message.parent_id),
+            answering=answering,
+            text=text,
+            parent_id=message.parent_id,
+            client_message_id=client_message_id,
+            meta={"edit_of": message.pk},
         )
-        chat_session_bump(session, leaf=edited)
-        publish_chat_updated(workflow_id=workflow.pk, revision=session.revision, reason="edit")
-    return edited, run
 
 
 # --- try again ----------------------------------------------------------------------------------------------
@@ -291,28 +268,23 @@ def chat_message_regenerate(*, workflow, message_id, expected_revision: int | No
     """Answer the owner's message again beside the latest answer (only the latest one)."""
     with transaction.atomic():
         session = chat_session_lock(workflow=workflow)
-        answer = _message(session, message_id)
+        answer = session_message(session, message_id)
         if answer.role != ChatMessage.Role.ASSISTANT or answer.pk != session.active_leaf_id:
             raise refuse("not_editable", "Only the latest answer can be tried again.")
         check_revision(session, expected_revision)
         check_lane(session)
         workflow.refresh_from_db(fields=["live_generation"])
         _check_current_generation(answer, workflow)
-        generation, agent_node_id = answering_target(workflow=workflow)
+        answering = answering_target(workflow=workflow)
         _move(session, workflow, left_part=[answer.pk], left_leaf=answer.pk)
         _remember_leaf(answer.pk, answer.pk)
-        user_message = ChatMessage.objects.get(pk=answer.parent_id)
-        run = chat_run_admit(
+        _, run = chat_answer_start(
             session=session,
             workflow=workflow,
-            user_message=user_message,
             kind=ChatRun.Kind.REGENERATE,
-            generation=generation,
-            agent_node_id=agent_node_id,
-            parent_run_id=run_of_reply(user_message.parent_id),
+            answering=answering,
+            user_message=ChatMessage.objects.get(pk=answer.parent_id),
         )
-        chat_session_bump(session, leaf=user_message)
-        publish_chat_updated(workflow_id=workflow.pk, revision=session.revision, reason="regenerate")
     return run
 
 
@@ -323,7 +295,7 @@ def chat_message_switch(*, workflow, message_id, expected_revision: int | None =
     """Show another version (`message_id`, a sibling of a message on the path) and bring its conversation back."""
     with transaction.atomic():
         session = chat_session_lock(workflow=workflow)
-        target = _message(session, message_id)
+        target = session_message(session, message_id)
         check_revision(session, expected_revision)
         check_lane(session)
         tree = Tree(session)

@@ -14,9 +14,9 @@ from agents.selectors import firing_outcome_of, tool_call_result_content
 from chat.events import publish_run_event, run_step_event
 from chat.locks import chat_run_for_update
 from chat.models import ChatRun, ChatRunStep
+from chat.services.markers import chat_compaction_seen
 from chat.services.notes import NOTES_GUIDE, chat_notes_claim
 from chat.services.runs import chat_run_finish_from_firing
-from chat.services.thread import chat_compaction_seen
 from conversations.store import conversation_cursor
 
 # What a step keeps of a tool's result for the owner's page (the runtime keeps the whole result for the agent).

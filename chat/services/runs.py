@@ -9,7 +9,6 @@ lock while it asks the runtime to stop a firing, because the runtime's `ended` h
 from __future__ import annotations
 
 import logging
-import uuid
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -19,16 +18,15 @@ from agents.selectors import FiringOutcome, firing_outcome, firing_saved_a_turn
 from agents.services.firings import FiringRefused, firing_start
 from chat.errors import refuse
 from chat.events import (
-    forget_run_stream,
+    publish_chat_updated,
     publish_run_event,
-    reset_run_stream,
     run_ended_event,
     run_started_event,
     run_stopping_event,
-    run_stream_state,
 )
 from chat.locks import chat_run_for_update, chat_session_for_update
 from chat.models import ChatMessage, ChatRun, ChatSession
+from chat.run_stream import forget_run_stream, reset_run_stream, run_stream_state
 from chat.services.notes import chat_notes_settle
 from workflows.graph import trigger_agents
 from workflows.selectors import LiveGeneration, live_generation_snapshot, workflow_never_started
@@ -57,6 +55,18 @@ def chat_session_lock(*, workflow) -> ChatSession:
     if session is None:
         session = chat_session_for_update(session_id=chat_session_get(workflow=workflow).pk)
     return session
+
+
+def session_message(session: ChatSession, message_id) -> ChatMessage:
+    """One of the session's messages; another session's, a missing one or an id that is not a number: not found."""
+    try:
+        pk = int(message_id)
+    except (TypeError, ValueError):
+        raise refuse("not_found") from None
+    message = ChatMessage.objects.filter(session=session, pk=pk).first()
+    if message is None:
+        raise refuse("not_found")
+    return message
 
 
 def check_revision(session: ChatSession, expected_revision: int | None) -> None:
@@ -151,7 +161,13 @@ def chat_run_admit(
         event=run_started_event(workflow_id=workflow.pk, kind=kind, state=run.state, user_message_id=user_message.pk),
     )
     try:
-        run.firing_id = firing_start(workflow, generation, agent_node_id, user_message.text, chat_run=run)
+        run.firing_id = firing_start(
+            workflow=workflow,
+            generation=generation,
+            agent_node_id=agent_node_id,
+            prompt=user_message.text,
+            chat_run=run,
+        )
     except FiringRefused as exc:
         raise refuse("invalid_request", exc.message) from None
     run.save(update_fields=["firing_id", "updated_at"])
@@ -163,6 +179,65 @@ def run_of_reply(message_id: int | None) -> int | None:
     if message_id is None:
         return None
     return ChatRun.objects.filter(reply_message_id=message_id).values_list("pk", flat=True).first()
+
+
+def sent_before(session: ChatSession, client_message_id: str | None) -> tuple[ChatMessage, ChatRun | None] | None:
+    """The message a retried request (same `client_message_id`) already sent, and the run that answered it."""
+    if not client_message_id:
+        return None
+    existing = ChatMessage.objects.filter(session=session, client_message_id=client_message_id).first()
+    if existing is None:
+        return None
+    return existing, ChatRun.objects.filter(user_message=existing).order_by("id").first()
+
+
+_NEW_MESSAGE_KIND = {ChatRun.Kind.MESSAGE: ChatMessage.Kind.MESSAGE, ChatRun.Kind.EDIT: ChatMessage.Kind.EDIT}
+
+
+def chat_answer_start(
+    *,
+    session: ChatSession,
+    workflow,
+    kind: str,
+    answering: tuple[int, str],
+    user_message: ChatMessage | None = None,
+    text: str = "",
+    parent_id: int | None = None,
+    client_message_id: str | None = None,
+    meta: dict | None = None,
+) -> tuple[ChatMessage, ChatRun]:
+    """Start an answer in the caller's transaction, under the session lock: the owner's message (a new one, `text`
+    under `parent_id`, for send and edit; the existing `user_message` for Try again) becomes the shown leaf, its
+    run is admitted, and a branch move tells open pages the thread changed shape (on commit).
+
+    `answering` is (generation, agent node id) from `answering_target`, asked by the caller before it moves the
+    branch, so a workflow that cannot answer is refused before anything is rewound."""
+    generation, agent_node_id = answering
+    if user_message is None:
+        user_message = ChatMessage.objects.create(
+            session=session,
+            parent_id=parent_id,
+            role=ChatMessage.Role.USER,
+            kind=_NEW_MESSAGE_KIND[kind],
+            text=text,
+            generation=generation,
+            client_message_id=client_message_id or None,
+            meta=meta or {},
+        )
+    run = chat_run_admit(
+        session=session,
+        workflow=workflow,
+        user_message=user_message,
+        kind=kind,
+        generation=generation,
+        agent_node_id=agent_node_id,
+        parent_run_id=run_of_reply(user_message.parent_id),
+    )
+    chat_session_bump(session, leaf=user_message)
+    if kind != ChatRun.Kind.MESSAGE:
+        # The reason is the run's kind: `edit` or `regenerate`.
+        publish_chat_updated(workflow_id=workflow.pk, revision=session.revision, reason=kind)
+    return user_message, run
 
 
 # --- send ---------------------------------------------------------------------------------------------------
@@ -179,35 +254,21 @@ def chat_message_send(
         client_message_id = str(client_message_id).strip()[:100] or None
     with transaction.atomic():
         session = chat_session_lock(workflow=workflow)
-        if client_message_id:
-            existing = ChatMessage.objects.filter(session=session, client_message_id=client_message_id).first()
-            if existing is not None:
-                run = ChatRun.objects.filter(user_message=existing).order_by("id").first()
-                return existing, run, False
+        replayed = sent_before(session, client_message_id)
+        if replayed is not None:
+            return *replayed, False
         text = check_text(text)
         check_revision(session, expected_revision)
         check_lane(session)
-        generation, agent_node_id = answering_target(workflow=workflow)
-        parent_id = session.active_leaf_id
-        message = ChatMessage.objects.create(
-            session=session,
-            parent_id=parent_id,
-            role=ChatMessage.Role.USER,
-            kind=ChatMessage.Kind.MESSAGE,
-            text=text,
-            generation=generation,
-            client_message_id=client_message_id,
-        )
-        run = chat_run_admit(
+        message, run = chat_answer_start(
             session=session,
             workflow=workflow,
-            user_message=message,
             kind=ChatRun.Kind.MESSAGE,
-            generation=generation,
-            agent_node_id=agent_node_id,
-            parent_run_id=run_of_reply(parent_id),
+            answering=answering_target(workflow=workflow),
+            text=text,
+            parent_id=session.active_leaf_id,
+            client_message_id=client_message_id,
         )
-        chat_session_bump(session, leaf=message)
     logger.info("chat message sent", extra={"workflow_id": workflow.pk, "run_id": run.pk})
     return message, run, True
 
@@ -279,6 +340,14 @@ def chat_run_finish(
     if not run.is_active:
         return run
     session = chat_session_for_update(session_id=run.session_id)
+    seq, streamed = run_stream_state(run.pk)
+    meta = {"error_code": error_code} if error_code else {}
+    if state == ChatRun.State.ERROR and not text and streamed:
+        # The answer broke off (its worker died: `interrupted`) after the owner watched part of it arrive: the reply
+        # keeps what they saw, marked as cut short. Only the chat's copy: the stored conversation keeps nothing of
+        # it (the step is `ambiguous`, and what the model said is never replayed to it).
+        text = streamed
+        meta["partial"] = True
     reply = ChatMessage.objects.create(
         session=session,
         parent_id=run.user_message_id,
@@ -287,10 +356,9 @@ def chat_run_finish(
         text=text,
         status=reply_status,
         generation=run.generation,
-        meta={"error_code": error_code} if error_code else {},
+        meta=meta,
     )
 
-    seq, _ = run_stream_state(run.pk)
     run.state = state
     run.reply_message = reply
     run.outcome = {"finished": "answered", "stopped": "stopped"}.get(state, "error")
@@ -298,7 +366,18 @@ def chat_run_finish(
     run.error_message = error_message[:2000]
     run.finished_at = timezone.now()
     run.seq = seq  # the last delta's seq; the end event takes the next one when it is sent
-    run.save()
+    run.save(
+        update_fields=[
+            "state",
+            "reply_message",
+            "outcome",
+            "error_code",
+            "error_message",
+            "finished_at",
+            "seq",
+            "updated_at",
+        ]
+    )
     chat_notes_settle(run=run, told=state == ChatRun.State.FINISHED or _turn_saved(run))
     if session.active_leaf_id == run.user_message_id:
         chat_session_bump(session, leaf=reply)
@@ -344,7 +423,3 @@ def chat_run_finish_from_firing(run: ChatRun, outcome: FiringOutcome) -> ChatRun
         error_code=outcome.error_code or "failed",
         error_message=outcome.error_message,
     )
-
-
-def new_client_id() -> str:
-    return uuid.uuid4().hex

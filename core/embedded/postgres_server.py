@@ -202,17 +202,7 @@ def _shared_buffers() -> str:
 
 
 def _pg_start(pgdata: Path, port: int) -> None:
-    stale_pid = pgdata / "postmaster.pid"
-    if stale_pid.exists():
-        # A killed postmaster leaves its pid file; PostgreSQL itself refuses to start while the
-        # recorded pid is alive, so only a dead pid file is removed here.
-        lines = stale_pid.read_text().splitlines()
-        pid = int(lines[0]) if lines and lines[0].strip().isdigit() else 0
-        if pid and pid_alive(pid):
-            _run_as_pg_user([_pg_bin("pg_ctl"), "-D", str(pgdata), "-m", "fast", "-w", "stop"], timeout=60)
-        else:
-            _kill_orphaned_backends(pgdata)
-            stale_pid.unlink()
+    _pg_stop_or_clear(pgdata)
     options = f"-h 127.0.0.1 -p {port} -k '' -c max_connections=200 -c shared_buffers={_shared_buffers()}"
     _run_as_pg_user(
         [
@@ -271,7 +261,7 @@ def ensure_postgres() -> str:
             return postgres_url(port, password)
         _pg_initdb(pgdata, password)
         if not _hba_is_locked(pgdata):
-            _pg_stop_if_running(pgdata)
+            _pg_stop_or_clear(pgdata)  # single-user mode needs the folder to itself
             _pg_lock_stopped_folder(pgdata, password)
         if not port or port_answers(port):
             port = free_port()  # the old port is taken by someone else
@@ -282,8 +272,9 @@ def ensure_postgres() -> str:
         return postgres_url(port, password)
 
 
-def _pg_stop_if_running(pgdata: Path) -> None:
-    """Single-user mode needs the folder to itself: stop a live postmaster (a dead pid file is left to _pg_start)."""
+def _pg_stop_or_clear(pgdata: Path) -> None:
+    """Stop a live postmaster of the folder, or clear what a killed one left: its pid file (PostgreSQL refuses to
+    start while the recorded pid is alive, so only a dead one is removed) and its orphaned backends."""
     pid_file = pgdata / "postmaster.pid"
     if not pid_file.exists():
         return

@@ -7,6 +7,9 @@ concurrent remembers with a clear."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from django.conf import settings
 from django.db import connection
 from django.db.models import F
@@ -149,6 +152,64 @@ def _locked_live_item_at_version(namespace: MemoryNamespace, item_id: int, expec
     return item
 
 
+@dataclass(frozen=True)
+class _Change:
+    """What one change of a locked item did: the history row's own fields, the version it announces, the result."""
+
+    history: dict
+    version: int
+    result: dict
+
+
+def _change_item_at_version(
+    *,
+    namespace: MemoryNamespace,
+    item_id,
+    expected_version,
+    operation: str,
+    request: dict,
+    actor,
+    idempotency_key: str | None,
+    announce_to_chat: bool,
+    provenance: Provenance | None,
+    change: Callable[[MemoryItem, object], _Change],
+) -> dict:
+    """The skeleton of an update and a forget (`item_id` and `expected_version` cleaned): lock the live item at
+    `expected_version`, `change(item, now)` it, write its history row and announce it, once per idempotency key."""
+    actor = actor_label(actor)
+    origin = (provenance or Provenance.of_actor(actor)).history_fields()
+
+    def apply() -> dict:
+        now = clock.now()
+        done = change(_locked_live_item_at_version(namespace, item_id, expected_version, now), now)
+        MemoryItemHistory.objects.create(
+            namespace=namespace,
+            item_id=item_id,
+            operation=operation,
+            actor=actor,
+            created_at=now,
+            **done.history,
+            **origin,
+        )
+        announce_change(
+            namespace,
+            item_id=item_id,
+            operation=operation,
+            version=done.version,
+            actor=actor,
+            announce_to_chat=announce_to_chat,
+        )
+        return done.result
+
+    return mutate_once(
+        namespace=namespace,
+        idempotency_key=idempotency_key,
+        operation=operation,
+        request={"id": item_id, "expected_version": expected_version, **request},
+        apply=apply,
+    )
+
+
 def memory_item_update(
     *,
     namespace: MemoryNamespace,
@@ -163,54 +224,35 @@ def memory_item_update(
     item_id = clean_id(item_id)
     expected_version = clean_version(expected_version)
     changes = clean_patch(patch)
-    actor = actor_label(actor)
-    origin = (provenance or Provenance.of_actor(actor)).history_fields()
 
-    def apply() -> dict:
-        now = clock.now()
-        item = _locked_live_item_at_version(namespace, item_id, expected_version, now)
+    def update(item: MemoryItem, now) -> _Change:
         before = _snapshot(item)
         for field, value in changes.items():
             setattr(item, field, value)
         item.version += 1
         item.updated_at = now
         item.save(update_fields=[*changes.keys(), "version", "updated_at"])
-        MemoryItemHistory.objects.create(
-            namespace=namespace,
-            item=item,
-            operation=MemoryItemHistory.Operation.UPDATE,
-            version=item.version,
-            before=before,
-            after=_snapshot(item),
-            actor=actor,
-            created_at=now,
-            **origin,
-        )
+        history = {"version": item.version, "before": before, "after": _snapshot(item)}
         if {"content", "title"} & changes.keys():
             enqueue_embedding(item)
             state = state_after_write()
         else:
             # The vector covers title and content only, so it stays valid: move it to the new version.
             MemoryEmbedding.objects.filter(item=item, item_version=expected_version).update(item_version=item.version)
-            state = None
-        announce_change(
-            namespace,
-            item_id=item.pk,
-            operation="update",
-            version=item.version,
-            actor=actor,
-            announce_to_chat=announce_to_chat,
-        )
-        if state is None:
-            item = with_indexing_state(MemoryItem.objects.filter(pk=item.pk)).get()
-        return {"item": item_as_dict(item, state=state)}
+            item, state = with_indexing_state(MemoryItem.objects.filter(pk=item.pk)).get(), None
+        return _Change(history=history, version=item.version, result={"item": item_as_dict(item, state=state)})
 
-    return mutate_once(
+    return _change_item_at_version(
         namespace=namespace,
-        idempotency_key=idempotency_key,
+        item_id=item_id,
+        expected_version=expected_version,
         operation="update",
-        request={"id": item_id, "expected_version": expected_version, "patch": changes},
-        apply=apply,
+        request={"patch": changes},
+        actor=actor,
+        idempotency_key=idempotency_key,
+        announce_to_chat=announce_to_chat,
+        provenance=provenance,
+        change=update,
     )
 
 
@@ -237,36 +279,24 @@ def memory_item_forget(
 ) -> dict:
     item_id = clean_id(item_id)
     expected_version = clean_version(expected_version)
-    actor = actor_label(actor)
-    origin = (provenance or Provenance.of_actor(actor)).history_fields()
 
-    def apply() -> dict:
-        now = clock.now()
-        item = _locked_live_item_at_version(namespace, item_id, expected_version, now)
+    def forget(item: MemoryItem, now) -> _Change:
         delete_items(namespace, [item.pk])
-        MemoryItemHistory.objects.create(
-            namespace=namespace,
-            item_id=item_id,
-            operation=MemoryItemHistory.Operation.FORGET,
+        return _Change(
+            history={"version": expected_version},
             version=expected_version,
-            actor=actor,
-            created_at=now,
-            **origin,
+            result={"forgotten": {"id": item_id, "version": expected_version}},
         )
-        announce_change(
-            namespace,
-            item_id=item_id,
-            operation="forget",
-            version=expected_version,
-            actor=actor,
-            announce_to_chat=announce_to_chat,
-        )
-        return {"forgotten": {"id": item_id, "version": expected_version}}
 
-    return mutate_once(
+    return _change_item_at_version(
         namespace=namespace,
-        idempotency_key=idempotency_key,
+        item_id=item_id,
+        expected_version=expected_version,
         operation="forget",
-        request={"id": item_id, "expected_version": expected_version},
-        apply=apply,
+        request={},
+        actor=actor,
+        idempotency_key=idempotency_key,
+        announce_to_chat=announce_to_chat,
+        provenance=provenance,
+        change=forget,
     )

@@ -5,6 +5,7 @@ found running) under OPENCOMPANY_DATA_DIR; with them set, those servers are used
 nothing is started. See docs/deploy.md for production.
 """
 
+import json
 import secrets
 from datetime import timedelta
 from pathlib import Path
@@ -53,6 +54,7 @@ INSTALLED_APPS = [
     # session and runs, then firings, then conversation headers (never a header before a chat row).
     "workflows",
     "memory",
+    "mcp_nodes",
     "chat",
     "agents",
     "conversations",
@@ -214,7 +216,13 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
+# How many proxies of the operator's own stand in front of the web processes, each appending the address it saw to
+# X-Forwarded-For; the client is the N-th entry from the right. 0 (the default): the header is ignored and the
+# client is the connection's peer (core/client_address.py, docs/deploy.md "Rate limits").
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", 0, minimum=0, maximum=10)
 REST_FRAMEWORK = {
+    # DRF's own reading of the header agrees with core/client_address.py (whose function the throttles use).
+    "NUM_PROXIES": TRUSTED_PROXY_COUNT,
     # Token first: its WWW-Authenticate header makes an anonymous API call answer 401, not 403.
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "accounts.authentication.HashedTokenAuthentication",
@@ -237,7 +245,9 @@ REST_FRAMEWORK = {
 THROTTLE_RATES = {
     "user": env_str("THROTTLE_RATE_API_USER", "1200/minute"),  # every API request, per user
     "chat_send": env_str("THROTTLE_RATE_CHAT_SEND", "30/minute"),  # chat send, edit, try again, per user
-    "login": env_str("THROTTLE_RATE_LOGIN", "20/minute"),  # login attempts, per client IP
+    "login": env_str("THROTTLE_RATE_LOGIN", "20/minute"),  # failed login attempts, per client IP
+    # failed login attempts per account (the username tried), from any address
+    "login_account": env_str("THROTTLE_RATE_LOGIN_ACCOUNT", "30/hour"),
     "token": env_str("THROTTLE_RATE_TOKEN", "10/hour"),  # API token creation, per client IP
 }
 # A workflow page's socket may send at most this many messages per window; past it the socket is closed (4429).
@@ -501,6 +511,11 @@ AGENT_PERSIST_GRACE_SECONDS = env_int("AGENT_PERSIST_GRACE_SECONDS", 15, minimum
 AGENT_QUEUED_RESEND_SECONDS = env_int("AGENT_QUEUED_RESEND_SECONDS", 5, minimum=1)
 AGENT_DELIVERY_TIMEOUT_SECONDS = env_int("AGENT_DELIVERY_TIMEOUT_SECONDS", 300, minimum=5)
 AGENT_TIMEOUT_GRACE_SECONDS = env_int("AGENT_TIMEOUT_GRACE_SECONDS", 30, minimum=0)
+# Spending limits (accounts.budget): a provider call reserves its estimate until it is billed; one whose agent sets
+# no output cap is taken to answer this many tokens. A reservation never billed (a process lost between its
+# reservation and its claim being seen) stops counting after the TTL.
+BUDGET_RESERVATION_OUTPUT_TOKENS = env_int("BUDGET_RESERVATION_OUTPUT_TOKENS", 4096, minimum=1)
+BUDGET_RESERVATION_TTL_SECONDS = env_int("BUDGET_RESERVATION_TTL_SECONDS", 3600, minimum=60)
 CELERY_BEAT_SCHEDULE["agent-watchdog"] = {
     "task": "agents.watchdog",
     "schedule": timedelta(seconds=env_int("AGENT_WATCHDOG_INTERVAL_SECONDS", 5, minimum=1)),
@@ -561,3 +576,24 @@ PROVIDER_KEYS_ENCRYPTION_KEYS = env_list("PROVIDER_KEYS_ENCRYPTION_KEYS", [])
 # (also editable in admin as "Allowed provider hosts").
 PROVIDER_BASE_URL_ALLOW_HTTP = env_bool("PROVIDER_BASE_URL_ALLOW_HTTP", False)
 PROVIDER_BASE_URL_ALLOWED_HOSTS = env_list("PROVIDER_BASE_URL_ALLOWED_HOSTS", [])
+
+# --- MCP servers as tool nodes (mcp_nodes/, docs/tools.md) --------------------------------
+# The stdio servers owners may pick by name; an owner never types a command. JSON: {"name": {"argv": [...],
+# "env": {...}, "label": "..."}}. Each starts without the worker's environment (only PATH, HOME and the like, plus
+# its own "env") and under the limits below.
+MCP_STDIO_SERVERS = json.loads(env_str("MCP_STDIO_SERVERS") or "{}")
+MCP_STDIO_MEMORY_BYTES = env_int("MCP_STDIO_MEMORY_BYTES", 2 * 1024**3, minimum=64 * 1024**2)
+MCP_STDIO_CPU_SECONDS = env_int("MCP_STDIO_CPU_SECONDS", 120, minimum=1)
+MCP_STDIO_OPEN_FILES = env_int("MCP_STDIO_OPEN_FILES", 256, minimum=16)
+# Hosts an HTTP MCP server URL may name although they resolve to a private or loopback address (host or host:port);
+# such a host may also use plain http. Every other URL is https to a public address, checked on save and each connect.
+MCP_HTTP_ALLOWED_HOSTS = env_list("MCP_HTTP_ALLOWED_HOSTS", [])
+MCP_HTTP_ALLOW_HTTP = env_bool("MCP_HTTP_ALLOW_HTTP", False)
+# A node's call timeout unless it sets its own (seconds), and the ceiling it may set.
+MCP_CALL_TIMEOUT_SECONDS = env_int("MCP_CALL_TIMEOUT_SECONDS", 60, minimum=1)
+MCP_CALL_TIMEOUT_MAX_SECONDS = env_int("MCP_CALL_TIMEOUT_MAX_SECONDS", 600, minimum=1)
+# A call recorded `started` whose worker gave no answer this long after its timeout was lost with it: `ambiguous`.
+MCP_CALL_LOST_GRACE_SECONDS = env_int("MCP_CALL_LOST_GRACE_SECONDS", 15, minimum=1)
+# Bytes of one server response read at most (a flood is cut off), and tools listed at most.
+MCP_RESPONSE_MAX_BYTES = env_int("MCP_RESPONSE_MAX_BYTES", 4 * 1024 * 1024, minimum=1024)
+MCP_MAX_TOOLS = env_int("MCP_MAX_TOOLS", 200, minimum=1)

@@ -8,7 +8,6 @@ single user message Anthropic requires right after the assistant message that ma
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 from typing import Any
 
 import anthropic
@@ -16,16 +15,12 @@ import anthropic
 from .. import config
 from ..catalogue import capabilities
 from ..errors import (
-    NetworkError,
     ProviderError,
-    ServerError,
     TruncatedStreamError,
-    classify_status,
-    parse_retry_after,
-    scrub,
 )
 from ..types import ChatRequest, ChatResult, Usage
 from ..wire import text_block, tool_call_block
+from .clients import connect, map_error
 from .common import (
     Stream,
     data_url_parts,
@@ -34,63 +29,15 @@ from .common import (
     object_arguments,
     own_thinking,
     system_text,
+    without_turns,
 )
 
 PROVIDER = "anthropic"
+CUT_CALL_NOTE = (
+    "[The output token limit cut off a call to `{name}` before its arguments were complete: that call was not made.]"
+)
 THINKING_BUDGET = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 24576}
 EFFORT = {"minimal": "low", "low": "low", "medium": "medium", "high": "high"}
-CONTEXT_MARKERS = ("prompt is too long", "context window", "too many tokens")
-STREAM_ERROR_STATUS = {
-    "rate_limit_error": 429,
-    "overloaded_error": 529,
-    "api_error": 500,
-    "invalid_request_error": 400,
-    "authentication_error": 401,
-    "permission_error": 403,
-    "request_too_large": 413,
-}
-
-
-def make_client(request: ChatRequest) -> tuple[anthropic.Anthropic, str | None]:
-    api_key = config.api_key_for(PROVIDER, request.api_key)
-    connect, read = config.timeouts()
-    client = _client(api_key or "missing-api-key", config.base_url_for(PROVIDER, request.base_url), connect, read)
-    return client, api_key
-
-
-@lru_cache(maxsize=32)
-def _client(api_key: str, base_url: str | None, connect: float, read: float) -> anthropic.Anthropic:
-    # Cached: building a client loads the CA bundle, and a shared client reuses its connections.
-    return anthropic.Anthropic(
-        api_key=api_key,
-        base_url=base_url,
-        max_retries=0,  # one attempt: a retried LLM step could be billed twice
-        timeout=anthropic.Timeout(read, connect=connect),
-    )
-
-
-def map_error(exc: Exception, *, api_key: str | None) -> ProviderError:
-    if isinstance(exc, ProviderError):
-        return exc
-    if isinstance(exc, anthropic.APIStatusError):
-        body = exc.body if isinstance(exc.body, dict) else {}
-        error = body.get("error") if isinstance(body.get("error"), dict) else {}
-        text = scrub(str(error.get("message") or exc.message), [api_key])
-        status = exc.status_code
-        if status == 200:  # an `error` event inside a 200 stream: the status lives in the error type
-            status = STREAM_ERROR_STATUS.get(error.get("type"), 500)
-        return classify_status(
-            status,
-            text,
-            provider=PROVIDER,
-            retry_after=parse_retry_after(exc.response.headers),
-            context_markers=CONTEXT_MARKERS,
-        )
-    if isinstance(exc, anthropic.APITimeoutError):
-        return NetworkError(f"{PROVIDER}: request timed out", provider=PROVIDER)
-    if isinstance(exc, anthropic.APIConnectionError):
-        return NetworkError(f"{PROVIDER}: connection failed", provider=PROVIDER)
-    return ServerError(scrub(f"{PROVIDER}: unexpected {type(exc).__name__}: {exc}", [api_key]), provider=PROVIDER)
 
 
 # --- request ---------------------------------------------------------------------------------------------------
@@ -132,6 +79,9 @@ def _assistant_content(message: dict) -> list[dict]:
             content.append({"type": "tool_use", "id": _tool_id(block["id"]), "name": block["name"], "input": arguments})
         elif kind == "image":
             content.append({"type": "text", "text": image_placeholder(block, PROVIDER)})
+    cut = (message.get("meta") or {}).get("cut_call")
+    if cut:
+        content.append({"type": "text", "text": CUT_CALL_NOTE.format(name=cut)})  # so the model knows it did not run
     # Anthropic refuses an assistant message whose final block is thinking ("The final block in an assistant
     # message cannot be `thinking`"); a reply stopped right after its thinking, stored before this rule, ends so.
     while content and content[-1]["type"] in ("thinking", "redacted_thinking"):
@@ -206,6 +156,24 @@ def _turn_started_with_thinking(messages: list[dict]) -> bool | None:
     return None
 
 
+_UNRECORDED = object()
+
+
+def _recorded_turn_thinking(messages: list[dict]):
+    """The thinking type ("adaptive", "enabled") or None the turn in progress began with, as its first Anthropic
+    step recorded it; _UNRECORDED when that step was made elsewhere or before the type was recorded (the blocks
+    then tell). Adaptive thinking may skip thinking on a step, so the blocks alone cannot say."""
+    start = 0
+    for index, message in enumerate(messages):
+        if message.get("role") == "user":
+            start = index + 1
+    for message in messages[start:]:
+        if message.get("role") == "assistant":
+            state = (message.get("provider_state") or {}).get(PROVIDER) or {}
+            return state.get("thinking", _UNRECORDED)
+    return _UNRECORDED
+
+
 def thinking_params(request: ChatRequest, caps, messages: list[dict]) -> tuple[dict, int | None]:
     """The thinking fields for this request, per model family (catalogue `thinking`), and the budget if any."""
     level = request.settings.thinking
@@ -213,7 +181,12 @@ def thinking_params(request: ChatRequest, caps, messages: list[dict]) -> tuple[d
         # "off" is sent as no thinking field: every family accepts that, and `disabled` is refused by the
         # adaptive-only ones.
         return {}, None
-    if _turn_started_with_thinking(messages) is False:
+    recorded = _recorded_turn_thinking(request.messages)
+    if recorded is None:
+        return {}, None  # the turn began without thinking: it ends without it
+    # Manual thinking needs the turn's first step to start with a thinking block as sent (its block may not go back:
+    # another provider's, or stopped); adaptive thinking does not, and may have skipped it on that step.
+    if recorded != "adaptive" and _turn_started_with_thinking(messages) is False:
         # The turn began without thinking (another provider or a thinking-off request made its first step):
         # Anthropic refuses thinking now, and the documented way out is to finish the turn without it.
         return {}, None
@@ -241,7 +214,10 @@ def _cache_breakpoints(params: dict) -> None:
 
 
 def build_params(request: ChatRequest, *, for_counting: bool = False) -> dict:
-    params: dict[str, Any] = {"model": request.model, "messages": build_messages(request.messages)}
+    params: dict[str, Any] = {
+        "model": request.model,
+        "messages": build_messages(without_turns(request.messages, refused)),
+    }
     system = system_text(request.messages)
     if system:
         params["system"] = system
@@ -277,13 +253,14 @@ def request_max_output(request: ChatRequest) -> int:
 
 
 def chat(request: ChatRequest, stream: Stream) -> ChatResult:
-    client, api_key = make_client(request)
+    client, api_key = connect(request, PROVIDER)
     params = build_params(request)
     blocks: dict[int, dict] = {}  # index -> closed wire block
     open_blocks: dict[int, dict] = {}  # index -> {"kind", "text"/"json"/"signature", ...}
     usage = Usage()
     message_id: str | None = None
     stop_reason: str | None = None
+    stop_details: dict | None = None
     finished = False
     stopped = False
     received_any = False
@@ -339,6 +316,9 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
                         stream.emit({"type": "thinking_end"})
                 elif kind == "message_delta":
                     stop_reason = event.delta.stop_reason
+                    details = getattr(event.delta, "stop_details", None)
+                    if details is not None:
+                        stop_details = {"category": details.category, "explanation": details.explanation}
                     usage.output_tokens = event.usage.output_tokens
                     details = getattr(event.usage, "output_tokens_details", None)
                     usage.reasoning_tokens = int(getattr(details, "thinking_tokens", 0) or 0)
@@ -355,11 +335,12 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     except anthropic.APIConnectionError as exc:
         if received_any:
             raise TruncatedStreamError(f"{PROVIDER}: the stream broke before message_stop", provider=PROVIDER) from exc
-        raise map_error(exc, api_key=api_key) from exc
+        raise map_error(exc, provider=PROVIDER, api_key=api_key) from exc
     except Exception as exc:
-        raise map_error(exc, api_key=api_key) from exc
+        raise map_error(exc, provider=PROVIDER, api_key=api_key) from exc
 
     stopped = stopped or stream.stop_requested
+    cut_call: str | None = None
     if not finished and not stopped:
         raise TruncatedStreamError(f"{PROVIDER}: the stream ended before message_stop", provider=PROVIDER)
     wire_blocks = [blocks[i] for i in sorted(blocks)]
@@ -385,10 +366,11 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
             estimated=True,
         )
     else:
-        if stop_reason == "max_tokens":
-            # The block the limit cut off still gets its content_block_stop; a tool call whose JSON was cut short
-            # is half-received and is not kept.
-            wire_blocks = [b for b in wire_blocks if not (b["type"] == "tool_call" and b.get("parse_error"))]
+        if stop_reason == "max_tokens" and wire_blocks and wire_blocks[-1]["type"] == "tool_call":
+            # The block the limit cut off still gets its content_block_stop, and a call cut before any argument
+            # arrived even parses (as {}): the last call of a max_tokens reply was being written when the limit
+            # came, so it is never kept (never run). The owner and, on the next request, the model are told.
+            cut_call = wire_blocks.pop()["name"]
         result_stop = {
             "end_turn": "end_turn",
             "tool_use": "tool_use",
@@ -399,10 +381,42 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     message = {
         "role": "assistant",
         "blocks": wire_blocks,
-        "provider_state": {PROVIDER: {"message_id": message_id, "stop_reason": stop_reason}},
+        # The thinking type this step was made with: the rest of its turn keeps it (one configuration per turn).
+        "provider_state": {
+            PROVIDER: {
+                "message_id": message_id,
+                "stop_reason": stop_reason,
+                "thinking": (params.get("thinking") or {}).get("type"),
+            }
+        },
         "usage": usage.to_dict(),
     }
+    if result_stop == "refusal":
+        _record_refusal(message, stop_details or {})
+    elif not stopped and cut_call is not None:
+        words = CUT_CALL_NOTE.format(name=cut_call)
+        message["meta"] = {"cut_call": cut_call, "notes": [words]}
     return ChatResult(message=message, usage=usage, stop_reason=result_stop, provider_ids={"message_id": message_id})
+
+
+def _record_refusal(message: dict, details: dict) -> None:
+    """A streaming refusal: what was written before the classifier stopped it is not kept as the answer (it is the
+    refused content); the owner gets the refusal and its explanation in plain words, and the turn is marked so it
+    is never replayed (build_messages resets the context past it, as Anthropic asks)."""
+    category = details.get("category")
+    explanation = details.get("explanation")
+    words = "Claude declined to continue this answer: Anthropic's safety systems stopped it"
+    words += f" ({category.replace('_', ' ')})." if category else "."
+    if explanation:
+        words += f" {explanation}"
+    words += " This turn is left out of what the agent sends next; rephrase the request to go on."
+    message["blocks"] = [text_block(words)]
+    message["meta"] = {"refusal": {"category": category, "explanation": explanation}, "notes": [words]}
+
+
+def refused(message: dict) -> bool:
+    state = (message.get("provider_state") or {}).get(PROVIDER) or {}
+    return state.get("stop_reason") == "refusal" or "refusal" in (message.get("meta") or {})
 
 
 def _close_block(entry: dict | None) -> dict | None:
@@ -427,18 +441,18 @@ def _close_block(entry: dict | None) -> dict | None:
 
 
 def count_input_tokens(request: ChatRequest) -> int:
-    client, api_key = make_client(request)
+    client, api_key = connect(request, PROVIDER)
     try:
         result = client.messages.count_tokens(**build_params(request, for_counting=True))
     except Exception as exc:
-        raise map_error(exc, api_key=api_key) from exc
+        raise map_error(exc, provider=PROVIDER, api_key=api_key) from exc
     return int(result.input_tokens)
 
 
 def check_credentials(request: ChatRequest) -> None:
     """One cheap call that proves the key works: the model list (free, no tokens)."""
-    client, api_key = make_client(request)
+    client, api_key = connect(request, PROVIDER)
     try:
         client.models.list(limit=1)
     except Exception as exc:
-        raise map_error(exc, api_key=api_key) from exc
+        raise map_error(exc, provider=PROVIDER, api_key=api_key) from exc

@@ -152,3 +152,20 @@ def estimated_usage(request: ChatRequest, blocks: list[dict]) -> Usage:
 
 def max_output_tokens(request: ChatRequest, default: int) -> int:
     return request.settings.max_output_tokens or default
+
+
+def without_turns(messages: list[dict], leave_out: Callable[[dict], bool]) -> list[dict]:
+    """The messages without each turn whose assistant answer `leave_out` marks (a refusal, a blocked prompt): the
+    answer and everything since the user message that began its turn, that message included. Providers ask for
+    exactly this reset (Anthropic's streaming refusals: otherwise refusals continue; a blocked Gemini prompt is
+    blocked again). The stored conversation keeps all of it."""
+    out: list[dict] = []
+    for message in messages:
+        if message.get("role") == "assistant" and leave_out(message):
+            while out and out[-1].get("role") in ("assistant", "tool"):
+                out.pop()
+            if out and out[-1].get("role") == "user":
+                out.pop()
+            continue
+        out.append(message)
+    return out

@@ -14,28 +14,19 @@ from __future__ import annotations
 
 import base64
 import json
-from functools import lru_cache
 from typing import Any
 
-import httpx2
-from google import genai
 from google.genai import errors as genai_errors
 from google.genai import types
 
-from .. import config
 from ..catalogue import capabilities
 from ..errors import (
-    AuthError,
-    NetworkError,
     ProviderError,
-    RateLimitedError,
-    ServerError,
     TruncatedStreamError,
-    classify_status,
-    scrub,
 )
 from ..types import ChatRequest, ChatResult, Usage
 from ..wire import text_block, tool_call_block
+from .clients import TRANSPORT_ERRORS, connect, map_error
 from .common import (
     Stream,
     data_url_parts,
@@ -44,6 +35,7 @@ from .common import (
     object_arguments,
     own_thinking,
     system_text,
+    without_turns,
 )
 
 PROVIDER = "gemini"
@@ -53,33 +45,7 @@ PROVIDER = "gemini"
 # bytes whose encoding is exactly that text (bytes of the text itself would go out as "c2tpcF90aG91...").
 SKIP_SIGNATURE = base64.urlsafe_b64decode("skip_thought_signature_validator")
 MAX_CONTINUATIONS = 8  # a CONTINUATION finish is followed by at most this many more requests
-CONTEXT_MARKERS = ("exceeds the maximum number of tokens", "input token count", "context window", "too long")
 THINKING_LEVELS = {"minimal": "MINIMAL", "low": "LOW", "medium": "MEDIUM", "high": "HIGH"}
-
-try:  # the SDK may also use plain httpx underneath
-    import httpx as _httpx
-
-    _TRANSPORT_ERRORS: tuple[type[BaseException], ...] = (httpx2.HTTPError, _httpx.HTTPError, OSError)
-except ImportError:  # pragma: no cover
-    _TRANSPORT_ERRORS = (httpx2.HTTPError, OSError)
-
-
-def make_client(request: ChatRequest) -> tuple[genai.Client, str | None]:
-    api_key = config.api_key_for(PROVIDER, request.api_key)
-    connect, read = config.timeouts()
-    client = _client(api_key or "missing-api-key", config.base_url_for(PROVIDER, request.base_url), connect, read)
-    return client, api_key
-
-
-@lru_cache(maxsize=32)
-def _client(api_key: str, base_url: str | None, connect: float, read: float) -> genai.Client:
-    # Cached: building a client creates two SSL contexts (~0.2 s) and a shared client reuses its connections.
-    options = types.HttpOptions(
-        base_url=base_url,
-        timeout=int((connect + read) * 1000),
-        retry_options=types.HttpRetryOptions(attempts=1),  # one attempt: a retried step could be billed twice
-    )
-    return genai.Client(api_key=api_key, http_options=options)
 
 
 def _b64(raw: bytes | None) -> str | None:
@@ -89,36 +55,6 @@ def _b64(raw: bytes | None) -> str | None:
 def _unb64(value: str) -> bytes:
     padded = value + "=" * (-len(value) % 4)
     return base64.b64decode(padded.replace("-", "+").replace("_", "/"))
-
-
-def map_error(exc: Exception, *, api_key: str | None) -> ProviderError:
-    if isinstance(exc, ProviderError):
-        return exc
-    if isinstance(exc, genai_errors.APIError):
-        text = scrub(str(exc.message or exc.status or "error"), [api_key])
-        code = int(exc.code or 500)
-        if "api key not valid" in text.lower() or exc.status in ("UNAUTHENTICATED", "PERMISSION_DENIED"):
-            return AuthError(f"{PROVIDER} returned {code}: {text}", provider=PROVIDER, status=code)
-        if code == 429 or exc.status == "RESOURCE_EXHAUSTED":
-            return RateLimitedError(
-                f"{PROVIDER} returned {code}: {text}", provider=PROVIDER, status=code, retry_after=_retry_delay(exc)
-            )
-        return classify_status(code, text, provider=PROVIDER, context_markers=CONTEXT_MARKERS)
-    if isinstance(exc, _TRANSPORT_ERRORS):
-        return NetworkError(f"{PROVIDER}: connection failed ({type(exc).__name__})", provider=PROVIDER)
-    return ServerError(scrub(f"{PROVIDER}: unexpected {type(exc).__name__}: {exc}", [api_key]), provider=PROVIDER)
-
-
-def _retry_delay(exc: genai_errors.APIError) -> float | None:
-    details = ((exc.details or {}).get("error") or {}).get("details") or []
-    for detail in details:
-        delay = detail.get("retryDelay") if isinstance(detail, dict) else None
-        if isinstance(delay, str) and delay.endswith("s"):
-            try:
-                return float(delay[:-1])
-            except ValueError:
-                return None
-    return None
 
 
 # --- request ---------------------------------------------------------------------------------------------------
@@ -183,7 +119,12 @@ def _user_parts(message: dict) -> list[types.Part]:
     return parts
 
 
+def blocked(message: dict) -> bool:
+    return "blocked" in (message.get("meta") or {})
+
+
 def build_contents(messages: list[dict], model: str = "") -> list[types.Content]:
+    messages = without_turns(messages, blocked)  # a blocked prompt sent again is blocked again
     synthetic = _synthetic_ids(messages)
     contents: list[types.Content] = []
     for message in messages:
@@ -273,7 +214,8 @@ def build_config(request: ChatRequest) -> types.GenerateContentConfig:
                 ]
             )
         ]
-    if settings.temperature is not None:
+    caps = capabilities(PROVIDER, request.model)
+    if settings.temperature is not None and (settings.temperature_confirmed or not caps.temperature_confirm):
         kwargs["temperature"] = settings.temperature
     if settings.max_output_tokens:
         kwargs["max_output_tokens"] = settings.max_output_tokens
@@ -348,7 +290,7 @@ class _Assembler:
 
 
 def chat(request: ChatRequest, stream: Stream) -> ChatResult:
-    client, api_key = make_client(request)
+    client, api_key = connect(request, PROVIDER)
     contents = build_contents(request.messages, request.model)
     gen_config = build_config(request)
     assembler = _Assembler(stream)
@@ -359,6 +301,7 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     chunks = None
     continuation: bytes | None = None
     hops = 0
+    block: dict | None = None  # promptFeedback of a blocked prompt: no candidates will come
     try:
         while True:
             # A CONTINUATION finish means the answer is not done: the same request goes again with the token, and
@@ -380,6 +323,12 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
                     hop_usage.cached_tokens = int(meta.cached_content_token_count or 0)
                     hop_usage.reasoning_tokens = int(meta.thoughts_token_count or 0)
                     hop_usage.output_tokens = int(meta.candidates_token_count or 0) + hop_usage.reasoning_tokens
+                feedback = getattr(chunk, "prompt_feedback", None)
+                if feedback is not None and feedback.block_reason is not None:
+                    block = {
+                        "reason": str(getattr(feedback.block_reason, "value", feedback.block_reason)),
+                        "message": getattr(feedback, "block_reason_message", None),
+                    }
                 candidate = (chunk.candidates or [None])[0]
                 if candidate is not None:
                     if candidate.content is not None:
@@ -397,22 +346,22 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
             usage.reasoning_tokens += hop_usage.reasoning_tokens
             usage.output_tokens += hop_usage.output_tokens
             hops += 1
-            if finish != "CONTINUATION" or stopped or stream.stop_requested:
+            if finish != "CONTINUATION" or stopped or stream.stop_requested or block is not None:
                 break
             if continuation is None or hops > MAX_CONTINUATIONS:
                 break  # no token to continue with: kept as an answer cut short (stop_reason max_tokens)
     except ProviderError:
         raise
     except genai_errors.APIError as exc:
-        raise map_error(exc, api_key=api_key) from exc
-    except _TRANSPORT_ERRORS as exc:
+        raise map_error(exc, provider=PROVIDER, api_key=api_key) from exc
+    except TRANSPORT_ERRORS as exc:
         if received_any:
             raise TruncatedStreamError(
                 f"{PROVIDER}: the stream broke before its finishReason", provider=PROVIDER
             ) from exc
-        raise map_error(exc, api_key=api_key) from exc
+        raise map_error(exc, provider=PROVIDER, api_key=api_key) from exc
     except Exception as exc:
-        raise map_error(exc, api_key=api_key) from exc
+        raise map_error(exc, provider=PROVIDER, api_key=api_key) from exc
     finally:
         # After Stop the abandoned reader thread still owns the generator; it ends with the connection.
         close = getattr(chunks, "close", None)
@@ -423,6 +372,8 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
                 pass
 
     stopped = stopped or stream.stop_requested
+    if block is not None and not stopped:
+        return _blocked_result(request, block, usage, assembler.response_id)
     if finish is None and not stopped:
         raise TruncatedStreamError(f"{PROVIDER}: the stream ended without a finishReason", provider=PROVIDER)
     if stopped:
@@ -469,21 +420,46 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     )
 
 
+def _blocked_result(request: ChatRequest, block: dict, usage: Usage, response_id: str | None) -> ChatResult:
+    """A blocked prompt (`promptFeedback.blockReason`, no candidates): a complete answer from Gemini, not a broken
+    stream, so nothing suggests a retry. The owner reads the reason in plain words; the prompt's tokens are billed
+    (usageMetadata counts them); the turn is left out of later requests (`blocked`)."""
+    reason = block["reason"]
+    words = f"Gemini blocked this prompt ({reason.replace('_', ' ').lower()}) and did not answer it."
+    if block.get("message"):
+        words += f" {block['message']}"
+    words += " Sending it again will be blocked again; rephrase it to go on."
+    usage = Usage(input_tokens=usage.input_tokens, cached_tokens=usage.cached_tokens)
+    message = {
+        "role": "assistant",
+        "blocks": [text_block(words)],
+        "provider_state": {PROVIDER: {"response_id": response_id, "model": request.model, "signatures": []}},
+        "usage": usage.to_dict(),
+        "meta": {"blocked": block, "notes": [words]},
+    }
+    return ChatResult(
+        message=message,
+        usage=usage,
+        stop_reason="refusal",
+        provider_ids={"response_id": response_id, "block_reason": reason},
+    )
+
+
 def count_input_tokens(request: ChatRequest) -> int:
-    client, api_key = make_client(request)
+    client, api_key = connect(request, PROVIDER)
     try:
         result = client.models.count_tokens(
             model=request.model, contents=build_contents(request.messages, request.model)
         )
     except Exception as exc:
-        raise map_error(exc, api_key=api_key) from exc
+        raise map_error(exc, provider=PROVIDER, api_key=api_key) from exc
     return int(result.total_tokens or 0)
 
 
 def check_credentials(request: ChatRequest) -> None:
     """One cheap call that proves the key works: the model list (free, no tokens)."""
-    client, api_key = make_client(request)
+    client, api_key = connect(request, PROVIDER)
     try:
         next(iter(client.models.list(config={"page_size": 1})), None)
     except Exception as exc:
-        raise map_error(exc, api_key=api_key) from exc
+        raise map_error(exc, provider=PROVIDER, api_key=api_key) from exc

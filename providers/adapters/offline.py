@@ -20,6 +20,8 @@ RESULT_MENTION_CHARS = 300
 
 COMMAND = re.compile(r"^\s*(remember|recall|todo)\s*:\s*(.+?)\s*$", re.IGNORECASE)
 ASK = re.compile(r"^\s*ask\s+([A-Za-z0-9_.-]+)\s*:\s*(.+?)\s*$", re.IGNORECASE)
+# `call <tool>: <json arguments>`: any offered tool (an MCP server's), the arguments sent as written.
+CALL = re.compile(r"^\s*call\s+([A-Za-z0-9_-]{1,64})\s*:\s*(.*?)\s*$", re.IGNORECASE)
 # A note OpenCompany puts ahead of the owner's message (chat/services/notes.py): `[kind]{json}[/kind]`.
 NOTE_LINE = re.compile(r"^\[([a-z_]+)\]\{.*\}\[/\1\]$")
 
@@ -36,9 +38,9 @@ def _log_call(model: str) -> None:
         os.fsync(handle.fileno())
 
 
-def _commands(text: str, tools: dict[str, str]) -> tuple[list[tuple[str, dict]], list[str]]:
+def _commands(text: str, tools: dict[str, str]) -> tuple[list[tuple[str, dict | str]], list[str]]:
     """(tool calls to make, notes about commands that name a tool the request does not offer)."""
-    calls: list[tuple[str, dict]] = []
+    calls: list[tuple[str, dict | str]] = []
     notes: list[str] = []
     for line in text.splitlines():
         match = COMMAND.match(line)
@@ -50,6 +52,8 @@ def _commands(text: str, tools: dict[str, str]) -> tuple[list[tuple[str, dict]],
                 name, arguments = "memory", {"operation": "recall", "query": value}
             else:
                 name, arguments = "todos", {"operation": "add", "text": value}
+        elif match := CALL.match(line):
+            name, arguments = match.group(1), match.group(2) or "{}"  # raw: malformed JSON reaches the tool as is
         else:
             match = ASK.match(line)
             if not match:
@@ -147,7 +151,7 @@ def _summary_reply(text: str) -> str:
     return head + (":\n" + "\n".join(f"- {line}" for line in kept) if kept else ".")
 
 
-def plan_reply(request: ChatRequest) -> tuple[str, list[tuple[str, dict]]]:
+def plan_reply(request: ChatRequest) -> tuple[str, list[tuple[str, dict | str]]]:
     """What the offline model answers to `request`: (text, tool calls). Pure and deterministic."""
     from ..summarize import TRANSCRIPT_MARKER
 
@@ -203,7 +207,7 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
                 stopped = True
                 break
             call_id = f"offline_{turn}_{number}"
-            raw = json.dumps(arguments, ensure_ascii=False)
+            raw = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
             stream.emit({"type": "tool_call_start", "id": call_id, "name": name})
             stream.emit({"type": "tool_call_delta", "id": call_id, "delta": raw})
             call_blocks.append(tool_call_block(id=call_id, name=name, arguments_raw=raw))

@@ -7,18 +7,15 @@ servers have no signatures); it is sent back on the assistant message only when 
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
-import httpx2
 import openai
 
-from .. import config
 from ..catalogue import capabilities
-from ..errors import InvalidRequestError, ProviderError, TruncatedStreamError
-from ..types import ChatRequest, ChatResult, UrlPolicy, Usage
-from ..urlguard import check_outbound_url, request_hook
+from ..errors import ProviderError, TruncatedStreamError
+from ..types import ChatRequest, ChatResult, Usage
 from ..wire import text_block, tool_call_block
+from .clients import connect, map_error
 from .common import (
     Stream,
     data_url_parts,
@@ -28,38 +25,8 @@ from .common import (
     own_thinking,
     system_text,
 )
-from .openai_errors import map_openai_error
-from .openai_responses import openai_client
 
 PROVIDER = "openai_compatible"
-
-
-def make_client(request: ChatRequest) -> tuple[openai.OpenAI, str | None]:
-    base_url = config.base_url_for(PROVIDER, request.base_url)
-    if not base_url:
-        raise InvalidRequestError(
-            "openai_compatible needs a base URL (OPENAI_COMPATIBLE_BASE_URL or the request's base_url)",
-            provider=PROVIDER,
-        )
-    api_key = config.api_key_for(PROVIDER, request.api_key)
-    connect, read = config.timeouts()
-    if request.url_policy is not None:
-        # An owner's base URL: checked again now (its DNS answer may have changed since it was saved), and every
-        # request the client makes, redirects included, goes through the same check.
-        policy = request.url_policy
-        check_outbound_url(base_url, allowed_hosts=policy.allowed_hosts, allow_http=policy.allow_http)
-        return _guarded_client(api_key or "not-needed", base_url, connect, read, policy), api_key
-    # Local servers usually take any key; the client is cached like the Responses one.
-    return openai_client(api_key or "not-needed", base_url, connect, read), api_key
-
-
-@lru_cache(maxsize=32)
-def _guarded_client(api_key: str, base_url: str, connect: float, read: float, policy: UrlPolicy) -> openai.OpenAI:
-    hook = request_hook(allowed_hosts=policy.allowed_hosts, allow_http=policy.allow_http)
-    http_client = httpx2.Client(
-        timeout=httpx2.Timeout(read, connect=connect), follow_redirects=True, event_hooks={"request": [hook]}
-    )
-    return openai.OpenAI(api_key=api_key, base_url=base_url, max_retries=0, http_client=http_client)
 
 
 def _merge_consecutive_users(out: list[dict]) -> list[dict]:
@@ -128,12 +95,17 @@ def build_messages(messages: list[dict], *, replay_reasoning: bool, alternate_ro
             entry: dict[str, Any] = {"role": "assistant", "content": "\n\n".join(texts) if texts else None}
             if calls:
                 entry["tool_calls"] = calls
-            if replay_reasoning:
+            # Reasoning goes back when the family needs it, and whenever the server itself sent it beside tool calls
+            # (DeepSeek's thinking-mode rule: such a turn's reasoning must come back in every later request, or 400),
+            # on the field the server used.
+            state = (message.get("provider_state") or {}).get(PROVIDER) or {}
+            field = state.get("reasoning_field") or "reasoning_content"
+            if replay_reasoning or (calls and state.get("reasoning_with_calls")):
                 reasoning = "".join(
                     b["text"] for b in blocks if b.get("type") == "thinking" and own_thinking(b, PROVIDER)
                 )
                 if reasoning:
-                    entry["reasoning_content"] = reasoning
+                    entry[field] = reasoning
             if entry["content"] is not None or calls:
                 out.append(entry)
         elif role == "tool":
@@ -172,9 +144,10 @@ def build_params(request: ChatRequest) -> dict:
 
 
 def chat(request: ChatRequest, stream: Stream) -> ChatResult:
-    client, api_key = make_client(request)
+    client, api_key = connect(request, PROVIDER)
     params = build_params(request)
     reasoning = ""
+    reasoning_field: str | None = None
     reasoning_open = False
     text = ""
     calls: dict[int, dict] = {}
@@ -200,6 +173,7 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
                     extra = delta.model_extra or {}
                     piece = extra.get("reasoning_content") or extra.get("reasoning")
                     if piece:
+                        reasoning_field = "reasoning_content" if extra.get("reasoning_content") else "reasoning"
                         if not reasoning_open:
                             reasoning_open = True
                             stream.emit({"type": "thinking_start"})
@@ -240,9 +214,9 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     except openai.APIConnectionError as exc:
         if received_any and not isinstance(exc.__cause__, ProviderError):
             raise TruncatedStreamError(f"{PROVIDER}: the stream broke before finish_reason", provider=PROVIDER) from exc
-        raise map_openai_error(exc, provider=PROVIDER, api_key=api_key) from exc
+        raise map_error(exc, provider=PROVIDER, api_key=api_key) from exc
     except Exception as exc:
-        raise map_openai_error(exc, provider=PROVIDER, api_key=api_key) from exc
+        raise map_error(exc, provider=PROVIDER, api_key=api_key) from exc
 
     stopped = stopped or stream.stop_requested
     if finish is None and not stopped:
@@ -274,10 +248,14 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
         }.get(finish, "other")
         if stop_reason == "end_turn" and calls:
             stop_reason = "tool_use"
+    state: dict[str, Any] = {"completion_id": completion_id, "finish_reason": finish}
+    if reasoning_field and any(b["type"] == "thinking" for b in blocks):
+        state["reasoning_field"] = reasoning_field
+        state["reasoning_with_calls"] = any(b["type"] == "tool_call" for b in blocks)
     message = {
         "role": "assistant",
         "blocks": blocks,
-        "provider_state": {PROVIDER: {"completion_id": completion_id, "finish_reason": finish}},
+        "provider_state": {PROVIDER: state},
         "usage": usage.to_dict(),
     }
     return ChatResult(
@@ -287,8 +265,8 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
 
 def check_credentials(request: ChatRequest) -> None:
     """One cheap call that proves the key and base URL work: the server's model list."""
-    client, api_key = make_client(request)
+    client, api_key = connect(request, PROVIDER)
     try:
         client.models.list()
     except Exception as exc:
-        raise map_openai_error(exc, provider=PROVIDER, api_key=api_key) from exc
+        raise map_error(exc, provider=PROVIDER, api_key=api_key) from exc

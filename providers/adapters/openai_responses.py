@@ -10,39 +10,27 @@ go back byte-identical and in place), and a portable item built from the block o
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 import openai
 
-from .. import config
 from ..catalogue import capabilities
 from ..errors import ProviderError, TruncatedStreamError, classify_status
 from ..types import ChatRequest, ChatResult, Usage
 from ..wire import text_block, tool_call_block
+from .clients import CONTEXT_MARKERS, connect, key_fingerprint, map_error
 from .common import Stream, data_url_parts, estimated_usage, image_placeholder, own_thinking, system_text
-from .openai_errors import CONTEXT_MARKERS, map_openai_error
 
 PROVIDER = "openai"
+# Reasoning summaries need a verified organisation; an unverified one gets a 400 naming `reasoning.summary`.
+# Which keys got it, by fingerprint, so later calls leave the summary out from the start (per process: a new
+# worker learns it again with one refused request, which costs nothing).
+_SUMMARY_REFUSED: set[str] = set()
+SUMMARY_REFUSED_NOTE = (
+    "Reasoning summaries are off for this OpenAI key: OpenAI generates them only for verified organisations "
+    "(verify the organisation in OpenAI's settings to see the model's reasoning here)."
+)
 REASONING_EFFORT = {"low": "low", "medium": "medium", "high": "high", "minimal": "minimal"}
-
-
-def make_client(request: ChatRequest) -> tuple[openai.OpenAI, str | None]:
-    api_key = config.api_key_for(PROVIDER, request.api_key)
-    connect, read = config.timeouts()
-    client = openai_client(api_key or "missing-api-key", config.base_url_for(PROVIDER, request.base_url), connect, read)
-    return client, api_key
-
-
-@lru_cache(maxsize=32)
-def openai_client(api_key: str, base_url: str | None, connect: float, read: float) -> openai.OpenAI:
-    # Cached: building a client loads the CA bundle (~0.1 s), and a shared client reuses its connections.
-    return openai.OpenAI(
-        api_key=api_key,
-        base_url=base_url,
-        max_retries=0,  # one attempt: a retried LLM step could be billed twice
-        timeout=openai.Timeout(read, connect=connect),
-    )
 
 
 def _item_dict(item: Any) -> dict:
@@ -68,8 +56,13 @@ def _user_content(message: dict) -> list[dict]:
     return content
 
 
-def _assistant_items(message: dict) -> list[dict]:
+def _assistant_items(message: dict, issuer: tuple[str, str] | None = None) -> list[dict]:
     state = (message.get("provider_state") or {}).get(PROVIDER) or {}
+    if issuer is not None and "model" in state and (state.get("model"), state.get("key")) != issuer:
+        # Encrypted reasoning is bound to the model and the account (key) that issued it: another one answers
+        # "could not be verified". Such a reply goes back as portable items (its visible text and calls), like
+        # another provider's; the ids of its stored items go with the reasoning they belonged to.
+        state = {}
     stored = [i for i in state.get("items", []) if isinstance(i, dict)]
     reasoning = {
         i["encrypted_content"]: i for i in stored if i.get("type") == "reasoning" and i.get("encrypted_content")
@@ -133,7 +126,9 @@ def _assistant_items(message: dict) -> list[dict]:
     return keep_reasoning_followed(items)
 
 
-def build_input(messages: list[dict]) -> list[dict]:
+def build_input(messages: list[dict], issuer: tuple[str, str] | None = None) -> list[dict]:
+    """The Responses input for `messages`; `issuer` (model, key fingerprint) of the request about to be sent, so
+    reasoning another model or key issued is left out."""
     items: list[dict] = []
     for message in messages:
         role = message.get("role")
@@ -144,7 +139,7 @@ def build_input(messages: list[dict]) -> list[dict]:
             if content:
                 items.append({"type": "message", "role": "user", "content": content})
         elif role == "assistant":
-            items.extend(_assistant_items(message))
+            items.extend(_assistant_items(message, issuer))
         elif role == "tool":
             for block in message.get("blocks", []):
                 if block.get("type") == "tool_result":
@@ -168,8 +163,20 @@ def reasoning_effort(request: ChatRequest, caps) -> str | None:
     return wanted
 
 
+def _summary_refused(exc: Exception) -> bool:
+    """Is this the 400 an unverified organisation gets for asking for reasoning summaries?"""
+    if not isinstance(exc, openai.BadRequestError):
+        return False
+    body = exc.body if isinstance(exc.body, dict) else {}
+    error = body.get("error", body) if isinstance(body.get("error", body), dict) else {}
+    return error.get("param") == "reasoning.summary" or "verified to generate reasoning summaries" in str(
+        error.get("message") or exc.message
+    )
+
+
 def build_params(request: ChatRequest) -> dict:
-    params: dict[str, Any] = {"model": request.model, "input": build_input(request.messages), "store": False}
+    issuer = (request.model, key_fingerprint(request, PROVIDER))
+    params: dict[str, Any] = {"model": request.model, "input": build_input(request.messages, issuer), "store": False}
     caps = capabilities(PROVIDER, request.model)
     # Every model that can reason gets its reasoning back encrypted: with store=false a reasoning item can only be
     # replayed with its encrypted_content. Models that cannot reason refuse the include ("Encrypted content is not
@@ -197,7 +204,8 @@ def build_params(request: ChatRequest) -> dict:
         params["temperature"] = settings.temperature  # reasoning families refuse it ("Unsupported parameter")
     effort = reasoning_effort(request, caps)
     if effort:
-        params["reasoning"] = {"effort": effort, "summary": "auto"} if effort != "none" else {"effort": "none"}
+        summary = effort != "none" and key_fingerprint(request, PROVIDER) not in _SUMMARY_REFUSED
+        params["reasoning"] = {"effort": effort, "summary": "auto"} if summary else {"effort": effort}
     return params
 
 
@@ -254,11 +262,11 @@ def _stream_error(event: dict) -> ProviderError:
     code = event.get("code") or ""
     text = f"{event.get('message', 'stream error')} ({code})" if code else event.get("message", "stream error")
     status = {"rate_limit_exceeded": 429, "context_length_exceeded": 400, "invalid_request_error": 400}.get(code, 500)
-    return classify_status(status, text, provider=PROVIDER, context_markers=CONTEXT_MARKERS)
+    return classify_status(status, text, provider=PROVIDER, context_markers=CONTEXT_MARKERS[PROVIDER])
 
 
 def chat(request: ChatRequest, stream: Stream) -> ChatResult:
-    client, api_key = make_client(request)
+    client, api_key = connect(request, PROVIDER)
     params = build_params(request)
     closed: dict[int, dict] = {}
     open_items: dict[str, dict] = {}  # item id -> {"type", "call_id", "text"}
@@ -266,8 +274,20 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     response_id: str | None = None
     received_any = False
     stopped = False
+    notes: list[str] = []
     try:
-        events = client.responses.create(stream=True, **params)
+        try:
+            events = client.responses.create(stream=True, **params)
+        except openai.BadRequestError as exc:
+            if not _summary_refused(exc) or "summary" not in params.get("reasoning", {}):
+                raise
+            # Refused before any work (nothing billed): the same request once more without the summary.
+            _SUMMARY_REFUSED.add(key_fingerprint(request, PROVIDER))
+            params["reasoning"] = {"effort": params["reasoning"]["effort"]}
+            events = client.responses.create(stream=True, **params)
+        reasoning = params.get("reasoning") or {}
+        if reasoning.get("effort", "none") != "none" and "summary" not in reasoning:
+            notes.append(SUMMARY_REFUSED_NOTE)
         try:
             for event in stream.pump(events, events.close):
                 received_any = True
@@ -317,9 +337,9 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
             raise TruncatedStreamError(
                 f"{PROVIDER}: the stream broke before response.completed", provider=PROVIDER
             ) from exc
-        raise map_openai_error(exc, provider=PROVIDER, api_key=api_key) from exc
+        raise map_error(exc, provider=PROVIDER, api_key=api_key) from exc
     except Exception as exc:
-        raise map_openai_error(exc, provider=PROVIDER, api_key=api_key) from exc
+        raise map_error(exc, provider=PROVIDER, api_key=api_key) from exc
 
     stopped = stopped or stream.stop_requested
     if final is None and not stopped:
@@ -356,14 +376,24 @@ def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     message = {
         "role": "assistant",
         "blocks": blocks,
-        "provider_state": {PROVIDER: {"response_id": response_id, "items": items}},
+        # Who issued the encrypted reasoning: only the same model and key can have it back.
+        "provider_state": {
+            PROVIDER: {
+                "response_id": response_id,
+                "items": items,
+                "model": request.model,
+                "key": key_fingerprint(request, PROVIDER),
+            }
+        },
         "usage": usage.to_dict(),
     }
+    if notes:
+        message["meta"] = {"notes": notes}  # shown with the message in the Context panel
     return ChatResult(message=message, usage=usage, stop_reason=stop_reason, provider_ids={"response_id": response_id})
 
 
 def count_input_tokens(request: ChatRequest) -> int:
-    client, api_key = make_client(request)
+    client, api_key = connect(request, PROVIDER)
     params = build_params(request)
     params.pop("include", None)
     params.pop("store", None)
@@ -372,14 +402,14 @@ def count_input_tokens(request: ChatRequest) -> int:
     try:
         result = client.responses.input_tokens.count(**params)
     except Exception as exc:
-        raise map_openai_error(exc, provider=PROVIDER, api_key=api_key) from exc
+        raise map_error(exc, provider=PROVIDER, api_key=api_key) from exc
     return int(result.input_tokens)
 
 
 def check_credentials(request: ChatRequest) -> None:
     """One cheap call that proves the key works: the model list (free, no tokens)."""
-    client, api_key = make_client(request)
+    client, api_key = connect(request, PROVIDER)
     try:
         client.models.list()
     except Exception as exc:
-        raise map_openai_error(exc, provider=PROVIDER, api_key=api_key) from exc
+        raise map_error(exc, provider=PROVIDER, api_key=api_key) from exc

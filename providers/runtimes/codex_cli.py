@@ -189,7 +189,8 @@ def _collect(process: subprocess.Popen, stdin_prompt: str | None, stream, wall: 
         raise ServerError(f"Codex: {collector.turn_failed}", provider=PROVIDER)
     if not stopped and collector.usage is None:
         tail = "".join(stderr_tail).strip()[-500:]
-        message = f"Codex ended without finishing its turn (exit {process.returncode}): {tail}"
+        last = f" (last notice: {collector.notices[-1]})" if collector.notices else ""
+        message = f"Codex ended without finishing its turn (exit {process.returncode}){last}: {tail}"
         raise ServerError(message, provider=PROVIDER)
     return collector.finish(stopped=stopped, timed_out=timed_out["value"])
 
@@ -201,6 +202,7 @@ class _Collector:
         self.thread_id: str | None = None
         self.usage: dict | None = None
         self.turn_failed: str | None = None
+        self.notices: list[str] = []
 
     def _assistant(self) -> dict:
         last = self.observed[-1] if self.observed else None
@@ -218,11 +220,21 @@ class _Collector:
         elif kind == "turn.failed":
             self.turn_failed = str((event.get("error") or {}).get("message") or "the turn failed")
         elif kind == "error":
-            self.turn_failed = str(event.get("message") or "error")
+            # A notice, not a failure: Codex reports its stream retries ("Reconnecting... 1/5 (stream disconnected
+            # ...)") this way and then goes on to the answer; a failed turn is `turn.failed` (or no
+            # `turn.completed` at all, whose error names the last notice).
+            self._notice(str(event.get("message") or "error"))
         elif kind == "item.started" and (event.get("item") or {}).get("type") == "command_execution":
             self._command_step("started", event["item"])
         elif kind == "item.completed":
             self._item(event.get("item") or {})
+
+    def _notice(self, message: str) -> None:
+        self.notices.append(message)
+        call = {"id": f"codex-notice-{len(self.notices)}", "name": "codex_notice", "arguments": {}}
+        self.stream.emit({"type": "runtime_step", "phase": "started", "tool_call": call, "result": None})
+        result = {"is_error": False, "content": message}
+        self.stream.emit({"type": "runtime_step", "phase": "finished", "tool_call": call, "result": result})
 
     def _command_step(self, phase: str, item: dict, result: dict | None = None) -> None:
         # Shown as a step of the chat run while it runs, like a native tool call (chat/observer.py).
@@ -287,6 +299,7 @@ class _Collector:
                 "thread_id": self.thread_id,  # a label: nothing can resume it
                 "resumed": False,
                 **({"end_reason": "max_wall_time"} if timed_out else {}),
+                **({"notices": self.notices} if self.notices else {}),
             },
         }
         final["usage"] = usage.to_dict()

@@ -173,7 +173,7 @@
   function money(value) {
     if (value === null || value === undefined || value === "") return "unknown (no price for this model)";
     const n = Number(value);
-    if (n === 0) return "$0 (this model has no price)";
+    if (n === 0) return "$0";
     return "$" + (n < 0.0001 ? n.toPrecision(2) : n.toFixed(4));
   }
 
@@ -216,7 +216,7 @@
     const next = view.next_turn;
     if (next) {
       const priced = next.cost !== null && next.cost !== undefined && Number(next.cost) > 0;
-      const cost = next.cost === null || next.cost === undefined ? "an unknown amount" : priced ? "about " + money(next.cost) : "nothing (this model has no price)";
+      const cost = next.free ? "nothing (the offline model is free)" : priced ? "about " + money(next.cost) : "an unknown amount (no price known for this model)";
       const cached = priced && next.cost_if_cached !== null && next.cost_if_cached !== undefined ? " (" + money(next.cost_if_cached) + " if the provider's cache still holds it)" : "";
       dl.appendChild(row("Your next message", [node("span", { class: "sent-next", text: "will cost " + cost + cached + " to send, for about " + tokens(next.input_tokens_estimate) + " tokens of stored conversation. " }),
         node("span", { class: "meta", text: "An estimate: tokens are counted at 4 bytes each, and the answer's own length is not included." })]));

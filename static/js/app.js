@@ -3,6 +3,18 @@
 (function () {
   "use strict";
 
+  // The header's menu on a phone: the button opens and closes it; Escape or a click elsewhere closes it.
+  const toggle = document.querySelector(".menu-toggle");
+  if (toggle) {
+    const bar = toggle.closest(".topbar");
+    const setOpen = (open) => { bar.classList.toggle("menu-open", open); toggle.setAttribute("aria-expanded", String(open)); };
+    toggle.addEventListener("click", () => setOpen(!bar.classList.contains("menu-open")));
+    document.addEventListener("keydown", (event) => {
+      if (event.key === "Escape" && bar.classList.contains("menu-open")) { setOpen(false); toggle.focus(); }
+    });
+    document.addEventListener("click", (event) => { if (!bar.contains(event.target)) setOpen(false); });
+  }
+
   // <button data-copy-target="element-id">: copy that element's text and say so next to the button.
   document.addEventListener("click", async function (event) {
     const button = event.target instanceof Element ? event.target.closest("[data-copy-target]") : null;

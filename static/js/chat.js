@@ -212,8 +212,12 @@
       li.appendChild(answerBody(message.html));
     }
     if (message.status !== "complete") {
-      const words = message.status === "stopped" ? "Stopped" : "Could not finish" + (message.error_code ? " (" + (config.plain_codes[message.error_code] || message.error_code) + ")" : "");
+      const code = message.error_code;
+      const words = message.status === "stopped" ? "Stopped" : "Could not finish" + (code ? ": " + (config.plain_codes[code] || code.replace(/_/g, " ")) : "");
       li.appendChild(node("span", { class: "badge " + message.status, text: words }));
+      if (message.status !== "stopped" && message.error_message) {
+        li.appendChild(node("p", { class: "run-error", text: message.error_message }));
+      }
     }
     const steps = isUser ? null : stepsDisclosure(message.run);
     if (steps) li.appendChild(steps);

@@ -1,6 +1,8 @@
 // A form for a node's params, generated from the JSON Schema /api/node-types/ gives (pydantic's output): strings,
 // enums, numbers, booleans, optional fields (anyOf [X, null]), `$ref`s into `$defs`, and two hints the schema may
-// carry: `x-widget: "textarea"` and `x-widget: "model"` (a model picker fed by the provider catalogue).
+// carry: `x-widget: "textarea"` and `x-widget: "model"` (a model picker fed by the provider catalogue). Fields with
+// `x-providers` show only while the provider field holds one of them; `x-advanced` ones fold under "More settings".
+// Picking another provider puts that provider's default model in the model field (unless it knows the one typed).
 (function () {
   "use strict";
 
@@ -32,6 +34,8 @@
         default: schema.default,
         "x-widget": schema["x-widget"] || main["x-widget"],
         "x-provider-field": schema["x-provider-field"] || main["x-provider-field"],
+        "x-providers": schema["x-providers"] || main["x-providers"],
+        "x-advanced": schema["x-advanced"] || main["x-advanced"],
       });
     }
     return { schema, nullable };
@@ -53,6 +57,11 @@
     return entry ? entry.models.map((m) => m.id) : [];
   }
 
+  function defaultModel(catalogue, provider) {
+    const entry = (catalogue || []).find((p) => p.id === provider);
+    return entry ? entry.defaultModel || "" : "";
+  }
+
   // Renders into `container`; calls onChange(newParams, fieldName) on every edit. Returns {refresh(params),
   // showErrors({field: message})}.
   function render(container, { schema, params, idPrefix, catalogue, onChange }) {
@@ -63,10 +72,18 @@
     const fields = {};
     container.textContent = "";
     const form = el("div", { className: "schema-form" });
+    const more = el("details", { className: "more-settings" });
+    more.append(el("summary", {}, "More settings"));
+    const providerFields = new Set();
+    Object.values(properties).forEach((property) => {
+      const providerField = unwrap(property, root).schema["x-provider-field"];
+      if (providerField) providerFields.add(providerField);
+    });
     Object.entries(properties).forEach(([name, property]) => {
       const { schema: field, nullable } = unwrap(property, root);
       const id = `${idPrefix}-${name}`;
       const wrap = el("div", { className: "field", "data-field": name });
+      if (Array.isArray(field["x-providers"])) wrap.dataset.providers = field["x-providers"].join(" ");
       const label = el("label", { for: id }, field.title || name);
       const optional = !required.has(name) && (field.default === undefined || field.default === null);
       if (optional) label.append(el("span", { className: "meta" }, " (optional)"));
@@ -105,18 +122,52 @@
         wrap.append(help);
       }
       wrap.append(el("p", { className: "field-error", id: `${id}-error`, role: "alert", hidden: true }));
-      form.append(wrap);
+      (field["x-advanced"] ? more : form).append(wrap);
+      fields[name].wrap = wrap;
       const handler = () => {
         const value = read(fields[name]);
         if (value === undefined) delete values[name];
         else values[name] = value;
+        if (providerFields.has(name)) switchProvider(name);
         refreshModels();
         onChange(Object.assign({}, values), name);
       };
       input.addEventListener(input.tagName === "SELECT" || input.type === "checkbox" ? "change" : "input", handler);
     });
     if (!Object.keys(properties).length) form.append(el("p", { className: "empty" }, "This node has no settings."));
+    if (more.children.length > 1) form.append(more);
     container.append(form);
+
+    function shownFor(entry) {
+      const wanted = entry.wrap.dataset.providers;
+      if (!wanted) return true;
+      return [...providerFields].some((field) => wanted.split(" ").includes(values[field] ?? (fields[field] || {}).field?.default));
+    }
+
+    function switchProvider(providerField) {
+      // Another provider: its default model (unless it knows the one typed), and no settings of the old one.
+      Object.values(fields).forEach((entry) => {
+        if (entry.providerField !== providerField) return;
+        const name = entry.input.name;
+        const provider = values[providerField];
+        if (!modelOptions(catalogue, provider).includes(values[name])) {
+          values[name] = defaultModel(catalogue, provider);
+          entry.input.value = values[name];
+        }
+      });
+      Object.entries(fields).forEach(([name, entry]) => {
+        if (!shownFor(entry) && values[name] !== undefined) {
+          delete values[name];
+          entry.input.value = "";
+        }
+      });
+    }
+
+    function applyProviders() {
+      Object.values(fields).forEach((entry) => { entry.wrap.hidden = !shownFor(entry); });
+      const shownAdvanced = [...more.querySelectorAll(".field")].filter((wrap) => !wrap.hidden);
+      more.hidden = !shownAdvanced.length;
+    }
 
     function read({ input, field, nullable }) {
       if (input.type === "checkbox") return input.checked;
@@ -128,6 +179,7 @@
     }
 
     function refreshModels() {
+      applyProviders();
       Object.values(fields).forEach((entry) => {
         if (!entry.list) return;
         const provider = values[entry.providerField];
@@ -155,6 +207,7 @@
         box.hidden = !message;
         box.textContent = message || "";
         input.setAttribute("aria-invalid", message ? "true" : "false");
+        if (message && more.contains(input)) more.open = true; // a problem is never folded away
       });
     }
 

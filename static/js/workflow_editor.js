@@ -26,6 +26,11 @@
     rebuilding: false,
     form: null,
     busy: false,
+    history: [], // JSON snapshots of the draft graph, oldest first: undo and redo walk it
+    historyIndex: -1,
+    snapshotPending: false,
+    lastEdit: null, // {key, at}: keystrokes in one field within a moment are one undo step
+    clipboard: null, // a copied node: {type, params}
   };
 
   // --- small helpers ------------------------------------------------------------------------------------------
@@ -82,6 +87,13 @@
   }
 
   function setSaveState(text) { $("save-state").textContent = text; }
+
+  function announce(text) {
+    // Screen readers hear what a keyboard action did (the canvas itself says nothing).
+    const live = $("editor-live");
+    live.textContent = "";
+    window.setTimeout(() => { live.textContent = text; }, 30);
+  }
 
   // --- the canvas -----------------------------------------------------------------------------------------------
 
@@ -150,8 +162,8 @@
     const wantsContext = type.inputs.some((h) => h.kind === "context");
     return `<div class="node-card">
       <div class="node-kind">${escapeHtml(type.label)}</div>
-      <div class="node-title">${escapeHtml(nodeTitle(data))}</div>
-      <div class="node-sub">${escapeHtml(nodeSubtitle(data))}</div>
+      <div class="node-title" title="${escapeHtml(nodeTitle(data))}">${escapeHtml(nodeTitle(data))}</div>
+      <div class="node-sub" title="${escapeHtml(nodeSubtitle(data))}">${escapeHtml(nodeSubtitle(data))}</div>
       ${wantsContext ? '<button type="button" class="add-context" tabindex="-1">+ Context</button>' : ""}
       <div class="node-issues"></div>
     </div>`;
@@ -180,12 +192,18 @@
     });
     const button = element.querySelector(".add-context");
     if (button) {
-      const contextInput = type.inputs.find((h) => h.kind === "context");
-      const cls = dotClass(type, "input", contextInput.id);
-      const connected = (node.inputs[cls] || { connections: [] }).connections.length > 0;
-      button.hidden = connected;
+      button.hidden = hasContext(dfId);
       button.onclick = (event) => { event.stopPropagation(); addContext(dfId); };
     }
+  }
+
+  function hasContext(dfId) {
+    const node = getNode(dfId);
+    const type = node && state.types[node.data.type];
+    const contextInput = type && type.inputs.find((h) => h.kind === "context");
+    if (!contextInput) return false;
+    const cls = dotClass(type, "input", contextInput.id);
+    return (node.inputs[cls] || { connections: [] }).connections.length > 0;
   }
 
   function refreshNode(dfId) {
@@ -253,7 +271,8 @@
 
   function isDirty() { return graphKey(draftGraph()) !== state.savedGraph; }
 
-  function loadGraph(graph) {
+  function loadGraph(graph, { restoring = false } = {}) {
+    const keepSelected = state.selectedNode && nodeData(state.selectedNode) ? nodeData(state.selectedNode).id : null;
     state.rebuilding = true;
     editor.clear();
     state.selectedNode = null;
@@ -269,23 +288,99 @@
     });
     Object.values(byId).forEach(decorate);
     state.rebuilding = false;
-    state.savedGraph = graphKey(draftGraph());
-    state.aliases = {};
-    renderSelection();
+    if (!restoring) {
+      state.savedGraph = graphKey(draftGraph());
+      state.aliases = {};
+    }
+    // The selection survives a save (under the node's canonical id) and an undo, when the node is still there.
+    const again = keepSelected && dfIdOf(state.lastAliases[keepSelected] || keepSelected);
+    if (again) selectNode(again); else renderSelection();
     refreshLists();
   }
 
-  function adoptWorkflow(data) {
+  // --- undo and redo ------------------------------------------------------------------------------------------
+
+  function snapshot() { return JSON.stringify(draftGraph()); }
+
+  function resetHistory() {
+    state.history = [snapshot()];
+    state.historyIndex = 0;
+    state.lastEdit = null;
+    updateHistoryButtons();
+  }
+
+  function recordEdit(key) {
+    // Called on every change; events fired together (a node and its wires removed) become one step.
+    const now = Date.now();
+    const merge = key && state.lastEdit && state.lastEdit.key === key && now - state.lastEdit.at < 1500;
+    state.lastEdit = key ? { key, at: now } : null;
+    if (state.snapshotPending) return;
+    state.snapshotPending = true;
+    Promise.resolve().then(() => {
+      state.snapshotPending = false;
+      const current = snapshot();
+      if (current === state.history[state.historyIndex]) return;
+      if (merge && state.historyIndex > 0) {
+        state.history[state.historyIndex] = current;
+      } else {
+        state.history = state.history.slice(0, state.historyIndex + 1);
+        state.history.push(current);
+        if (state.history.length > 200) state.history.shift();
+        state.historyIndex = state.history.length - 1;
+      }
+      updateHistoryButtons();
+    });
+  }
+
+  function restore(index) {
+    if (index < 0 || index >= state.history.length) return;
+    state.historyIndex = index;
+    state.lastEdit = null;
+    loadGraph(JSON.parse(state.history[index]), { restoring: true });
+    updateHistoryButtons();
+    changed({ fromHistory: true });
+  }
+
+  function undo() { restore(state.historyIndex - 1); }
+  function redo() { restore(state.historyIndex + 1); }
+
+  function updateHistoryButtons() {
+    $("undo").disabled = state.historyIndex <= 0;
+    $("redo").disabled = state.historyIndex >= state.history.length - 1;
+  }
+
+  function remapHistory(aliases) {
+    // After a save, drafts' client ids are canonical ids: undo must bring back those nodes, not new ones.
+    if (!aliases || !Object.keys(aliases).length) return;
+    const map = (id) => aliases[id] || id;
+    state.history = state.history.map((text) => {
+      const graph = JSON.parse(text);
+      graph.nodes.forEach((n) => { n.id = map(n.id); });
+      graph.edges.forEach((e) => { e.source = map(e.source); e.target = map(e.target); });
+      return JSON.stringify(graph);
+    });
+  }
+
+  function adoptWorkflow(data, { history = "replace" } = {}) {
     state.workflow = data;
     $("workflow-name").textContent = data.name;
     loadGraph(data.graph);
+    if (history === "reset" || !state.history.length) resetHistory();
+    else if (history === "push") recordEdit(null);
+    else {
+      // A save: the stored graph is the step the owner was at (normalized), not a new step.
+      state.history[state.historyIndex] = snapshot();
+      updateHistoryButtons();
+    }
     setSaveState(`Saved · revision ${data.revision}`);
     updateRunState();
     scheduleValidate(0);
   }
 
-  function changed() {
+  function changed(options) {
     if (state.rebuilding) return;
+    const { fromHistory = false, key = null } = options || {};
+    if (!fromHistory) recordEdit(key);
     setSaveState(isDirty() ? "Unsaved changes" : `Saved · revision ${state.workflow.revision}`);
     $("save").disabled = !isDirty();
     refreshLists();
@@ -307,14 +402,36 @@
         event.dataTransfer.effectAllowed = "copy";
       });
       button.addEventListener("click", () => {
-        const rect = $("canvas").getBoundingClientRect();
-        const dfId = createNode(type.type, freeSpot(canvasPoint(rect.left + rect.width / 4, rect.top + 40)));
+        const dfId = createNode(type.type, freeSpot(visibleSpot()));
         selectNode(dfId);
+        announce(`Added ${type.label}.`);
       });
       item.append(button);
       list.append(item);
     });
+    filterPalette();
   }
+
+  function filterPalette() {
+    const words = $("palette-search").value.trim().toLowerCase().split(/\s+/).filter(Boolean);
+    let shown = 0;
+    document.querySelectorAll("#palette li").forEach((item) => {
+      const text = item.textContent.toLowerCase();
+      item.hidden = !words.every((word) => text.includes(word));
+      if (!item.hidden) shown += 1;
+    });
+    $("palette-none").hidden = shown > 0;
+  }
+  $("palette-search").addEventListener("input", filterPalette);
+  $("palette-search").addEventListener("keydown", (event) => {
+    // Enter adds the first match, as a search box in a node picker does.
+    if (event.key !== "Enter") return;
+    event.preventDefault();
+    const shown = [...document.querySelectorAll("#palette li:not([hidden]) .palette-item")];
+    const word = $("palette-search").value.trim().toLowerCase();
+    const byLabel = shown.find((b) => b.querySelector(".palette-label").textContent.toLowerCase().includes(word));
+    if (byLabel || shown[0]) (byLabel || shown[0]).click(); // a match in the name first, then in the description
+  });
 
   function canvasPoint(clientX, clientY) {
     const rect = editor.precanvas.getBoundingClientRect();
@@ -322,21 +439,30 @@
   }
 
   function freeSpot(wanted) {
-    // Below the wanted point until no node sits there, so a new node never hides another.
-    const taken = allNodes().map((n) => ({ x: n.pos_x, y: n.pos_y }));
+    // Below the wanted point until the new card (about 260 x 110) overlaps no node's card, so it never hides one.
+    const taken = allNodes().map((n) => {
+      const element = $(`node-${n.id}`);
+      return { x: n.pos_x, y: n.pos_y, w: element ? element.offsetWidth : 260, h: element ? element.offsetHeight : 110 };
+    });
+    const gap = 20;
+    const overlaps = (spot) => taken.some((t) => spot.x < t.x + t.w + gap && t.x < spot.x + 260 + gap
+      && spot.y < t.y + t.h + gap && t.y < spot.y + 110 + gap);
     const spot = { x: Math.max(wanted.x, 10), y: Math.max(wanted.y, 10) };
-    for (let i = 0; i < 50 && taken.some((t) => Math.abs(t.x - spot.x) < 200 && Math.abs(t.y - spot.y) < 90); i += 1) {
-      spot.y += 100;
-    }
+    for (let i = 0; i < 60 && overlaps(spot); i += 1) spot.y += 40;
     return spot;
   }
 
-  function createNode(typeName, position) {
+  function visibleSpot() {
+    const rect = $("canvas").getBoundingClientRect();
+    return canvasPoint(rect.left + rect.width / 4, rect.top + 40);
+  }
+
+  function createNode(typeName, position, params) {
     const type = state.types[typeName];
     state.newCounter += 1;
     // A client id; the server gives it a canonical `<workflow>:<type>:<n>` on save and returns the alias.
     const id = `new-${typeName}-${Date.now().toString(36)}-${state.newCounter}`;
-    const dfId = addNode({ id, type: typeName, params: JSON.parse(JSON.stringify(type.newParams || {})) }, position);
+    const dfId = addNode({ id, type: typeName, params: params || JSON.parse(JSON.stringify(type.newParams || {})) }, position);
     changed();
     return dfId;
   }
@@ -383,21 +509,61 @@
       return;
     }
     decorate(input_id);
+    if (state.selectedNode === String(input_id)) renderSelection();
     changed();
   });
 
-  editor.on("connectionRemoved", ({ input_id }) => { if (!state.rebuilding) { decorate(input_id); changed(); } });
+  editor.on("connectionRemoved", ({ input_id }) => {
+    if (state.rebuilding) return;
+    decorate(input_id);
+    if (state.selectedNode === String(input_id)) renderSelection();
+    changed();
+  });
   editor.on("nodeRemoved", () => { if (!state.rebuilding) { state.selectedNode = null; renderSelection(); changed(); } });
   editor.on("nodeMoved", () => changed());
   editor.on("nodeSelected", (id) => { state.selectedNode = String(id); state.selectedConnection = null; renderSelection(); });
   editor.on("nodeUnselected", () => { state.selectedNode = null; renderSelection(); });
-  editor.on("connectionSelected", (connection) => { state.selectedConnection = connection; state.selectedNode = null; renderSelection(); });
-  editor.on("connectionUnselected", () => { state.selectedConnection = null; });
+  editor.on("connectionSelected", (connection) => {
+    state.selectedConnection = connection;
+    state.selectedNode = null;
+    renderSelection();
+    showWireDelete(connection);
+  });
+  editor.on("connectionUnselected", () => { state.selectedConnection = null; hideWireDelete(); });
+  editor.on("nodeSelected", hideWireDelete);
+  editor.on("translate", hideWireDelete);
+  editor.on("zoom", hideWireDelete);
+
+  function wireSvg(c) {
+    return document.querySelector(`#canvas svg.connection.node_in_node-${c.input_id}.node_out_node-${c.output_id}.${c.output_class}.${c.input_class}`);
+  }
+
+  function showWireDelete(connection) {
+    // On a touch screen there is no Delete key: a selected wire gets a button of its own, at its middle.
+    const svg = wireSvg(connection);
+    const path = svg && svg.querySelector(".main-path");
+    if (!path) return;
+    const box = path.getBoundingClientRect();
+    const wrap = $("canvas").parentElement.getBoundingClientRect();
+    const button = $("wire-delete");
+    button.style.left = `${box.left + box.width / 2 - wrap.left}px`;
+    button.style.top = `${box.top + box.height / 2 - wrap.top}px`;
+    button.hidden = false;
+  }
+
+  function hideWireDelete() { $("wire-delete").hidden = true; }
+
+  $("wire-delete").addEventListener("click", () => {
+    const c = state.selectedConnection;
+    if (c && removeSelected()) announce("Wire deleted.");
+    hideWireDelete();
+  });
 
   function removeSelected() {
     if (state.selectedConnection) {
       const c = state.selectedConnection;
       state.selectedConnection = null;
+      hideWireDelete();
       editor.removeSingleConnection(c.output_id, c.input_id, c.output_class, c.input_class);
       return true;
     }
@@ -424,6 +590,38 @@
   document.addEventListener("keydown", (event) => {
     if ((event.ctrlKey || event.metaKey) && event.key.toLowerCase() === "s") { event.preventDefault(); save(); }
   }, true);
+  document.addEventListener("keydown", (event) => {
+    // Undo and redo of canvas edits; inside a text field the field's own undo applies.
+    if (!(event.ctrlKey || event.metaKey) || event.altKey) return;
+    const tag = (event.target.tagName || "").toUpperCase();
+    if (["INPUT", "TEXTAREA", "SELECT"].includes(tag) || event.target.isContentEditable) return;
+    if ($("reset-dialog").open || $("conflict-dialog").open) return;
+    const key = event.key.toLowerCase();
+    if (key === "z" && !event.shiftKey) { event.preventDefault(); undo(); }
+    else if ((key === "z" && event.shiftKey) || key === "y") { event.preventDefault(); redo(); }
+    else if (key === "c" && state.selectedNode && !window.getSelection().toString()) {
+      const data = nodeData(state.selectedNode);
+      if (data && state.types[data.type] && state.types[data.type].palette) {
+        state.clipboard = { type: data.type, params: JSON.parse(JSON.stringify(data.params || {})) };
+        announce(`Copied ${nodeTitle(data)}.`);
+      }
+    } else if (key === "v" && state.clipboard) {
+      event.preventDefault();
+      pasteNode();
+    }
+  });
+
+  function pasteNode() {
+    const copy = state.clipboard;
+    const from = state.selectedNode && getNode(state.selectedNode);
+    const near = from ? { x: from.pos_x + 40, y: from.pos_y + 40 } : visibleSpot();
+    const dfId = createNode(copy.type, freeSpot(near), JSON.parse(JSON.stringify(copy.params)));
+    selectNode(dfId);
+    announce(`Pasted ${nodeTitle(nodeData(dfId))}.`);
+  }
+
+  $("undo").addEventListener("click", undo);
+  $("redo").addEventListener("click", redo);
 
   // --- Add Context, Add teammate ----------------------------------------------------------------------------------
 
@@ -464,7 +662,7 @@
       const data = await api("POST", config.api + "subagents/", {
         lead_node_id: lead.id, params, revision: state.workflow.revision, position,
       });
-      adoptWorkflow(data);
+      adoptWorkflow(data, { history: "push" });
       fitView();
       banner(`Added a teammate (${data.subagent_node_id}) with its own Context, wired as ${lead.params.name || lead.id}'s tool.`, "ok");
       const dfId = dfIdOf(data.subagent_node_id);
@@ -512,17 +710,21 @@
       params: data.params,
       idPrefix: "param",
       catalogue: state.providers,
-      onChange: (params) => {
+      onChange: (params, field) => {
         editor.updateNodeDataFromId(dfId, Object.assign({}, nodeData(dfId), { params }));
         const element = $(`node-${dfId}`);
-        element.querySelector(".node-title").textContent = nodeTitle(nodeData(dfId));
-        element.querySelector(".node-sub").textContent = nodeSubtitle(nodeData(dfId));
-        changed();
+        ["title", "sub"].forEach((part) => {
+          const box = element.querySelector(`.node-${part}`);
+          box.textContent = part === "title" ? nodeTitle(nodeData(dfId)) : nodeSubtitle(nodeData(dfId));
+          box.title = box.textContent; // the whole text on hover when the card cuts it
+        });
+        changed({ key: `params:${data.id}:${field}` });
       },
     });
     showFieldErrors();
     const actions = el("div", { className: "node-actions" });
-    if (type.inputs.some((h) => h.kind === "context")) {
+    if (type.inputs.some((h) => h.kind === "context") && !hasContext(dfId)) {
+      // As the node's "+ Context": offered only while the agent has none (a second one is MULTIPLE_CONTEXTS).
       const addCtx = el("button", { type: "button", id: "add-context" }, "Add Context");
       addCtx.addEventListener("click", () => addContext(dfId));
       actions.append(addCtx);
@@ -552,7 +754,10 @@
     const select = $("node-select");
     const from = $("connect-from");
     const to = $("connect-to");
-    [select, from, to].forEach((s) => { s.textContent = ""; });
+    const wires = $("wire-select");
+    // The owner's From/To (and wire) choices stay chosen while the lists are rebuilt after an edit.
+    const kept = [from, to, wires].map((s) => s.value);
+    [select, from, to, wires].forEach((s) => { s.textContent = ""; });
     select.append(el("option", { value: "" }, "—"));
     nodes.forEach((node) => {
       const type = state.types[node.data.type];
@@ -562,8 +767,49 @@
       type.outputs.forEach((h) => from.append(el("option", { value: `${node.id}|${h.id}` }, `${name} · ${h.label}`)));
       type.inputs.forEach((h) => to.append(el("option", { value: `${node.id}|${h.id}` }, `${name} · ${h.label}`)));
     });
+    wireList().forEach((w) => wires.append(el("option", { value: w.value }, w.label)));
+    if (!wires.options.length) wires.append(el("option", { value: "" }, "No wires yet"));
+    [from, to, wires].forEach((s, i) => {
+      if ([...s.options].some((o) => o.value === kept[i])) s.value = kept[i];
+    });
+    $("unwire").disabled = !wireList().length;
     if (state.selectedNode && nodeData(state.selectedNode)) select.value = nodeData(state.selectedNode).id;
   }
+
+  function handleName(dfId, direction, handleId) {
+    const data = nodeData(dfId);
+    const type = state.types[data.type];
+    const handle = (direction === "input" ? type.inputs : type.outputs).find((h) => h.id === handleId);
+    return `${nodeTitle(data)} · ${handle ? handle.label : handleId}`;
+  }
+
+  function wireList() {
+    const out = [];
+    allNodes().forEach((node) => {
+      const type = state.types[node.data.type];
+      if (!type) return;
+      Object.entries(node.outputs).forEach(([cls, output]) => output.connections.forEach((c) => {
+        const source = handleAt(type, "output", cls);
+        const target = getNode(c.node);
+        const targetHandle = target && handleAt(state.types[target.data.type], "input", c.output);
+        if (!source || !targetHandle) return;
+        out.push({
+          value: [node.id, cls, c.node, c.output].join("|"),
+          label: `${handleName(String(node.id), "output", source.id)} → ${handleName(String(c.node), "input", targetHandle.id)}`,
+        });
+      }));
+    });
+    return out;
+  }
+
+  $("unwire-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const chosen = wireList().find((w) => w.value === $("wire-select").value);
+    if (!chosen) return;
+    const [outputId, outputClass, inputId, inputClass] = chosen.value.split("|");
+    editor.removeSingleConnection(outputId, inputId, outputClass, inputClass);
+    announce(`Removed the wire ${chosen.label}.`);
+  });
 
   $("node-select").addEventListener("change", (event) => {
     const dfId = dfIdOf(event.target.value);
@@ -577,11 +823,25 @@
     if (!sourceDf || !targetDf) return;
     const source = state.types[nodeData(sourceDf).type].outputs.find((h) => h.id === sourceHandle);
     const target = state.types[nodeData(targetDf).type].inputs.find((h) => h.id === targetHandle);
-    if (sourceDf === targetDf || source.kind !== target.kind) {
-      banner(`Not connected: a ${source.kind} output only joins a ${source.kind} input of another node.`, "warn");
-      return;
+    const label = `${handleName(sourceDf, "output", sourceHandle)} → ${handleName(targetDf, "input", targetHandle)}`;
+    let words;
+    if (sourceDf === targetDf) {
+      words = "Not connected: a node cannot be wired to itself.";
+    } else if (source.kind !== target.kind) {
+      words = `Not connected: “${source.label}” is a ${source.kind} output and only joins a ${source.kind} input; “${target.label}” takes ${target.kind}.`;
+    } else {
+      const outCls = dotClass(typeOf(sourceDf), "output", sourceHandle);
+      const inCls = dotClass(typeOf(targetDf), "input", targetHandle);
+      const already = (getNode(sourceDf).outputs[outCls] || { connections: [] }).connections
+        .some((c) => String(c.node) === String(targetDf) && c.output === inCls);
+      if (already) words = `Already connected: ${label}.`;
+      else {
+        connect(sourceDf, sourceHandle, targetDf, targetHandle);
+        words = `Connected ${label}.`;
+      }
     }
-    connect(sourceDf, sourceHandle, targetDf, targetHandle);
+    if (words.startsWith("Not")) banner(words, "warn");
+    announce(words);
   });
 
   // --- live validation --------------------------------------------------------------------------------------------
@@ -652,6 +912,13 @@
         }
       }));
     });
+    // What concerns the whole graph (no node or wire to mark, e.g. nothing answers the chat) sits on the canvas.
+    const overall = $("canvas-issues");
+    overall.textContent = "";
+    state.issues.filter((i) => i.severity === "error" && !i.edge_id && (!i.node_id || i.code === "NO_ANSWERING_AGENT"))
+      .forEach((i) => overall.append(el("li", { "data-code": i.code }, i.message)));
+    overall.hidden = !overall.children.length;
+    $("canvas").style.top = overall.hidden ? "" : `${overall.offsetHeight}px`;
     const reverse = {};
     Object.entries(state.aliases).forEach(([from, to]) => { reverse[to] = from; });
     const list = $("issues");
@@ -692,7 +959,10 @@
       state.aliases = error.data.aliases || state.aliases;
       state.issues = error.data.issues;
       markIssues();
-      banner(`${prefix}: fix the marked problems first (${[...new Set(error.data.issues.filter((i) => i.severity === "error").map((i) => i.code))].join(", ")}).`, "error");
+      // The sentences, not only the codes: the owner reads what to fix (the Checks list has the details).
+      const errors = error.data.issues.filter((i) => i.severity === "error");
+      const words = [...new Set(errors.map((i) => i.message))].slice(0, 3).join(" ");
+      banner(`${prefix}: ${words || error.message} (${[...new Set(errors.map((i) => i.code))].join(", ")})`, "error");
       return;
     }
     banner(`${prefix}: ${error.message}`, "error");
@@ -706,6 +976,7 @@
     try {
       const data = await api("PUT", config.api, { graph: draftGraph(), revision: state.workflow.revision });
       state.lastAliases = data.aliases || {};
+      remapHistory(state.lastAliases);
       adoptWorkflow(data);
       const notes = (data.warnings || []).map((w) => `${w.code}: ${w.message}`);
       banner(notes.length ? `Saved with warnings — ${notes.join(" ")}` : "Saved.", notes.length ? "warn" : "ok");
@@ -779,6 +1050,16 @@
     } catch (error) { handleWriteError(error, "Not stopped"); }
   });
 
+  function readableName(node) {
+    // The node's own name; a type's label alone is told apart by its number ("Memory 2"), never by its raw id.
+    const title = nodeTitle(node);
+    const type = state.types[node.type];
+    if (node.params && node.params.name) return title;
+    const sameType = (state.workflow.graph.nodes || []).filter((n) => n.type === node.type && !(n.params && n.params.name));
+    const number = String(node.id).split(":").pop();
+    return sameType.length > 1 && /^\d+$/.test(number) ? `${type ? type.label : title} ${number}` : title;
+  }
+
   function resetSummary() {
     const box = $("reset-body");
     box.textContent = "";
@@ -788,7 +1069,7 @@
       const type = state.types[node.type];
       if (!type || !type.hasResetHook) return;
       const policy = node.params && node.params.reset_policy;
-      const name = `${type.label} ${node.id}`;
+      const name = `“${readableName(node)}”`;
       if (policy === "keep") items.append(el("li", { "data-node": node.id }, `${name}: reset_policy “keep” — its items are kept.`));
       else if (policy) items.append(el("li", { "data-node": node.id }, `${name}: reset_policy “${policy}” — its items are deleted.`));
       else items.append(el("li", { "data-node": node.id }, `${name}: cleared.`));
@@ -854,7 +1135,7 @@
       catalogue.types.forEach((type) => { state.types[type.type] = type; });
       state.providers = catalogue.providers;
       renderPalette();
-      adoptWorkflow(workflow);
+      adoptWorkflow(workflow, { history: "reset" });
       fitView();
       const warnings = (workflow.warnings || []).filter((w) => w.severity === "warning");
       if (warnings.length) banner(`Loaded with warnings — ${warnings.map((w) => w.code).join(", ")}`, "warn");

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import threading
 from decimal import Decimal
 
 import pytest
 from django.test import Client
 
-from accounts.budget import budget_check
-from accounts.models import SpendingLimit
+from accounts.budget import budget_check, budget_reserve, period_starts
+from accounts.models import BudgetReservation, SpendingLimit
+from agents.models import Firing
+from agents.services.editor_runs import firing_test_run
 from chat.models import ChatRun
 from chat.services.runs import chat_message_send
-from conversations.services import usage_record_append
+from conversations.selectors import usage_spent
+from conversations.services import UsageEntry, usage_record_append
 from tests.agents.factories import agent_node, edge, started_workflow
 from tests.fakes import FakeChatCompletions, Text, Turn
+from tests.race import Competitor, run_before, wait_until_waiting_on_a_lock
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -42,16 +47,18 @@ def provider_workflow(owner, name="budget"):
 
 def spend(owner, workflow, *, tokens: int, cost: str | None = None, key: str = "spent-1"):
     usage_record_append(
-        idempotency_key=key,
-        kind="llm",
-        provider="openai_compatible",
-        model="qwen3",
-        outcome="ok",
-        owner_id=owner.pk,
-        workflow_id=workflow.pk,
-        input_tokens=tokens // 2,
-        output_tokens=tokens - tokens // 2,
-        cost=cost,
+        entry=UsageEntry(
+            idempotency_key=key,
+            kind="llm",
+            provider="openai_compatible",
+            model="qwen3",
+            outcome="ok",
+            owner_id=owner.pk,
+            workflow_id=workflow.pk,
+            input_tokens=tokens // 2,
+            output_tokens=tokens - tokens // 2,
+            cost=cost,
+        )
     )
 
 
@@ -104,6 +111,69 @@ def test_a_workflow_limit_caps_that_workflow_only(owner, fake):
     _message, run, _ = chat_message_send(workflow=capped, text="hello")
     assert ChatRun.objects.get(pk=run.pk).error_code == "budget_exceeded"
     assert fake.requests == []
+
+
+def test_calls_starting_while_one_is_running_count_its_reservation_so_the_limit_holds(owner, fake):
+    """Issue 34: 20 simultaneous test runs with 100 tokens of room each passed the check before any was billed and
+    spent 3,408 tokens over the limit. Now the running call's estimate is reserved before it starts: the calls that
+    start while it runs are refused, and what is spent beyond the limit is the one admitted call's crossing."""
+    SpendingLimit.objects.create(user=owner, daily_tokens=1000)
+    workflows = [provider_workflow(owner, name=f"w{i}") for i in range(7)]
+    spend(owner, workflows[0], tokens=900)  # 100 tokens of room left
+    held = threading.Event()
+    fake.push(Turn([Text("The first answer.")], input_tokens=400, output_tokens=100, hold_after_first_text=held))
+    for _ in workflows[1:]:
+        fake.push(Turn([Text("Another answer.")], input_tokens=400, output_tokens=100))
+
+    first = Competitor(lambda: chat_message_send(workflow=workflows[0], text="hello")[1].pk, name="first").start()
+    try:
+        fake.wait_until_silent()  # the first call is streaming: nothing of it is billed yet
+        # The others start meanwhile, as chat sends and as editor test runs (both gated the same way).
+        chat_runs = [chat_message_send(workflow=w, text="hello")[1] for w in workflows[1:4]]
+        test_firings = [firing_test_run(workflow=w, prompt="hello") for w in workflows[4:]]
+    finally:
+        held.set()
+    first_run = ChatRun.objects.get(pk=first.result())
+
+    assert first_run.state == ChatRun.State.FINISHED, (first_run.error_code, first_run.error_message)
+    assert len(fake.requests) == 1  # the only call that started
+    for run in ChatRun.objects.filter(pk__in=[r.pk for r in chat_runs]):
+        assert run.error_code == "budget_exceeded"
+        assert "reserved by calls still running" in run.reply_message.text
+    for firing in Firing.objects.filter(pk__in=test_firings):
+        assert firing.end_reason == "budget_exceeded"
+    # The reservation rule: spent beyond the limit is at most what the admitted call used (it crossed the limit).
+    spent = usage_spent(owner_id=owner.pk, since=period_starts()["day"])["tokens"]
+    assert spent == 900 + 500
+    # Billed, the call's reservation is settled: what is refused next is refused by what was spent.
+    _message, later, _ = chat_message_send(workflow=workflows[1], text="again")
+    later = ChatRun.objects.get(pk=later.pk)
+    assert later.error_code == "budget_exceeded" and "reserved" not in later.reply_message.text
+    assert not BudgetReservation.objects.filter(owner_id=owner.pk).exists()
+
+
+def test_two_calls_reserving_at_the_same_moment_are_serialized_per_owner(owner, fake):
+    """The check and the reservation are one step: a second call checking while the first is between its check and
+    its reservation waits for it (forced here at that exact point), then counts what it reserved."""
+    SpendingLimit.objects.create(user=owner, daily_tokens=1000)
+    workflow = provider_workflow(owner)
+    spend(owner, workflow, tokens=900)
+
+    def reserve(key: str):
+        return budget_reserve(owner_id=owner.pk, workflow_id=workflow.pk, key=key, tokens=500, cost=None)
+
+    competitors = []
+
+    def second_call_checks_now(*args, **kwargs):
+        competitor = Competitor(lambda: reserve("llm-step:second"), name="second").start()
+        wait_until_waiting_on_a_lock(pid=competitor.pid)  # it waits for the first call's lock, not its own check
+        competitors.append(competitor)
+
+    with run_before("accounts.budget._exceeded", second_call_checks_now):
+        assert reserve("llm-step:first") is None
+    refused = competitors[0].result()
+    assert refused is not None and (refused.spent, refused.reserved, refused.limit) == (1400, 500, 1000)
+    assert list(BudgetReservation.objects.values_list("idempotency_key", flat=True)) == ["llm-step:first"]
 
 
 def test_the_usage_page_and_api_show_what_was_spent(owner, fake):

@@ -71,6 +71,21 @@ def test_tokens_through_the_api_show_the_key_once_and_no_store(owner, other_owne
     assert client.post("/api/tokens/", {"name": "a\u0000b"}, format="json").status_code == 400
 
 
+def test_a_token_cannot_create_tokens_so_revoking_it_locks_its_holder_out(owner):
+    stolen = api_token_create(user=owner, name="stolen")
+    holder = token_client(stolen.raw_key)
+    refused = holder.post("/api/tokens/", {"name": "spare", "expires_in_days": 365}, format="json")
+    assert refused.status_code == 403 and refused.json()["code"] == "session_required"
+    assert "key" not in refused.json()
+    assert list(ApiToken.objects.filter(user=owner).values_list("name", flat=True)) == ["stolen"]
+    assert holder.get("/api/tokens/").status_code == 200  # the token still reads what its owner may read
+    session = APIClient()
+    session.force_login(owner)
+    assert session.delete(f"/api/tokens/{stolen.token.pk}/").status_code == 200
+    assert holder.get("/api/workflows/").status_code == 401  # nothing was left behind for the holder
+    assert session.post("/api/tokens/", {"name": "mine"}, format="json").status_code == 201
+
+
 def test_last_used_is_recorded(owner, settings):
     settings.API_TOKEN_LAST_USED_RESOLUTION_S = 0
     issued = api_token_create(user=owner, name="probe")

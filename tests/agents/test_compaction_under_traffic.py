@@ -94,7 +94,11 @@ def three_big_turns(workflow, generation, agent):
     """Three turns of ~2,500 tokens each (the offline agent echoes the message): the third one takes the projected
     next request past 80% of an 8,000-token window."""
     for n in range(3):
-        firing = Firing.objects.get(pk=firing_start(workflow, generation, agent, words(5000, f"turn{n}")))
+        firing = Firing.objects.get(
+            pk=firing_start(
+                workflow=workflow, generation=generation, agent_node_id=agent, prompt=words(5000, f"turn{n}")
+            )
+        )
         assert firing.state == Firing.State.FINISHED, firing.error_message
 
 
@@ -110,7 +114,11 @@ def test_a_long_lived_agent_on_a_big_window_model_keeps_answering_under_the_byte
     key = conversation_key(workflow.pk, generation, ids["lead"])
     cap = settings.CONVERSATION_SEED_MAX_BYTES
     for n in range(150):
-        firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], words(6000, f"turn{n}")))
+        firing = Firing.objects.get(
+            pk=firing_start(
+                workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt=words(6000, f"turn{n}")
+            )
+        )
         assert firing.state == Firing.State.FINISHED, (n, firing.error_code, firing.error_message)
         run_held(held)  # the summary finishes before the next turn
         size = AgentConversation.objects.get().size_bytes
@@ -133,7 +141,11 @@ def test_a_summary_that_finishes_after_two_more_turns_lands_and_keeps_them_verba
 
     def two_more_turns():  # while the summary runs (nothing new is queued: the slot is taken)
         for n in (3, 4):
-            firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], f"turn{n} short"))
+            firing = Firing.objects.get(
+                pk=firing_start(
+                    workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt=f"turn{n} short"
+                )
+            )
             assert firing.state == Firing.State.FINISHED, firing.error_message
 
     during_summary.append(two_more_turns)
@@ -171,7 +183,9 @@ def test_a_summary_finishing_mid_turn_is_landed_by_that_turn(owner, window, held
         return original(self, request, on_event=on_event, should_stop=should_stop)
 
     monkeypatch.setattr(ChatUnifier, "chat", chat_while_the_summary_finishes)
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "turn3 short"))
+    firing = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="turn3 short")
+    )
     assert firing.state == Firing.State.FINISHED, firing.error_message
     stored = load_conversation(key)
     assert stored[1]["blocks"][0]["text"].startswith(COMPACTION_SUMMARY_HEADER)
@@ -210,7 +224,7 @@ def test_an_edit_inside_the_summarised_prefix_discards_the_summary_and_the_ledge
     html = client.get(reverse("workflow-runs", args=[workflow.pk])).content.decode()
     assert 'data-outcome="discarded"' in html and "discarded: the summarised turns changed" in html
     # The next turn over the threshold asks for a new summary (the slot is free again).
-    firing_start(workflow, generation, ids["lead"], words(1000, "turn3"))
+    firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt=words(1000, "turn3"))
     assert len(held) == 1
 
 
@@ -219,7 +233,9 @@ def test_a_burst_of_ten_turns_queues_one_compaction(owner, window, held):
     workflow, generation, ids = assistant_with(owner)
     three_big_turns(workflow, generation, ids["lead"])
     for n in range(10):
-        firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], f"burst {n}"))
+        firing = Firing.objects.get(
+            pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt=f"burst {n}")
+        )
         assert firing.state == Firing.State.FINISHED, firing.error_message
     assert len(held) == 1
     run_held(held)
@@ -234,7 +250,11 @@ def test_a_firing_over_the_window_waits_for_the_pending_compaction(owner, window
     assert len(held) == 1
     sent_before = len(provider_requests)
     # This message would take the request past the window: the firing waits, no request is sent.
-    waiting = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], words(4000, "turn3")))
+    waiting = Firing.objects.get(
+        pk=firing_start(
+            workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt=words(4000, "turn3")
+        )
+    )
     assert waiting.state == Firing.State.RUNNING and waiting.compaction_pending and waiting.iteration == 0
     assert len(provider_requests) == sent_before
     assert _slot(key).waiting_firing_id == waiting.pk
@@ -253,9 +273,15 @@ def test_a_firing_over_the_window_with_no_compaction_running_compacts_before_its
     window(8000, output=200)
     workflow, generation, ids = assistant_with(owner, compaction_threshold=0.95)  # the turns stay under it
     for n in range(2):
-        firing_start(workflow, generation, ids["lead"], words(5000, f"turn{n}"))
+        firing_start(
+            workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt=words(5000, f"turn{n}")
+        )
     assert held == []
-    waiting = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], words(12000, "turn2")))
+    waiting = Firing.objects.get(
+        pk=firing_start(
+            workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt=words(12000, "turn2")
+        )
+    )
     assert waiting.compaction_pending and len(held) == 1 and held[0][3] == str(waiting.pk)
     run_held(held)
     waiting.refresh_from_db()
@@ -268,10 +294,14 @@ def test_a_single_turn_too_long_for_the_window_ends_with_the_clear_error_and_the
     window(4000, output=200)
     workflow, generation, ids = assistant_with(owner)
     key = conversation_key(workflow.pk, generation, ids["lead"])
-    firing_start(workflow, generation, ids["lead"], "hello")
+    firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="hello")
     before = AgentConversation.objects.values_list("version", "digest", "message_count").get()
     sent = len(provider_requests)
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], words(20000, "huge")))
+    firing = Firing.objects.get(
+        pk=firing_start(
+            workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt=words(20000, "huge")
+        )
+    )
     assert firing.state == Firing.State.FAILED and firing.error_code == "context_window_exceeded"
     assert firing.error_message == (
         "This message and the conversation's latest turn are too long for offline-echo's window."
@@ -299,7 +329,11 @@ def test_back_to_back_turns_under_a_small_window_never_send_more_than_it_holds(
             if Firing.objects.filter(compaction_pending=True).exists():
                 return  # waiting for this summary, it holds the lease: a next turn would queue behind it
             n = len(fired)
-            fired.append(firing_start(workflow, generation, ids["lead"], words(3000, f"turn{n}")))
+            fired.append(
+                firing_start(
+                    workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt=words(3000, f"turn{n}")
+                )
+            )
 
         while len(fired) < 40:
             turn()

@@ -50,7 +50,12 @@ def _turn_writes(owner, stored_messages: int) -> tuple[int, Firing]:
     save_conversation(key, _history(stored_messages))
     forget_process_copies()  # the worker that runs the turn never loaded this conversation
     with CaptureQueriesContext(connection) as captured:
-        firing_id = firing_start(workflow, generation, ids["lead"], "remember: the launch is on Friday")
+        firing_id = firing_start(
+            workflow=workflow,
+            generation=generation,
+            agent_node_id=ids["lead"],
+            prompt="remember: the launch is on Friday",
+        )
     assert len(load_conversation(key)) == stored_messages + 4  # user, call, result, answer
     return _written_bytes(captured.captured_queries), Firing.objects.get(pk=firing_id)
 
@@ -77,8 +82,10 @@ def test_a_finished_firing_keeps_no_message_list(owner, inline):
 def test_pruning_removes_old_ended_firings_and_keeps_the_ledger(owner, inline, settings):
     settings.AGENT_FIRING_RETENTION_DAYS = 7
     workflow, generation, ids = assistant_with(owner, memory=True)
-    old = firing_start(workflow, generation, ids["lead"], "remember: old")
-    recent = firing_start(workflow, generation, ids["lead"], "remember: recent")
+    old = firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="remember: old")
+    recent = firing_start(
+        workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="remember: recent"
+    )
     Firing.objects.filter(pk=old).update(finished_at=timezone.now() - timedelta(days=8))
     billed = UsageRecord.objects.count()
     assert billed == 4 and LlmStep.objects.filter(firing_id=old).count() == 2
@@ -96,7 +103,12 @@ def test_old_tool_results_become_placeholders_past_the_budget_in_a_firing(owner,
     workflow, generation, ids = assistant_with(owner, memory=True)
     key = conversation_key(workflow.pk, generation, ids["lead"])
     for turn in range(8):
-        firing_start(workflow, generation, ids["lead"], f"remember: fact {turn} " + "x" * 400)
+        firing_start(
+            workflow=workflow,
+            generation=generation,
+            agent_node_id=ids["lead"],
+            prompt=f"remember: fact {turn} " + "x" * 400,
+        )
     stored = load_conversation(key)
     validate_messages(stored)  # every call still has its answer
     results = [b for m in stored for b in m["blocks"] if b["type"] == "tool_result"]
@@ -114,7 +126,9 @@ def test_a_conversation_over_budget_with_nothing_to_clear_is_not_rewritten(owner
     key = conversation_key(workflow.pk, generation, ids["lead"])
     save_conversation(key, _history(41))  # ~4 KB of plain text: over the budget, no tool result in it
     before = AgentConversation.objects.get(workflow=workflow).version
-    firing_start(workflow, generation, ids["lead"], "remember: the launch is on Friday")
+    firing_start(
+        workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="remember: the launch is on Friday"
+    )
     # Three appends (the message and the call, the result, the answer): no rewrite, the text stays as it was.
     assert AgentConversation.objects.get(workflow=workflow).version == before + 3
     assert load_conversation(key)[:41] == _history(41) or [m["blocks"] for m in load_conversation(key)[:41]] == [
@@ -125,7 +139,9 @@ def test_a_conversation_over_budget_with_nothing_to_clear_is_not_rewritten(owner
 def test_an_owner_can_lower_the_tool_result_cap_for_their_agents(owner, inline):
     owner_conversation_settings_update(owner=owner, tool_result_max_chars=150)
     workflow, generation, ids = assistant_with(owner, memory=True)
-    firing_start(workflow, generation, ids["lead"], "remember: " + "long fact " * 60)
+    firing_start(
+        workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="remember: " + "long fact " * 60
+    )
     stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
     (result,) = [b for m in stored for b in m["blocks"] if b["type"] == "tool_result"]
     assert result["content"][:150] == result["content"][:150] and "Result truncated" in result["content"]

@@ -22,7 +22,7 @@ def _blocks(messages, kind):
 
 def test_an_echo_firing_saves_the_exact_sent_list_and_the_answer(owner):
     workflow, generation, ids = assistant_with(owner)
-    firing_id = firing_start(workflow, generation, ids["lead"], "hello there")
+    firing_id = firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="hello there")
     firing = Firing.objects.get(pk=firing_id)
     assert firing.state == Firing.State.FINISHED, (firing.error_code, firing.error_message)
     stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
@@ -35,8 +35,8 @@ def test_an_echo_firing_saves_the_exact_sent_list_and_the_answer(owner):
 
 def test_a_second_firing_continues_the_conversation(owner):
     workflow, generation, ids = assistant_with(owner)
-    firing_start(workflow, generation, ids["lead"], "first")
-    firing_start(workflow, generation, ids["lead"], "second")
+    firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="first")
+    firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="second")
     stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
     assert [m["role"] for m in stored] == ["system", "user", "assistant", "user", "assistant"]
     assert [b["text"] for b in _blocks(stored, "text") if b["text"] in ("first", "second")] == ["first", "second"]
@@ -44,8 +44,10 @@ def test_a_second_firing_continues_the_conversation(owner):
 
 def test_without_a_context_each_firing_starts_fresh_and_stores_nothing(owner, provider_requests):
     workflow, generation, ids = assistant_with(owner, context=False)
-    firing_start(workflow, generation, ids["lead"], "first")
-    second = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "second"))
+    firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="first")
+    second = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="second")
+    )
     assert second.state == Firing.State.FINISHED
     assert [m["role"] for m in provider_requests[-1]] == ["system", "user"]
     assert second.pending_messages == [] and second.stored_prefix is None  # an ended firing keeps no list
@@ -54,7 +56,9 @@ def test_without_a_context_each_firing_starts_fresh_and_stores_nothing(owner, pr
 
 def test_a_todo_command_runs_the_tool_loop(owner):
     workflow, generation, ids = assistant_with(owner, todos=True)
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "todo: buy milk"))
+    firing = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="todo: buy milk")
+    )
     assert firing.state == Firing.State.FINISHED, firing.error_message
     stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
     assert [m["role"] for m in stored] == ["system", "user", "assistant", "tool", "assistant"]
@@ -68,7 +72,9 @@ def test_a_todo_command_runs_the_tool_loop(owner):
 
 def test_a_command_for_a_tool_the_agent_lacks_is_answered_in_words(owner):
     workflow, generation, ids = assistant_with(owner)
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "todo: buy milk"))
+    firing = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="todo: buy milk")
+    )
     assert firing.state == Firing.State.FINISHED
     assert "no todo" in firing.final_text.lower() or "no todos" in firing.final_text.lower()
 
@@ -80,7 +86,7 @@ def test_step_logs_carry_ids_and_counts_but_no_content(owner, caplog):
 
     workflow, generation, ids = assistant_with(owner)
     with caplog.at_level(logging.INFO, logger="agents"):
-        firing_start(workflow, generation, ids["lead"], "secret-prompt-text")
+        firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="secret-prompt-text")
     lines = [KeyValueFormatter("%(message)s").format(record) for record in caplog.records]
     done = next(line for line in lines if line.startswith("llm step done"))
     assert "firing_id=" in done and "duration_ms=" in done and "output_tokens=" in done
@@ -93,7 +99,9 @@ def test_a_provider_failure_fails_the_firing_with_a_code_and_bills_an_error(owne
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
     monkeypatch.setenv("OPENAI_BASE_URL", f"http://127.0.0.1:{free_port()}/v1")  # nothing listens there
     workflow, generation, ids = assistant_with(owner, provider="openai", model="gpt-4.1-mini")
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "hello"))
+    firing = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="hello")
+    )
     assert firing.state == Firing.State.FAILED
     assert firing.error_code == "provider_network", firing.error_code
     assert "sk-test-not-a-real-key" not in firing.error_message
@@ -103,12 +111,40 @@ def test_a_provider_failure_fails_the_firing_with_a_code_and_bills_an_error(owne
     assert load_conversation(conversation_key(workflow.pk, generation, ids["lead"])) == []
 
 
+def test_firing_start_takes_keywords_only(owner):
+    workflow, generation, ids = assistant_with(owner)
+    with pytest.raises(TypeError):
+        firing_start(workflow, generation, ids["lead"], "hello")  # the positional call is the point
+    assert not Firing.objects.exists()
+
+
+def test_a_request_that_cannot_be_built_fails_the_firing_with_the_store_code_and_bills_nothing(owner, monkeypatch):
+    from agents.services import execute
+    from conversations.store import ConversationLoadFailed
+
+    def unreadable(firing):
+        raise ConversationLoadFailed(message="the stored row could not be read")
+
+    monkeypatch.setattr(execute, "firing_messages", unreadable)
+    workflow, generation, ids = assistant_with(owner)
+    firing = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="hello")
+    )
+    assert (firing.state, firing.error_code) == (Firing.State.FAILED, "conversation_load_failed")
+    assert firing.error_message == "the stored row could not be read"
+    step = LlmStep.objects.get(firing=firing)
+    assert (step.state, step.error_code, step.duration_ms) == (LlmStep.State.FAILED, "conversation_load_failed", 0)
+    assert not UsageRecord.objects.filter(workflow_id=workflow.pk).exists()  # no call was made
+
+
 def test_a_continuing_firing_appends_after_the_stored_prefix_it_knows(owner):
     from conversations.models import AgentConversation
 
     workflow, generation, ids = assistant_with(owner)
-    firing_start(workflow, generation, ids["lead"], "first")
-    second = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "second"))
+    firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="first")
+    second = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="second")
+    )
     header = AgentConversation.objects.get(workflow=workflow, generation=generation, agent_node_id=ids["lead"])
     # The firing knew the stored list it extends and kept track of the save it made.
     assert second.stored_prefix == {
@@ -134,7 +170,9 @@ def test_a_firing_after_a_crash_continues_from_the_repaired_list(owner):
             {"role": "assistant", "blocks": [call]},  # the worker died before the result was saved
         ],
     )
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "after the crash"))
+    firing = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="after the crash")
+    )
     assert firing.state == Firing.State.FINISHED and firing.stored_prefix["length"] == 6
     stored = load_conversation(key)
     validate_messages(stored)
@@ -167,7 +205,11 @@ def test_a_firing_is_not_held_up_by_an_update_of_its_workflow_row(owner):
     holder = threading.Thread(target=hold_the_workflow_row)
     holder.start()
     assert locked.wait(timeout=10)
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "while the workflow is locked"))
+    firing = Firing.objects.get(
+        pk=firing_start(
+            workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="while the workflow is locked"
+        )
+    )
     finished.set()
     holder.join()
     assert firing.state == Firing.State.FINISHED, (firing.error_code, firing.error_message)

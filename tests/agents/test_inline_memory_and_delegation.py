@@ -24,9 +24,18 @@ def _results(messages):
 
 def test_remember_then_recall_across_firings(owner):
     workflow, generation, ids = assistant_with(owner, memory=True)
-    first = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "remember: the cat is called Miso"))
+    first = Firing.objects.get(
+        pk=firing_start(
+            workflow=workflow,
+            generation=generation,
+            agent_node_id=ids["lead"],
+            prompt="remember: the cat is called Miso",
+        )
+    )
     assert first.state == Firing.State.FINISHED, first.error_message
-    second = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "recall: cat"))
+    second = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="recall: cat")
+    )
     assert second.state == Firing.State.FINISHED
     stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
     remembered, recalled = _results(stored)
@@ -37,7 +46,11 @@ def test_remember_then_recall_across_firings(owner):
 
 def test_a_bad_memory_call_is_an_error_result_the_model_sees(owner):
     workflow, generation, ids = assistant_with(owner, memory=True)
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "remember: " + "x" * 20000))
+    firing = Firing.objects.get(
+        pk=firing_start(
+            workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="remember: " + "x" * 20000
+        )
+    )
     assert firing.state == Firing.State.FINISHED
     (result,) = _results(firing_messages(firing))
     assert result["is_error"]
@@ -68,7 +81,12 @@ def _team(owner):
 def test_delegation_two_levels_deep_keeps_separate_conversations(owner):
     workflow, generation, ids = _team(owner)
     firing = Firing.objects.get(
-        pk=firing_start(workflow, generation, ids["lead"], "ask alice: ask bob: count the sheep")
+        pk=firing_start(
+            workflow=workflow,
+            generation=generation,
+            agent_node_id=ids["lead"],
+            prompt="ask alice: ask bob: count the sheep",
+        )
     )
     assert firing.state == Firing.State.FINISHED, firing.error_message
     lead = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
@@ -92,7 +110,14 @@ def test_a_delegation_cycle_is_refused_with_a_message_to_the_model(owner):
     snapshot = WorkflowGeneration.objects.get(workflow=workflow, number=generation)
     snapshot.graph["edges"].append(edge(ids["a"], "output-tool", ids["b"], "input-tools"))
     snapshot.save(update_fields=["graph"])
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "ask alice: ask bob: ask alice: hi"))
+    firing = Firing.objects.get(
+        pk=firing_start(
+            workflow=workflow,
+            generation=generation,
+            agent_node_id=ids["lead"],
+            prompt="ask alice: ask bob: ask alice: hi",
+        )
+    )
     assert firing.state == Firing.State.FINISHED, firing.error_message
     bob = load_conversation(conversation_key(workflow.pk, generation, ids["b"]))
     (refused,) = _results(bob)
@@ -102,7 +127,9 @@ def test_a_delegation_cycle_is_refused_with_a_message_to_the_model(owner):
 def test_delegation_depth_is_limited(owner, settings):
     settings.AGENT_MAX_DELEGATION_DEPTH = 1
     workflow, generation, ids = _team(owner)
-    firing_start(workflow, generation, ids["lead"], "ask alice: ask bob: count")
+    firing_start(
+        workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="ask alice: ask bob: count"
+    )
     alice = load_conversation(conversation_key(workflow.pk, generation, ids["a"]))
     (refused,) = _results(alice)
     assert refused["is_error"] and "limited to 1" in refused["content"]
@@ -110,7 +137,9 @@ def test_delegation_depth_is_limited(owner, settings):
 
 def test_max_iterations_ends_the_firing_with_the_reason_in_meta(owner):
     workflow, generation, ids = assistant_with(owner, todos=True, max_iterations=1)
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "todo: one"))
+    firing = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="todo: one")
+    )
     assert firing.state == Firing.State.FINISHED and firing.end_reason == "max_iterations"
     stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
     last_assistant = [m for m in stored if m["role"] == "assistant"][-1]
@@ -120,7 +149,9 @@ def test_max_iterations_ends_the_firing_with_the_reason_in_meta(owner):
 
 def test_an_unknown_agent_fails_the_firing_with_a_code(owner):
     workflow, generation, _ids = assistant_with(owner)
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, "nope", "hi"))
+    firing = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id="nope", prompt="hi")
+    )
     assert firing.state == Firing.State.FAILED and firing.error_code == "agent_not_found"
 
 
@@ -128,12 +159,14 @@ def test_after_reset_a_firing_starts_fresh(owner):
     from workflows.services import workflow_reset
 
     workflow, generation, ids = assistant_with(owner)
-    firing_start(workflow, generation, ids["lead"], "before reset")
+    firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="before reset")
     outcome = workflow_reset(workflow=workflow, actor=owner)
     workflow.refresh_from_db()
     new_generation = workflow.live_generation
     assert new_generation == generation + 1, outcome
-    fresh = Firing.objects.get(pk=firing_start(workflow, new_generation, ids["lead"], "after reset"))
+    fresh = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=new_generation, agent_node_id=ids["lead"], prompt="after reset")
+    )
     assert [m["role"] for m in firing_messages(fresh)] == ["system", "user", "assistant"]
     assert load_conversation(conversation_key(workflow.pk, generation, ids["lead"])) == []
 
@@ -145,9 +178,9 @@ def test_pressure_past_the_threshold_compacts_the_turns_before_the_latest(owner)
     workflow, generation, ids = assistant_with(owner, compaction_threshold=0.1)
     key = conversation_key(workflow.pk, generation, ids["lead"])
     bulky = "background " * 1500  # ~4,000 tokens: past 10% of the offline model's window
-    firing_start(workflow, generation, ids["lead"], "first: " + bulky)
+    firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="first: " + bulky)
     assert [m["role"] for m in load_conversation(key)] == ["system", "user", "assistant"]  # nothing older: skipped
-    firing_start(workflow, generation, ids["lead"], "second: " + bulky)
+    firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="second: " + bulky)
     stored = load_conversation(key)
     assert [m["role"] for m in stored] == ["system", "user", "user", "assistant"]
     assert stored[0]["blocks"][0]["text"].startswith("You are Lead.")  # the system prompt, verbatim
@@ -162,8 +195,12 @@ def test_compaction_between_tool_steps_continues_from_the_compacted_list(owner, 
     workflow, generation, ids = assistant_with(owner, todos=True, compaction_threshold=0.1)
     key = conversation_key(workflow.pk, generation, ids["lead"])
     bulky = "background " * 1500
-    firing_start(workflow, generation, ids["lead"], "first: " + bulky)
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "todo: buy milk\n" + bulky))
+    firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="first: " + bulky)
+    firing = Firing.objects.get(
+        pk=firing_start(
+            workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="todo: buy milk\n" + bulky
+        )
+    )
     assert firing.state == Firing.State.FINISHED, (firing.error_code, firing.error_message)
     stored = load_conversation(key)
     assert [m["role"] for m in stored] == ["system", "user", "user", "assistant", "tool", "assistant"]
@@ -181,13 +218,17 @@ def test_a_summarizer_failure_between_tool_steps_ends_the_firing(owner, monkeypa
 
     workflow, generation, ids = assistant_with(owner, todos=True, compaction_threshold=0.1)
     bulky = "background " * 1500
-    firing_start(workflow, generation, ids["lead"], "first: " + bulky)
+    firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="first: " + bulky)
 
     def failing_summarizer(**_kwargs):
         raise ServerError("the summarizer is down")
 
     monkeypatch.setattr(providers, "summarize", failing_summarizer)
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "todo: buy milk\n" + bulky))
+    firing = Firing.objects.get(
+        pk=firing_start(
+            workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="todo: buy milk\n" + bulky
+        )
+    )
     assert firing.state == Firing.State.FAILED and firing.error_code == "compaction_failed"
     stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
     assert [m["role"] for m in stored][:3] == ["system", "user", "assistant"]  # the prior list is kept
@@ -204,7 +245,12 @@ def test_a_recall_query_is_embedded_before_the_turns_transaction(owner, settings
 
     settings.MEMORY_EMBEDDER = "tests.memory.embedders:ConceptEmbedder"
     workflow, generation, ids = assistant_with(owner, memory=True)
-    firing_start(workflow, generation, ids["lead"], "remember: my favourite drink is espresso")
+    firing_start(
+        workflow=workflow,
+        generation=generation,
+        agent_node_id=ids["lead"],
+        prompt="remember: my favourite drink is espresso",
+    )
     for item_id in MemoryItem.objects.values_list("pk", flat=True):
         assert embed_item(item_id) == "ready"
     embedded = []
@@ -215,7 +261,9 @@ def test_a_recall_query_is_embedded_before_the_turns_transaction(owner, settings
         return real_embed(self, texts)
 
     monkeypatch.setattr(ConceptEmbedder, "embed", watched_embed)
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "recall: coffee"))
+    firing = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="recall: coffee")
+    )
     assert firing.state == Firing.State.FINISHED, firing.error_message
     recalled = _results(load_conversation(conversation_key(workflow.pk, generation, ids["lead"])))[-1]
     assert '"search": "hybrid"' in recalled["content"] and "espresso" in recalled["content"]

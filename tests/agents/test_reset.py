@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_reset_ends_a_live_firing_and_its_late_answer_lands_nowhere(owner, settings):
     settings.AGENT_EXECUTION_MODE = "celery"  # no worker in this test: we drive the steps by hand
     workflow, generation, ids = assistant_with(owner)
-    firing_id = firing_start(workflow, generation, ids["lead"], "hello")
+    firing_id = firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="hello")
     prepare_payload(str(firing_id))
     # The provider call is in flight when the owner resets: the step is recorded as started and then answers.
     step = LlmStep.objects.create(firing_id=firing_id, iteration=1)
@@ -39,6 +39,26 @@ def test_reset_ends_a_live_firing_and_its_late_answer_lands_nowhere(owner, setti
     assert LlmStep.objects.get(pk=step.pk).state == LlmStep.State.PERSISTED
 
 
+def test_reset_writes_each_live_firing_once_stopped_and_ended(owner, settings):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    settings.AGENT_EXECUTION_MODE = "celery"  # no worker: the firings stay live until the reset
+    workflow, generation, ids = assistant_with(owner)
+    firing_ids = [
+        firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt=text)
+        for text in ("one", "two")
+    ]
+    prepare_payload(str(firing_ids[0]))  # one holds the conversation's lease, released with the same write
+    with CaptureQueriesContext(connection) as queries:
+        workflow_reset(workflow=workflow, actor=owner)
+    table = f'"{Firing._meta.db_table}"'
+    writes = [q["sql"] for q in queries if f"UPDATE {table}" in q["sql"]]
+    assert len(writes) == 2, writes
+    for firing in Firing.objects.filter(pk__in=firing_ids):
+        assert (firing.state, firing.error_code, firing.stop_requested) == (Firing.State.FAILED, "reset", True)
+
+
 def test_a_context_cleared_during_a_turn_is_not_written_back(owner, settings):
     from conversations.store import clear_conversation
 
@@ -46,9 +66,11 @@ def test_a_context_cleared_during_a_turn_is_not_written_back(owner, settings):
     workflow, generation, ids = assistant_with(owner, todos=True)
     key = conversation_key(workflow.pk, generation, ids["lead"])
     settings.AGENT_EXECUTION_MODE = "inline"
-    firing_start(workflow, generation, ids["lead"], "an earlier turn")
+    firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="an earlier turn")
     settings.AGENT_EXECUTION_MODE = "celery"
-    firing_id = str(firing_start(workflow, generation, ids["lead"], "todo: buy milk"))
+    firing_id = str(
+        firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="todo: buy milk")
+    )
     prepare_payload(firing_id)
     execute_llm_step(firing_id, 1)
     persist_turn(firing_id, 1)  # saves the call and its result: 6 messages

@@ -40,7 +40,9 @@ def _tool_results(messages):
 
 def test_one_task_runs_a_whole_tool_loop_and_sends_nothing_more(owner, broker):
     workflow, generation, ids = assistant_with(owner, memory=True)
-    firing_id = firing_start(workflow, generation, ids["lead"], "remember: the boat is blue")
+    firing_id = firing_start(
+        workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="remember: the boat is blue"
+    )
     assert broker == [("agent.prepare_payload", (str(firing_id),))]
     broker.clear()
 
@@ -59,7 +61,7 @@ def test_one_task_runs_a_whole_tool_loop_and_sends_nothing_more(owner, broker):
 
 def test_a_step_function_called_outside_a_task_sends_its_continuation(owner, broker):
     workflow, generation, ids = assistant_with(owner)
-    firing_id = str(firing_start(workflow, generation, ids["lead"], "hello"))
+    firing_id = str(firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="hello"))
     broker.clear()
     prepare_payload(firing_id)  # not inside running_steps: nothing to continue in
     assert broker == [("agent.execute_llm_step", (firing_id, 1))]
@@ -67,7 +69,7 @@ def test_a_step_function_called_outside_a_task_sends_its_continuation(owner, bro
 
 def test_a_continuation_lost_before_its_claim_is_restarted_by_the_watchdog_once(owner, broker, settings):
     workflow, generation, ids = assistant_with(owner)
-    firing_id = str(firing_start(workflow, generation, ids["lead"], "hello"))
+    firing_id = str(firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="hello"))
     broker.clear()
     prepare_payload(firing_id)
     broker.clear()  # the worker died between prepare's commit and the claim of step 1: nothing will run it
@@ -93,7 +95,7 @@ def test_a_continuation_lost_before_its_claim_is_restarted_by_the_watchdog_once(
 
 def test_a_prepare_lost_with_its_worker_is_sent_again_once_per_grace_period(owner, broker, settings):
     workflow, generation, ids = assistant_with(owner)
-    firing_id = str(firing_start(workflow, generation, ids["lead"], "hello"))
+    firing_id = str(firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="hello"))
     broker.clear()  # the worker that took agent.prepare_payload (acknowledged early) died before its commit
     assert watchdog_sweep()["resent_prepares"] == 0
     # A few seconds, not the persist grace: a broker restarted empty lost the message, the firing is safe here.
@@ -115,7 +117,7 @@ def test_a_firing_waiting_for_its_conversation_lease_is_not_taken_for_lost(owner
     workflow, generation, ids = assistant_with(owner)
     key = conversation_key(workflow.pk, generation, ids["lead"])
     assert acquire_firing_lease(key, owner_token="someone-else", ttl_seconds=600)
-    firing_id = str(firing_start(workflow, generation, ids["lead"], "hello"))
+    firing_id = str(firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="hello"))
     Firing.objects.filter(pk=firing_id).update(updated_at=timezone.now() - timedelta(minutes=1))
     broker.clear()
     run_as_task("agent.prepare_payload", firing_id)  # busy: it re-queues itself with a countdown
@@ -127,7 +129,7 @@ def test_a_firing_waiting_for_its_conversation_lease_is_not_taken_for_lost(owner
 def test_a_firing_waiting_for_its_compaction_is_not_restarted(owner, broker, settings):
     settings.AGENT_STEP_LOST_AFTER_SECONDS = 3600  # a compaction that is still beating, as far as this test goes
     workflow, generation, ids = assistant_with(owner)
-    firing_id = str(firing_start(workflow, generation, ids["lead"], "hello"))
+    firing_id = str(firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="hello"))
     prepare_payload(firing_id)
     broker.clear()
     Firing.objects.filter(pk=firing_id).update(
@@ -141,7 +143,11 @@ def test_a_firing_waiting_for_its_compaction_is_not_restarted(owner, broker, set
 
 def test_a_persist_delivered_again_after_its_commit_adds_the_tool_results_once(owner, broker):
     workflow, generation, ids = assistant_with(owner, memory=True)
-    firing_id = str(firing_start(workflow, generation, ids["lead"], "remember: tea at four"))
+    firing_id = str(
+        firing_start(
+            workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="remember: tea at four"
+        )
+    )
     broker.clear()
     prepare_payload(firing_id)
     execute_llm_step(firing_id, 1)
@@ -166,7 +172,7 @@ def test_a_persist_delivered_again_after_its_commit_adds_the_tool_results_once(o
 
 def test_a_continued_persist_failing_on_the_database_is_handed_to_the_broker(owner, broker, monkeypatch):
     workflow, generation, ids = assistant_with(owner)
-    firing_id = str(firing_start(workflow, generation, ids["lead"], "hello"))
+    firing_id = str(firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="hello"))
     broker.clear()
     real_persist = persist_turn
     failures = []
@@ -193,7 +199,7 @@ def test_a_step_continued_from_a_committed_firing_still_sees_a_stop_that_came_in
     from agents.services.firings import firing_request_stop
 
     workflow, generation, ids = assistant_with(owner)
-    firing_id = str(firing_start(workflow, generation, ids["lead"], "hello"))
+    firing_id = str(firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="hello"))
     prepare_payload(firing_id)
     committed = Firing.objects.select_related("workflow").get(pk=firing_id)  # as prepare left it
     assert firing_request_stop(firing_id=firing_id)
@@ -206,7 +212,7 @@ def test_a_step_continued_from_a_committed_firing_still_sees_a_stop_that_came_in
 
 def test_a_step_continued_from_a_committed_firing_does_not_run_twice(owner, broker):
     workflow, generation, ids = assistant_with(owner)
-    firing_id = str(firing_start(workflow, generation, ids["lead"], "hello"))
+    firing_id = str(firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="hello"))
     prepare_payload(firing_id)
     committed = Firing.objects.select_related("workflow").get(pk=firing_id)
     broker.clear()
@@ -226,7 +232,11 @@ def test_only_early_acknowledged_tasks_continue_in_process(owner, broker):
     assert tasks.persist_turn.acks_late and tasks.compact_context.acks_late
 
     workflow, generation, ids = assistant_with(owner, memory=True)
-    firing_id = str(firing_start(workflow, generation, ids["lead"], "remember: the gate code is 42"))
+    firing_id = str(
+        firing_start(
+            workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="remember: the gate code is 42"
+        )
+    )
     broker.clear()
     prepare_payload(firing_id)
     execute_llm_step(firing_id, 1)
@@ -248,7 +258,11 @@ def test_a_teammate_task_over_the_prompt_limit_is_an_error_the_model_sees(owner,
     ]
     edges = [edge("trigger", "output-main", "lead", "input-main"), edge("a", "output-tool", "lead", "input-tools")]
     workflow, generation, ids = started_workflow(owner, nodes, edges)
-    firing_id = str(firing_start(workflow, generation, ids["lead"], "ask alice: " + "x" * 300))
+    firing_id = str(
+        firing_start(
+            workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="ask alice: " + "x" * 300
+        )
+    )
     settings.AGENT_MAX_PROMPT_CHARS = 200  # the lead's own prompt was admitted; its teammate task is too long
     broker.clear()
     run_as_task("agent.prepare_payload", firing_id)
@@ -268,7 +282,7 @@ def test_a_worker_that_is_shutting_down_hands_the_next_steps_to_the_broker(owner
     assert dispatch.worker_stopping()
 
     workflow, generation, ids = assistant_with(owner)
-    firing_id = str(firing_start(workflow, generation, ids["lead"], "hello"))
+    firing_id = str(firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="hello"))
     broker.clear()
     run_as_task("agent.prepare_payload", firing_id)
     assert broker == [("agent.execute_llm_step", (firing_id, 1))]
@@ -286,13 +300,19 @@ def _firing_waiting_for_its_compaction(owner, broker):
     was sent (kept in `broker`, not run) and it waits with `compaction_pending`."""
     workflow, generation, ids = assistant_with(owner, todos=True, compaction_threshold=0.1)
     bulky = "background " * 1500  # ~4,000 tokens: past 10% of the offline model's window
-    first = str(firing_start(workflow, generation, ids["lead"], "first: " + bulky))
+    first = str(
+        firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="first: " + bulky)
+    )
     run_as_task("agent.prepare_payload", first)
     # The first turn's own compaction (nothing older than its turn to summarise) frees the conversation's slot.
     for name, args in [sent for sent in broker if sent[0] == "agent.compact_context"]:
         run_as_task(name, *args)
     broker.clear()
-    firing_id = str(firing_start(workflow, generation, ids["lead"], "todo: buy milk\n" + bulky))
+    firing_id = str(
+        firing_start(
+            workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="todo: buy milk\n" + bulky
+        )
+    )
     broker.clear()
     run_as_task("agent.prepare_payload", firing_id)
     [(name, compaction_args)] = broker

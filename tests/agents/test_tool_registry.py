@@ -84,7 +84,11 @@ def test_a_tool_type_registered_in_a_test_is_offered_and_run_end_to_end(owner, i
         monkeypatch.setenv("OPENAI_COMPATIBLE_BASE_URL", fake.base_url)
         workflow, generation, ids = _workflow(owner, "stamper")
         fake.push(Turn([Call("stamp", '{"text": "approved"}')]), Turn([Text("Stamped it.")]))
-        firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "stamp approved"))
+        firing = Firing.objects.get(
+            pk=firing_start(
+                workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="stamp approved"
+            )
+        )
         first_request, second_request = (r.body for r in fake.requests)
 
     assert firing.state == Firing.State.FINISHED and firing.final_text == "Stamped it."
@@ -101,6 +105,8 @@ def test_a_tool_type_registered_in_a_test_is_offered_and_run_end_to_end(owner, i
 
 def test_a_tool_type_without_a_contract_fails_the_firing_with_a_code(owner, inline, no_contract_tool):
     workflow, generation, ids = _workflow(owner, "mute")
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "hello"))
+    firing = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="hello")
+    )
     assert firing.state == Firing.State.FAILED and firing.error_code == "tool_unavailable"
     assert "offers no tool" in firing.error_message

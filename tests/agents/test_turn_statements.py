@@ -33,7 +33,7 @@ TURN_STATEMENTS = 15
 def worker_turn(broker, workflow, generation, agent, text) -> tuple[str, list[str]]:
     """Fire a turn and run its delivered task as a worker does; the firing id and the worker's statements."""
     broker.clear()
-    firing_id = str(firing_start(workflow, generation, agent, text))
+    firing_id = str(firing_start(workflow=workflow, generation=generation, agent_node_id=agent, prompt=text))
     assert broker == [("agent.prepare_payload", (firing_id,))]
     broker.clear()
     with CaptureQueriesContext(connection) as captured, dispatch.running_steps():

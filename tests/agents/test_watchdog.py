@@ -17,7 +17,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def _queued_firing(owner, settings):
     settings.AGENT_EXECUTION_MODE = "celery"  # sent to a broker nobody listens to in this test
     workflow, generation, ids = assistant_with(owner)
-    return Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "hello"))
+    return Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="hello")
+    )
 
 
 def test_a_firing_no_worker_picked_up_ends_not_delivered(owner, settings):

@@ -85,7 +85,14 @@ def stopped_with_no_step_left_behind(worker, firing_id) -> None:
 def test_a_memory_tool_loop_on_a_real_worker_stores_the_exact_turns(owner, worker):
     workflow, generation, ids = assistant_with(owner, memory=True)
     key = conversation_key(workflow.pk, generation, ids["lead"])
-    firing = wait_for_end(firing_start(workflow, generation, ids["lead"], "remember: the launch is on Friday"))
+    firing = wait_for_end(
+        firing_start(
+            workflow=workflow,
+            generation=generation,
+            agent_node_id=ids["lead"],
+            prompt="remember: the launch is on Friday",
+        )
+    )
     assert firing.state == Firing.State.FINISHED, (firing.error_code, worker.log()[-2000:])
     stored = load_conversation(key)
     assert [m["role"] for m in stored] == ["system", "user", "assistant", "tool", "assistant"]
@@ -97,7 +104,9 @@ def test_a_memory_tool_loop_on_a_real_worker_stores_the_exact_turns(owner, worke
     assert result["tool_call_id"] == call["id"] and not result["is_error"]
     assert stored[-1]["blocks"][0]["text"] == firing.final_text
 
-    second = wait_for_end(firing_start(workflow, generation, ids["lead"], "what did I say?"))
+    second = wait_for_end(
+        firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="what did I say?")
+    )
     assert second.state == Firing.State.FINISHED
     again = load_conversation(key)
     assert again[:5] == stored and [m["role"] for m in again[5:]] == ["user", "assistant"]
@@ -147,7 +156,11 @@ def test_task_payloads_carry_ids_only(owner, worker):
     thread = threading.Thread(target=monitor, daemon=True)
     thread.start()
     assert listening.wait(10)
-    firing = wait_for_end(firing_start(workflow, generation, ids["lead"], f"ask alice: remember: {canary}"))
+    firing = wait_for_end(
+        firing_start(
+            workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt=f"ask alice: remember: {canary}"
+        )
+    )
     stop.set()
     redis.Redis.from_url(django_settings.REDIS_URL).ping()  # wakes the monitor so it can exit
     thread.join(timeout=5)
@@ -169,9 +182,14 @@ def test_a_worker_killed_mid_call_leaves_an_ambiguous_step_and_no_second_call(ow
     try:
         workflow, generation, ids = assistant_with(owner)
         key = conversation_key(workflow.pk, generation, ids["lead"])
-        wait_for_end(firing_start(workflow, generation, ids["lead"], "warm up"), timeout=60)
+        wait_for_end(
+            firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="warm up"),
+            timeout=60,
+        )
         calls.write_text("")
-        firing_id = firing_start(workflow, generation, ids["lead"], "tell me a long story please")
+        firing_id = firing_start(
+            workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="tell me a long story please"
+        )
         wait_until(lambda: calls.exists() and calls.read_text().count("\n") == 1, timeout=30, what="the provider call")
         assert LlmStep.objects.get(firing_id=firing_id).state == LlmStep.State.STARTED
         first.kill(signal.SIGKILL)
@@ -197,7 +215,7 @@ def test_a_worker_killed_inside_persist_turn_saves_the_turn_exactly_once(owner, 
     first = start_celery_worker(tmp_path, name="doomed", OFFLINE_PROVIDER_DELAY_MS="300", **FAST_WATCHDOG)
     workflow, generation, ids = assistant_with(owner)
     key = conversation_key(workflow.pk, generation, ids["lead"])
-    firing_id = firing_start(workflow, generation, ids["lead"], "hello worker")
+    firing_id = firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="hello worker")
     wait_until(lambda: LlmStep.objects.filter(firing_id=firing_id).exists(), timeout=30, what="the step to start")
     # Hold the firing row so persist_turn blocks inside its transaction, then kill the worker right there.
     kill_when_blocked(
@@ -239,7 +257,9 @@ def test_a_worker_killed_between_a_step_and_the_next_ones_claim_is_finished_by_t
     key = conversation_key(workflow.pk, generation, ids["lead"])
     blocker = psycopg.connect(database_url_for_tests(), autocommit=False)
     try:
-        firing_id = firing_start(workflow, generation, ids["lead"], "hello after a crash")
+        firing_id = firing_start(
+            workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="hello after a crash"
+        )
         # Foreign keys are checked at commit, so this row takes no lock on the firing: prepare runs unhindered.
         blocker.execute(
             "insert into agents_llmstep (firing_id, iteration, state, worker, error_code, started_at, heartbeat_at) "
@@ -283,7 +303,10 @@ def test_two_workers_on_one_conversation_lose_no_turn(owner, tmp_path):
     try:
         workflow, generation, ids = assistant_with(owner)
         prompts = [f"turn number {i}" for i in range(8)]
-        firing_ids = [firing_start(workflow, generation, ids["lead"], prompt) for prompt in prompts]
+        firing_ids = [
+            firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt=prompt)
+            for prompt in prompts
+        ]
         ended = [wait_for_end(firing_id, timeout=90) for firing_id in firing_ids]
     finally:
         for process in workers:
@@ -316,7 +339,9 @@ def test_a_worker_killed_mid_compaction_leaves_a_firing_the_watchdog_continues(o
     key = conversation_key(workflow.pk, generation, ids["lead"])
     bulky = "background " * 1500  # ~4,000 tokens stored: the next request crosses 10% of the offline model's window
     save_conversation(key, [text_message("user", "first: " + bulky), text_message("assistant", "Noted.")])
-    firing_id = firing_start(workflow, generation, ids["lead"], "todo: buy milk")
+    firing_id = firing_start(
+        workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="todo: buy milk"
+    )
     wait_until(
         lambda: firing_state(firing_id).compaction_pending, timeout=30, what="the firing to wait for its compaction"
     )
@@ -344,3 +369,51 @@ def test_a_worker_killed_mid_compaction_leaves_a_firing_the_watchdog_continues(o
     assert LlmStep.objects.filter(firing_id=firing_id).count() == 2
     compactions = UsageRecord.objects.filter(workflow_id=workflow.pk, kind="compaction")
     assert list(compactions.values_list("outcome", flat=True)) == ["ambiguous"]  # its summary call may have run
+
+
+def test_a_worker_killed_mid_answer_leaves_the_chat_what_the_owner_saw(owner, tmp_path):
+    """Issue 34: the run ended `interrupted` with an empty reply although the owner had watched the answer arrive.
+    The reply keeps the streamed text, marked as cut short; the stored conversation keeps the one-attempt rule (the
+    step is `ambiguous`, nothing of the unsaid answer is stored or replayed, no second call)."""
+    from chat.models import ChatRun
+    from chat.services.runs import chat_message_send
+    from tests.chat.helpers import chat_workflow
+    from tests.realtime import SocketClient
+
+    calls = tmp_path / "provider-calls.log"
+    slow = {"OFFLINE_PROVIDER_DELAY_MS": "300", "OPENCOMPANY_OFFLINE_CALL_LOG": str(calls), **FAST_WATCHDOG}
+    workflow, generation, ids = chat_workflow(owner)
+    page = SocketClient(f"/ws/workflows/{workflow.pk}/", user=owner)
+    assert page.connect() and page.receive()["type"] == "hello"
+    first = start_celery_worker(tmp_path, name="doomed", **slow)
+    try:
+        prompt = " ".join(f"word{i}" for i in range(60))
+        _message, run, _ = chat_message_send(workflow=workflow, text=f"Please repeat this back to me: {prompt}")
+        seen, deltas = "", 0
+        while deltas < 3:  # the owner watches a few pieces of the answer arrive
+            event = page.receive(timeout=30)
+            if event["type"] == "run.delta":
+                seen, deltas = seen + event["text"], deltas + 1
+        first.kill(signal.SIGKILL)
+        first.process.wait(timeout=10)
+    finally:
+        first.stop()
+    rescuer = start_celery_worker(tmp_path, name="rescuer", beat=True, **slow)
+    try:
+        run = wait_until(
+            lambda: not (r := ChatRun.objects.get(pk=run.pk)).is_active and r, timeout=60, what="the run to end"
+        )
+    finally:
+        rescuer.stop()
+        page.close()
+
+    assert run.state == ChatRun.State.ERROR and run.error_code == "interrupted"
+    reply = run.reply_message
+    assert reply.status == "error" and reply.meta == {"error_code": "interrupted", "partial": True}
+    assert seen.strip() and reply.text.startswith(seen)  # what the owner saw (and any piece on its way then)
+    assert "word59" not in reply.text  # cut short where the worker died, not a later answer
+    assert calls.read_text().count("\n") == 1  # one attempt: never called again
+    step = LlmStep.objects.get(firing_id=run.firing_id)
+    assert step.state == LlmStep.State.AMBIGUOUS
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    assert not any(m["role"] == "assistant" for m in stored)  # nothing unsaid is replayed to the model

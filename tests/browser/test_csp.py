@@ -61,6 +61,7 @@ def world(make_user, settings):
         "/",
         "/settings/token/",
         "/settings/usage/",
+        "/settings/password/",
         f"/workflows/{workflow.pk}/",
         f"/workflows/{workflow.pk}/chat/",
         f"/workflows/{workflow.pk}/context/",

@@ -151,16 +151,26 @@ def test_build_run_and_delete_a_workflow_from_an_empty_account(cookie, stack, br
         "href", f"/workflows/{workflow_id}/memory/{workflow_id}%3AsimpleMemory%3A1/"
     )
 
-    # A second Context on the same agent: MULTIPLE_CONTEXTS is marked live; deleting it clears the mark.
+    # The agent has a Context: the side panel offers no second one (as the node's "+ Context" does not).
     page.locator(agent).click(position={"x": 100, "y": 12})
-    page.get_by_role("button", name="Add Context").click()
+    expect(page.locator("#node-panel")).to_contain_text("Delete node")
+    expect(page.get_by_role("button", name="Add Context")).to_have_count(0)
+    # A second Context wired to the same agent by hand: MULTIPLE_CONTEXTS is marked live; deleting it clears it.
+    first_agent = f"{NODE}[data-node-id$=':agent:1']"
+    drag_from_palette(page, "agent", 560, 420)
+    other_agent = f"{NODE}[data-type='agent']:not([data-node-id$=':agent:1'])"
+    page.locator(f"{other_agent} .add-context").click()
     expect(page.locator(f"{NODE}[data-type='context']")).to_have_count(2)
-    expect(page.locator(agent)).to_have_attribute("data-issues", re.compile("MULTIPLE_CONTEXTS"), timeout=10_000)
-    expect(page.locator("#issues")).to_contain_text("MULTIPLE_CONTEXTS")
-    expect(page.locator(agent)).to_have_class(re.compile("has-error"))
-    shot(page, "07-multiple-contexts")
     new_context = page.locator(f"{NODE}[data-type='context']:not([data-node-id$=':context:1'])")
+    new_context_selector = f"{NODE}[data-type='context']:not([data-node-id$=':context:1'])"
+    wire(page, new_context_selector, "output-context", first_agent, "input-context")
+    expect(page.locator(first_agent)).to_have_attribute("data-issues", re.compile("MULTIPLE_CONTEXTS"), timeout=10_000)
+    expect(page.locator("#issues")).to_contain_text("MULTIPLE_CONTEXTS")
+    expect(page.locator(first_agent)).to_have_class(re.compile("has-error"))
+    shot(page, "07-multiple-contexts")
     new_context.click(position={"x": 60, "y": 12})
+    page.keyboard.press("Delete")
+    page.locator(other_agent).click(position={"x": 100, "y": 12})
     page.keyboard.press("Delete")
     expect(page.locator(f"{NODE}[data-type='context']")).to_have_count(1)
     expect(page.locator(agent)).not_to_have_class(re.compile("has-error"), timeout=10_000)

@@ -1,28 +1,26 @@
-from tests.agents.factories import agent_node, edge, started_workflow
+"""Fixtures of the chat's browser tests: the real web server and worker, and an owner's chat with memory."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.chat.helpers import BROWSER_PASSWORD, chat_workflow
+from tests.processes import running_site
 
 
-def chat_workflow(owner, *, memory: bool = False, teammate: bool = False, start: bool = True):
-    nodes = [
-        {"id": "trigger", "type": "chatTrigger", "params": {}},
-        agent_node("lead", "Lead"),
-        {"id": "ctx", "type": "context", "params": {}},
-    ]
-    edges = [
-        edge("trigger", "output-main", "lead", "input-main"),
-        edge("ctx", "output-context", "lead", "input-context"),
-    ]
-    if memory:
-        nodes.append({"id": "mem", "type": "simpleMemory", "params": {"reset_policy": "keep"}})
-        edges.append(edge("mem", "output-tool", "lead", "input-tools"))
-    if teammate:
-        nodes += [agent_node("helper", "Helper"), {"id": "ctx2", "type": "context", "params": {}}]
-        edges += [
-            edge("helper", "output-tool", "lead", "input-tools"),
-            edge("ctx2", "output-context", "helper", "input-context"),
-        ]
-    if start:
-        return started_workflow(owner, nodes, edges, name="chat test")
-    from workflows.services import workflow_create
+@pytest.fixture
+def stack(tmp_path):
+    with running_site(tmp_path, OFFLINE_PROVIDER_DELAY_MS="40", AGENT_STOP_POLL_SECONDS="0.05") as base_url:
+        yield base_url
 
-    outcome = workflow_create(owner=owner, name="chat test", graph={"nodes": nodes, "edges": edges})
-    return outcome.workflow, 0, {n["id"]: outcome.aliases.get(n["id"], n["id"]) for n in nodes}
+
+@pytest.fixture
+def setup(make_user):
+    """(owner, workflow, node ids, session cookie). Made before the browser starts: Playwright's sync API runs an
+    event loop, and the ORM refuses to run inside one."""
+    from tests.realtime import session_cookie_for
+
+    owner = make_user("browser-owner", password=BROWSER_PASSWORD)
+    workflow, _, ids = chat_workflow(owner, memory=True)
+    name, value = session_cookie_for(owner).split("=", 1)
+    return owner, workflow, ids, {"name": name, "value": value}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.chat.conftest import chat_workflow
+from tests.chat.helpers import chat_workflow
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

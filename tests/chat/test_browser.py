@@ -6,46 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.chat.conftest import chat_workflow
-from tests.processes import REPO_ROOT, chromium_page, running_site
+from tests.chat.helpers import LONG, answers, shot
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-ARTIFACTS = REPO_ROOT / "test-artifacts" / "chat"
-PASSWORD = "pw-for-browser-1"
-LONG = " ".join(f"word{i}" for i in range(300))
-
-
-@pytest.fixture
-def stack(tmp_path):
-    with running_site(tmp_path, OFFLINE_PROVIDER_DELAY_MS="40", AGENT_STOP_POLL_SECONDS="0.05") as base_url:
-        yield base_url
-
-
-@pytest.fixture
-def setup(make_user):
-    # Before the browser starts: Playwright's sync API runs an event loop, and the ORM refuses to run inside one.
-    from tests.realtime import session_cookie_for
-
-    owner = make_user("browser-owner", password=PASSWORD)
-    workflow, _, ids = chat_workflow(owner, memory=True)
-    name, value = session_cookie_for(owner).split("=", 1)
-    return owner, workflow, ids, {"name": name, "value": value}
-
-
-@pytest.fixture
-def browser_page(tmp_path):
-    with chromium_page(tmp_path / "profile", height=900) as page:
-        yield page
-
-
-def shot(page, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-
-
-def answers(page):
-    return page.locator("#thread > li.msg.assistant:not(.streaming)")
 
 
 def test_the_chat_page_end_to_end(setup, stack, browser_page):

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.chat.conftest import chat_workflow
+from tests.chat.helpers import chat_workflow
 from tests.processes import CHROMIUM, CHROMIUM_ARGS, REPO_ROOT, serve_repo_static, start_web_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.django_db(transaction=True)]

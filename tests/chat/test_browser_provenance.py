@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from tests.chat.test_browser import answers, browser_page, setup, stack  # noqa: F401 (fixtures)
+from tests.chat.helpers import answers
 from tests.processes import REPO_ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -32,7 +32,7 @@ def send(page, text: str, answers_before: int) -> None:
     expect(page.locator("li.streaming")).to_have_count(0, timeout=30_000)
 
 
-def test_provenance_in_the_chat_and_the_memory_panel(setup, stack, browser_page):  # noqa: F811
+def test_provenance_in_the_chat_and_the_memory_panel(setup, stack, browser_page):
     from playwright.sync_api import expect
 
     page = browser_page
@@ -135,8 +135,8 @@ def test_provenance_in_the_chat_and_the_memory_panel(setup, stack, browser_page)
 
     # 5. The Context panel: the next turn's expected cost beside the gauge.
     page.goto(f"{stack}/workflows/{workflow.pk}/context/")
-    expect(page.locator("#ctx-next-turn")).to_contain_text("Next message: nothing (this model has no price)")
-    expect(page.locator("#ctx-next-turn")).to_contain_text("An estimate")
+    expect(page.locator("#ctx-next-turn")).to_contain_text("Next message: nothing (the offline model is free)")
+    expect(page.locator("#ctx-next-turn")).to_contain_text("tokens again")
     shot(page, "10-context-next-turn")
 
     # 6. Change the memory in the panel, see both versions side by side, restore the first.

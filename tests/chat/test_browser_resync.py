@@ -11,15 +11,10 @@ import threading
 import pytest
 import redis
 
-from tests.chat import test_browser as base
-from tests.chat.test_browser import LONG, answers, shot
+from tests.chat.helpers import LONG, answers, shot
 from tests.processes import running_site, start_spare_redis
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-# The chat browser tests' owner, workflow and Chromium.
-setup = base.setup
-browser_page = base.browser_page
 
 
 @pytest.fixture

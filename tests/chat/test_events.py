@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from chat.delta_batcher import DeltaBatcher
 from chat.events import chat_updated_event, run_ended_event, run_started_event
 from chat.services import chat_feedback_set, chat_message_send
-from tests.chat.conftest import chat_workflow
+from tests.chat.helpers import chat_workflow
 from tests.realtime import SocketClient
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -113,23 +114,23 @@ def test_a_delta_that_arrives_after_the_run_ended_leaves_no_text_in_redis(settin
     # Another process's sender may still hold a delta when the run ends; its append must not recreate the text.
     import redis
 
-    from chat import events
+    from chat import run_stream
 
     run_id = 9_000_001
-    events.reset_run_stream(run_id)
-    assert events.run_stream_state(run_id) == (0, "")
-    assert events._next_seq(run_id, "Hello ") == 1
-    assert events._next_seq(run_id, "world") == 2
-    assert events.run_stream_state(run_id) == (2, "Hello world")
+    run_stream.reset_run_stream(run_id)
+    assert run_stream.run_stream_state(run_id) == (0, "")
+    assert run_stream._next_seq(run_id, "Hello ") == 1
+    assert run_stream._next_seq(run_id, "world") == 2
+    assert run_stream.run_stream_state(run_id) == (2, "Hello world")
     client = redis.Redis.from_url(settings.REDIS_URL)
-    events.forget_run_stream(run_id)  # the run ended
-    assert events._next_seq(run_id, "late text") == 3  # still counted, so the socket sees no gap
-    assert not client.exists(events._text_key(run_id))
-    assert events.run_stream_state(run_id) == (3, "")
+    run_stream.forget_run_stream(run_id)  # the run ended
+    assert run_stream._next_seq(run_id, "late text") == 3  # still counted, so the socket sees no gap
+    assert not client.exists(run_stream._text_key(run_id))
+    assert run_stream.run_stream_state(run_id) == (3, "")
     # Even a late delta that brings the text streamed before it does not re-seed an ended run's stream.
-    assert events._next_seq(run_id, "later", seed="Hello world") == 4
-    assert not client.exists(events._text_key(run_id))
-    client.delete(events._seq_key(run_id), events._ended_key(run_id))
+    assert run_stream._next_seq(run_id, "later", seed="Hello world") == 4
+    assert not client.exists(run_stream._text_key(run_id))
+    client.delete(run_stream._seq_key(run_id), run_stream._ended_key(run_id))
 
 
 class _Sender:
@@ -156,21 +157,22 @@ class _Sender:
 
 @pytest.fixture
 def fake_sender(monkeypatch):
-    from chat import events
+    from chat import delta_batcher, run_stream
 
     fake = _Sender()
-    monkeypatch.setattr(events, "sender", fake)
+    monkeypatch.setattr(run_stream, "sender", fake)  # metadata events
+    monkeypatch.setattr(delta_batcher, "sender", fake)  # text deltas
     return fake
 
 
 def test_a_delta_batch_redis_refuses_keeps_its_text_and_goes_out_later(settings, monkeypatch, fake_sender):
     import redis
 
-    from chat import events
+    from chat import run_stream
 
     run_id = 9_000_002
-    events.reset_run_stream(run_id)
-    real = events._next_seq
+    run_stream.reset_run_stream(run_id)
+    real = run_stream._next_seq
     failures = {"left": 2}
 
     def flaky(*args, **kwargs):
@@ -179,8 +181,8 @@ def test_a_delta_batch_redis_refuses_keeps_its_text_and_goes_out_later(settings,
             raise redis.ConnectionError("Redis is restarting")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(events, "_next_seq", flaky)
-    batcher = events.DeltaBatcher(workflow_id=1, run_id=run_id)
+    monkeypatch.setattr(run_stream, "_next_seq", flaky)
+    batcher = DeltaBatcher(workflow_id=1, run_id=run_id)
     batcher.add("The launch ")
     first = fake_sender.queued.pop(0)
     assert first() is None  # Redis refused: nothing sent, a retry queued
@@ -189,42 +191,42 @@ def test_a_delta_batch_redis_refuses_keeps_its_text_and_goes_out_later(settings,
     sent = fake_sender.run()
     assert [e["text"] for e in sent] == ["The launch is on Friday."]
     assert [e["seq"] for e in sent] == [1]  # nothing was given up on, so no gap
-    assert events.run_stream_state(run_id) == (1, "The launch is on Friday.")
-    redis.Redis.from_url(settings.REDIS_URL).delete(events._seq_key(run_id), events._text_key(run_id))
+    assert run_stream.run_stream_state(run_id) == (1, "The launch is on Friday.")
+    redis.Redis.from_url(settings.REDIS_URL).delete(run_stream._seq_key(run_id), run_stream._text_key(run_id))
 
 
 def test_a_stream_redis_lost_is_reseeded_by_the_process_streaming_it(settings, fake_sender):
     import redis
 
-    from chat import events
+    from chat import run_stream
 
     run_id = 9_000_003
     client = redis.Redis.from_url(settings.REDIS_URL)
-    events.reset_run_stream(run_id)
-    batcher = events.DeltaBatcher(workflow_id=1, run_id=run_id)
+    run_stream.reset_run_stream(run_id)
+    batcher = DeltaBatcher(workflow_id=1, run_id=run_id)
     batcher.add("Hello ")
     batcher.add("there, ")
     assert [e["seq"] for e in fake_sender.run()] == [1]
-    client.delete(events._seq_key(run_id), events._text_key(run_id))  # Redis restarted empty
-    events.send_run_event_now(workflow_id=1, run_id=run_id, event={"type": "run.step"})  # counts, cannot seed
+    client.delete(run_stream._seq_key(run_id), run_stream._text_key(run_id))  # Redis restarted empty
+    run_stream.send_run_event_now(workflow_id=1, run_id=run_id, event={"type": "run.step"})  # counts, cannot seed
     batcher.add("owner.")
     sent = fake_sender.run()
     # The re-seeding batch skips a number: a page that refetched before it (empty text) sees the gap and refetches.
     assert [(e["type"], e["seq"]) for e in sent] == [("run.step", 1), ("run.delta", 3)]
     # The snapshot a page refetches has all the text again, in line with the new counter.
-    assert events.run_stream_state(run_id) == (3, "Hello there, owner.")
-    client.delete(events._seq_key(run_id), events._text_key(run_id))
+    assert run_stream.run_stream_state(run_id) == (3, "Hello there, owner.")
+    client.delete(run_stream._seq_key(run_id), run_stream._text_key(run_id))
 
 
 def test_an_event_given_up_on_shows_as_a_gap_in_the_next_seq(settings, monkeypatch, fake_sender):
     import redis
 
-    from chat import events
+    from chat import run_stream
 
     run_id = 9_000_004
     settings.CHAT_EVENT_RETRY_SECONDS = 0
-    events.reset_run_stream(run_id)
-    real = events._next_seq
+    run_stream.reset_run_stream(run_id)
+    real = run_stream._next_seq
     failing = {"on": True}
 
     def flaky(*args, **kwargs):
@@ -232,27 +234,27 @@ def test_an_event_given_up_on_shows_as_a_gap_in_the_next_seq(settings, monkeypat
             raise redis.ConnectionError("Redis is away")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(events, "_next_seq", flaky)
-    events.send_run_event_now(workflow_id=1, run_id=run_id, event={"type": "run.step"})
+    monkeypatch.setattr(run_stream, "_next_seq", flaky)
+    run_stream.send_run_event_now(workflow_id=1, run_id=run_id, event={"type": "run.step"})
     assert fake_sender.run() == []  # retried until CHAT_EVENT_RETRY_SECONDS, then given up on
     failing["on"] = False
-    events.send_run_event_now(workflow_id=1, run_id=run_id, event={"type": "run.step"})
-    events.send_run_event_now(workflow_id=1, run_id=run_id, event={"type": "run.step"})
+    run_stream.send_run_event_now(workflow_id=1, run_id=run_id, event={"type": "run.step"})
+    run_stream.send_run_event_now(workflow_id=1, run_id=run_id, event={"type": "run.step"})
     assert [e["seq"] for e in fake_sender.run()] == [2, 3]  # seq 1 is the one the page never got: it refetches
-    redis.Redis.from_url(settings.REDIS_URL).delete(events._seq_key(run_id), events._text_key(run_id))
+    redis.Redis.from_url(settings.REDIS_URL).delete(run_stream._seq_key(run_id), run_stream._text_key(run_id))
 
 
 def test_the_time_to_the_first_delta_is_in_the_metrics(owner, inline, client, make_user, settings):
     import redis
 
-    from chat import events
+    from chat import run_stream
     from tests.waiting import wait_until
 
-    redis.Redis.from_url(settings.REDIS_URL).delete(events.FIRST_DELTA_KEY)
+    redis.Redis.from_url(settings.REDIS_URL).delete(run_stream.FIRST_DELTA_KEY)
     workflow, _, _ = chat_workflow(owner)
     _, run, _ = chat_message_send(workflow=workflow, text="how fast is the first word?")
     # Recorded by the sender thread as the first delta goes out.
-    first = wait_until(lambda: events.first_delta_times(0).get(run.pk), timeout=10, what="the first delta's time")
+    first = wait_until(lambda: run_stream.first_delta_times(0).get(run.pk), timeout=10, what="the first delta's time")
     run.refresh_from_db()
     assert run.created_at.timestamp() <= first <= run.finished_at.timestamp() + 1
     client.force_login(make_user("ops", is_staff=True))
@@ -261,7 +263,7 @@ def test_the_time_to_the_first_delta_is_in_the_metrics(owner, inline, client, ma
         line for line in lines if line.startswith('opencompany_chat_turn_to_first_delta_seconds{quantile="0.5"}')
     )
     assert float(median.rsplit(" ", 1)[1]) == pytest.approx(first - run.created_at.timestamp(), abs=1e-3)
-    redis.Redis.from_url(settings.REDIS_URL).delete(events.FIRST_DELTA_KEY)
+    redis.Redis.from_url(settings.REDIS_URL).delete(run_stream.FIRST_DELTA_KEY)
 
 
 def test_a_send_hands_over_run_started_and_the_end_run_finished_as_the_constructors_build_them(

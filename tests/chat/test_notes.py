@@ -11,12 +11,11 @@ from django.db import connection
 
 from agents.models import Firing
 from agents.services.messages import firing_messages
-from chat.events import run_stream_state
 from chat.models import ChatMarker, ChatNote, ChatRun
+from chat.run_stream import run_stream_state
 from chat.selectors import chat_thread
 from chat.services import chat_feedback_set, chat_message_edit, chat_message_send, chat_run_stop
-from tests.chat.conftest import chat_workflow
-from tests.chat.helpers import stored, texts, wait_until
+from tests.chat.helpers import chat_workflow, stored, texts, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -52,6 +51,22 @@ def test_after_a_rating_the_next_answer_reports_the_note_in_its_own_words(owner,
     assert answer == "(1 note from OpenCompany: feedback.) I see 4 earlier messages. You said: three"
     assert "[feedback]" not in answer and "rating" not in answer
     assert ChatNote.objects.get().told_at is not None
+
+
+def test_a_rating_note_quotes_the_rated_answer_up_to_the_feedback_limit(owner, inline, monkeypatch):
+    import json
+
+    from chat.services import feedback
+
+    workflow, _, _, _, (_, rated) = two_turns(owner)
+    answer = rated.reply_message.text
+    limit = 12  # the one named limit decides the quote's length, shorter than the answer
+    assert len(answer) > limit
+    monkeypatch.setattr(feedback, "FEEDBACK_ANSWER_CHARS", limit)
+    chat_feedback_set(workflow=workflow, message_id=rated.reply_message_id, rating="bad")
+    text = ChatNote.objects.get(key=f"feedback:{rated.reply_message_id}").text
+    payload = json.loads(text.removeprefix("[feedback]").removesuffix("[/feedback]"))
+    assert payload == {"rating": "bad", "answer": answer[:limit] + "…"}
 
 
 def test_a_stopped_run_whose_turn_was_saved_marks_its_notes_told(owner, inline, settings):
@@ -95,11 +110,11 @@ def test_a_run_that_ended_before_its_turn_was_saved_offers_the_notes_again(owner
 
     from agents.services.firings import firing_end
     from agents.services.prepare import prepare_payload
-    from tests.chat.helpers import HeldDispatch
+    from tests.broker import hold_broker
 
     workflow, _, _, _, (_, rated) = two_turns(owner)
     chat_feedback_set(workflow=workflow, message_id=rated.reply_message_id, rating="bad")
-    HeldDispatch(monkeypatch, settings)
+    hold_broker(monkeypatch, settings)
     _, run, _ = chat_message_send(workflow=workflow, text="three")
     prepare_payload(str(run.firing_id))  # claimed, but no model call was made: nothing was saved
     chat_run_stop(workflow=workflow, run_id=run.pk)

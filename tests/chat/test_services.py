@@ -10,6 +10,7 @@ from django.db import IntegrityError
 
 from agents.models import Firing
 from agents.services.messages import firing_messages
+from chat.events import chat_updated_event
 from chat.locks import chat_session_for_update
 from chat.models import ChatBranchSnapshot, ChatMessage, ChatNote, ChatRun, ChatSession
 from chat.selectors import chat_thread
@@ -25,8 +26,8 @@ from chat.services import (
 )
 from conversations.store import conversation_key, lock_conversations, replace_conversation_locked
 from core.errors import ServiceError
-from tests.chat.conftest import chat_workflow
-from tests.chat.helpers import HeldDispatch, stored, texts
+from tests.broker import hold_broker
+from tests.chat.helpers import chat_workflow, stored, texts
 from tests.race import Competitor, wait_until_waiting_on_a_lock
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -80,8 +81,7 @@ def test_the_same_client_message_id_returns_the_first_message_and_run_and_starts
     assert ChatMessage.objects.filter(role="user").count() == 1
 
 
-def test_a_second_send_during_a_run_is_refused_run_in_progress(owner, monkeypatch, settings):
-    HeldDispatch(monkeypatch, settings)
+def test_a_second_send_during_a_run_is_refused_run_in_progress(owner, broker):
     workflow, _, _ = chat_workflow(owner)
     _, run, _ = chat_message_send(workflow=workflow, text="first")
     with pytest.raises(ServiceError) as excinfo:
@@ -90,8 +90,7 @@ def test_a_second_send_during_a_run_is_refused_run_in_progress(owner, monkeypatc
     assert excinfo.value.status == 409
 
 
-def test_the_partial_unique_index_allows_one_active_run_per_session(owner, monkeypatch, settings):
-    HeldDispatch(monkeypatch, settings)
+def test_the_partial_unique_index_allows_one_active_run_per_session(owner, broker):
     workflow, _, _ = chat_workflow(owner)
     message, run, _ = chat_message_send(workflow=workflow, text="first")
     with pytest.raises(IntegrityError):
@@ -100,11 +99,10 @@ def test_the_partial_unique_index_allows_one_active_run_per_session(owner, monke
         )
 
 
-def test_two_sends_at_the_same_moment_make_exactly_one_run(owner, monkeypatch, settings):
+def test_two_sends_at_the_same_moment_make_exactly_one_run(owner, broker):
     """Given two requests queued on the same session lock at once, when the lock opens, exactly one is admitted."""
     from django.db import transaction
 
-    HeldDispatch(monkeypatch, settings)
     workflow, _, _ = chat_workflow(owner)
     session = ChatSession.objects.create(workflow=workflow)
 
@@ -135,8 +133,7 @@ def test_an_empty_or_too_long_message_is_an_invalid_request(owner, inline, text)
 # --- stop -----------------------------------------------------------------------------------------------------
 
 
-def test_stopping_a_pending_run_stops_it_at_once(owner, monkeypatch, settings):
-    HeldDispatch(monkeypatch, settings)
+def test_stopping_a_pending_run_stops_it_at_once(owner, broker, settings):
     workflow, _, _ = chat_workflow(owner)
     _, run, _ = chat_message_send(workflow=workflow, text="never mind")
     stopped = chat_run_stop(workflow=workflow, run_id=run.pk)
@@ -207,6 +204,50 @@ def test_try_again_answers_beside_the_latest_answer_and_forgets_the_old_one(owne
     assert chat_thread(workflow=workflow)["messages"][-1]["id"] == old_answer.pk
 
 
+def test_send_edit_and_try_again_start_their_answer_alike_and_only_the_moves_announce_a_new_shape(
+    owner, inline, capture_events
+):
+    # One way to start an answer (chat_answer_start): the owner's message is the shown leaf when the run starts,
+    # the run's parent is the run that answered the message above, and a branch move announces `chat.updated`.
+    workflow, _, _, _, _, second_run = two_turns(owner)
+    starts = []
+    for move in ("send", "edit", "regenerate"):
+        capture_events.clear()
+        before = revision(workflow)
+        if move == "send":
+            three, run, _ = chat_message_send(workflow=workflow, text="three")
+        elif move == "edit":
+            _, run = chat_message_edit(workflow=workflow, message_id=three.pk, text="THREE")
+        else:
+            latest = ChatSession.objects.get(workflow=workflow).active_leaf_id
+            run = chat_message_regenerate(workflow=workflow, message_id=latest)
+        run.refresh_from_db()
+        started = capture_events.events("run.started")
+        assert started == [
+            {
+                "type": "run.started",
+                "workflow_id": workflow.pk,
+                "kind": run.kind,
+                "state": "pending",
+                "user_message_id": run.user_message_id,
+            }
+        ]
+        updated = capture_events.events("chat.updated")
+        # The move's own bump, before the answer's end bumps again.
+        expected = (
+            [] if move == "send" else [chat_updated_event(workflow_id=workflow.pk, revision=before + 1, reason=move)]
+        )
+        assert updated == expected
+        starts.append((run.kind, run.user_message.kind, run.user_message.parent_id, run.parent_run_id))
+    second_answer = second_run.reply_message_id
+    assert starts == [
+        ("message", "message", second_answer, second_run.pk),
+        ("edit", "edit", second_answer, second_run.pk),
+        ("regenerate", "edit", second_answer, second_run.pk),
+    ]
+    assert ChatMessage.objects.get(pk=run.user_message_id).meta == {"edit_of": three.pk}
+
+
 def test_try_again_is_only_for_the_latest_answer_and_edit_only_for_the_owners_messages(owner, inline):
     workflow, _, _, first, _, run = two_turns(owner)
     first_answer = ChatMessage.objects.get(parent=first)
@@ -228,7 +269,7 @@ def test_a_move_from_a_stale_revision_is_refused_revision_conflict(owner, inline
 
 def test_a_move_during_a_run_is_refused_run_in_progress(owner, monkeypatch, settings, inline):
     workflow, _, _, _, second, _ = two_turns(owner)
-    HeldDispatch(monkeypatch, settings)
+    hold_broker(monkeypatch, settings)
     chat_message_send(workflow=workflow, text="three")
     with pytest.raises(ServiceError) as excinfo:
         chat_message_edit(workflow=workflow, message_id=second.pk, text="x")
@@ -350,7 +391,7 @@ def test_a_note_is_offered_again_after_a_failed_run(owner, inline, monkeypatch, 
 
     workflow, _, _, _, _, run = two_turns(owner)
     chat_feedback_set(workflow=workflow, message_id=run.reply_message_id, rating="bad")
-    HeldDispatch(monkeypatch, settings)
+    hold_broker(monkeypatch, settings)
     _, failed, _ = chat_message_send(workflow=workflow, text="three")
     # The answering agent is prepared (the note is claimed), then the runtime's watchdog fails the lost firing.
     prepare_payload(str(failed.firing_id))
@@ -401,10 +442,20 @@ def test_clear_chat_removes_the_thread_and_the_agents_forget(owner, inline):
     assert run.reply_message.text == "I see 0 earlier messages. You said: fresh"
 
 
-def test_workflow_reset_ends_live_runs_with_code_reset_and_clears_the_thread(owner, monkeypatch, settings):
+def test_clear_chat_reads_the_live_generation_from_the_row_not_from_a_stale_workflow(owner, inline):
+    from workflows.models import Workflow
+
+    workflow, _, ids = chat_workflow(owner, start=False)
+    stale = Workflow.objects.get(pk=workflow.pk)  # read before the first message starts the workflow
+    _, run = send(workflow, "hello")
+    assert stale.live_generation == 0 and run.generation == 1
+    counts = chat_clear(workflow=stale)
+    assert counts["conversations"] == 1 and stored(workflow, run.generation, ids["lead"]) == []
+
+
+def test_workflow_reset_ends_live_runs_with_code_reset_and_clears_the_thread(owner, broker):
     from workflows.services import workflow_reset
 
-    HeldDispatch(monkeypatch, settings)
     workflow, _, _ = chat_workflow(owner)
     _, run, _ = chat_message_send(workflow=workflow, text="hello")
     outcome = workflow_reset(workflow=workflow)
@@ -447,10 +498,13 @@ def test_a_workflow_without_an_answering_agent_or_stopped_is_refused_in_plain_wo
     from workflows.services import workflow_create, workflow_start, workflow_stop
 
     lonely = workflow_create(owner=owner, name="no trigger", graph={"nodes": [], "edges": []}).workflow
-    workflow_start(workflow=lonely)
+    # Start refuses it with the chat's own sentence; the chat (which starts a never-started workflow) too.
+    with pytest.raises(ServiceError) as started:
+        workflow_start(workflow=lonely)
     with pytest.raises(ServiceError) as excinfo:
         chat_message_send(workflow=lonely, text="hello?")
     assert refusal(excinfo) == "no_answering_agent" and "chat trigger" in excinfo.value.message
+    assert (started.value.code, started.value.message) == ("no_answering_agent", excinfo.value.message)
     workflow, _, _ = chat_workflow(owner)
     workflow_stop(workflow=workflow)
     with pytest.raises(ServiceError) as excinfo:
@@ -476,3 +530,19 @@ def test_a_conversation_repaired_on_load_can_still_be_rewound(owner, inline):
     assert run.context_cursors[agent]["length"] == len(current) + 1
     chat_message_edit(workflow=workflow, message_id=third.pk, text="THREE")
     assert texts(stored(workflow, generation, agent))[-2] == "THREE"
+
+
+def test_every_save_in_the_chat_services_names_its_fields():
+    # A save without update_fields writes every column back, over whatever another transaction changed meanwhile.
+    import ast
+    from pathlib import Path
+
+    import chat.services
+
+    unnamed = []
+    for path in sorted(Path(chat.services.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "save":
+                if not any(keyword.arg == "update_fields" for keyword in node.keywords):
+                    unnamed.append(f"{path.name}:{node.lineno}")
+    assert unnamed == []

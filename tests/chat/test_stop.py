@@ -10,13 +10,12 @@ import pytest
 from django.db import connection
 
 from agents.models import Firing
-from chat.events import run_stream_state
 from chat.models import ChatRun
+from chat.run_stream import run_stream_state
 from chat.services import chat_message_send, chat_run_stop
 from providers.wire import validate_messages
 from tests.agents.factories import agent_node, edge, started_workflow
-from tests.chat.conftest import chat_workflow
-from tests.chat.helpers import stored, texts, wait_until
+from tests.chat.helpers import chat_workflow, stored, texts, wait_until
 from tests.fakes import Call, FakeAnthropic, FakeChatCompletions, FakeGemini, FakeOpenAIResponses, Text, Turn
 from tests.processes import start_celery_worker
 

@@ -12,14 +12,14 @@ from agents.models import Firing
 from chat.models import ChatRun
 from chat.services import chat_message_send
 from chat.watchdog import chat_watchdog_sweep
-from tests.chat.conftest import chat_workflow
-from tests.chat.helpers import HeldDispatch
+from tests.broker import hold_broker
+from tests.chat.helpers import chat_workflow
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def held_run(owner, monkeypatch, settings, *, age_seconds: int) -> ChatRun:
-    HeldDispatch(monkeypatch, settings)
+    hold_broker(monkeypatch, settings)
     workflow, _, _ = chat_workflow(owner)
     _, run, _ = chat_message_send(workflow=workflow, text="anyone there?")
     past = timezone.now() - timedelta(seconds=age_seconds)

@@ -8,7 +8,7 @@ from django.test import Client
 from django.urls import reverse
 
 from conversations.models import AgentConversation
-from conversations.services import usage_record_append
+from conversations.services import UsageEntry, usage_record_append
 from conversations.store import conversation_key, conversation_pressure_record, load_conversation, save_conversation
 from tests.conversations.factories import assistant, result, started_workflow, system, turn, user
 
@@ -104,9 +104,9 @@ def test_the_raw_tab_shows_the_stored_wires_escaped(live, browser):
 def test_the_panel_picks_the_node_and_shows_usage_and_pressure(live, browser):
     key = conversation_key(live.pk, 2, f"{live.pk}:agent:2")
     conversation_pressure_record(key, input_tokens=6000, output_headroom_tokens=2000, context_window_tokens=10_000)
-    usage_record_append(idempotency_key="u1", kind="llm", provider="offline", model="m", outcome="ok",
-                        workflow_id=live.pk, generation=2, agent_node_id=key.agent_node_id, input_tokens=123,
-                        output_tokens=45)  # fmt: skip
+    usage_record_append(entry=UsageEntry(idempotency_key="u1", kind="llm", provider="offline", model="m", outcome="ok",
+                                         workflow_id=live.pk, generation=2, agent_node_id=key.agent_node_id,
+                                         input_tokens=123, output_tokens=45))  # fmt: skip
     url, _ = _panel(live)
     html = browser.get(url, {"node": f"{live.pk}:context:2"}).content.decode()
     assert "agent two&#x27;s question" in html
@@ -249,6 +249,30 @@ def test_the_panel_says_when_a_claude_code_session_is_bound(owner, browser):
     html = browser.get(reverse("conversations:context-panel", args=[workflow.pk])).content.decode()
     assert "Bound to a Claude Code session" in html
     assert "2b8e4c1a" not in html  # the session id is the runtime's, not the owner's business
+
+
+def test_the_panel_shows_what_the_provider_adapter_said_about_a_message(owner, browser):
+    # The adapters put plain-words notes on an answer (providers/README.md): reasoning summaries off for an
+    # unverified OpenAI organisation, a refusal, a blocked prompt, reasoning dropped after a model change.
+    workflow = started_workflow(owner, agents=1, generation=1)
+    note = f"Reasoning summaries are off for this OpenAI key {SCRIPT}"
+    answer = {"role": "assistant", "blocks": [{"type": "text", "text": "Green."}], "meta": {"notes": [note]}}
+    save_conversation(conversation_key(workflow.pk, 1, f"{workflow.pk}:agent:1"), [user("tea?"), answer])
+    url, _ = _panel(workflow)
+    html = browser.get(url, {"node": f"{workflow.pk}:context:1"}).content.decode()
+    assert '<p class="meta ctx-note">Reasoning summaries are off for this OpenAI key &lt;script&gt;' in html
+
+
+def test_rest_detail_of_a_node_not_in_this_workflow_is_404(live, owner, owner_client):
+    """Another workflow's agent (same owner) or a made-up node id: 404, never an empty conversation or a count."""
+    elsewhere = started_workflow(owner, name="other")
+    foreign = f"{elsewhere.pk}:agent:1"
+    for node in (foreign, "nope"):
+        path = f"/api/workflows/{live.pk}/conversations/{node}/"
+        for response in (owner_client.get(path), owner_client.delete(path)):
+            assert response.status_code == 404 and response.json()["code"] == "not_found"
+    assert owner_client.get(f"/api/workflows/{elsewhere.pk}/conversations/{foreign}/").status_code == 200
+    assert AgentConversation.objects.filter(workflow=live).count() == 3
 
 
 def test_the_panel_shows_a_compaction_in_progress_when_the_last_landed_and_summaries_paid_for(live, browser):

@@ -1,5 +1,6 @@
 """The usage ledger: append-only, idempotent per key, read-only in admin; pressure kept apart from usage."""
 
+import dataclasses
 import threading
 
 import pytest
@@ -8,7 +9,7 @@ from django.db import DatabaseError, connection, transaction
 from django.test import RequestFactory
 
 from conversations.models import AgentConversation, UsageRecord
-from conversations.services import usage_record_append
+from conversations.services import UsageEntry, usage_record_append, usage_record_statements
 from conversations.store import conversation_pressure_record, save_conversation
 from tests.conversations.factories import user
 
@@ -19,7 +20,7 @@ def _append(key="step:1", **overrides):
     fields = dict(idempotency_key=key, kind="llm", provider="openai", model="gpt", outcome="ok", input_tokens=100,
                   cached_input_tokens=40, output_tokens=20, reasoning_tokens=5, cost=0.0123)  # fmt: skip
     fields.update(overrides)
-    return usage_record_append(**fields)
+    return usage_record_append(entry=UsageEntry(**fields))
 
 
 def test_a_retried_persist_never_bills_twice():
@@ -43,6 +44,21 @@ def test_kinds_and_outcomes_are_checked():
     for kind in ("llm", "compaction", "embedding"):
         for outcome in ("ok", "error", "ambiguous"):
             assert _append(key=f"{kind}:{outcome}", kind=kind, outcome=outcome)
+
+
+def test_one_typed_entry_is_the_bill_checked_where_it_is_made():
+    # Refused when built, before any statement is made of it; and frozen: the statement and the row agree.
+    with pytest.raises(ValueError):
+        UsageEntry(idempotency_key="k", kind="guess", provider="openai", model="gpt", outcome="ok")
+    entry = UsageEntry(idempotency_key="step:entry", kind="llm", provider="openai", model="gpt", outcome="ok",
+                       input_tokens=-3, output_tokens=7, meta={"price_note": "none"})  # fmt: skip
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        entry.output_tokens = 1
+    ((name, _, params),) = usage_record_statements(entry=entry)
+    assert name == "usage_recorded" and params[0] == "step:entry" and params[8:12] == [0, 0, 7, 0]
+    assert usage_record_append(entry=entry) is True and usage_record_append(entry=entry) is False
+    record = UsageRecord.objects.get(idempotency_key="step:entry")
+    assert (record.input_tokens, record.output_tokens, record.meta) == (0, 7, {"price_note": "none"})
 
 
 def test_the_ledger_cannot_be_changed_or_deleted():

@@ -93,6 +93,10 @@ class FakeAnthropic(FakeProviderServer):
         self.issued_redacted: set[str] = set()
         self.fail_counting = False  # answer count_tokens with a 500, to exercise the estimate fallback
         self.last_breakpoints = 0
+        # Streaming refusals ("Streaming refusals" guide): after `stop_reason: "refusal"` the conversation context
+        # must be reset (the refused turn removed or rephrased); continuing without that gets refusals again.
+        # What each refused request's turn held: its user words and the assistant words it produced.
+        self.refused_texts: set[str] = set()
 
     def reject(self, message: str, status: int = 400) -> None:
         raise Rejected(ErrorReply(status, message))
@@ -206,10 +210,12 @@ class FakeAnthropic(FakeProviderServer):
                             f"{block.get('tool_use_id')}. Each `tool_result` block must have a corresponding "
                             "`tool_use` block in the previous message."
                         )
-        if thinking_on and messages and messages[-1].get("role") == "user":
+        if thinking.get("type") == "enabled" and messages and messages[-1].get("role") == "user":
             # The assistant turn in progress starts after the last user message that is more than tool results; a
-            # tool loop is one assistant turn, and with thinking on its first assistant message must start with
-            # thinking (later steps of the loop need not, without interleaved thinking).
+            # tool loop is one assistant turn, and with (manual) thinking on its first assistant message must start
+            # with thinking (later steps of the loop need not, without interleaved thinking). Adaptive thinking
+            # decides per step whether to think (it may skip it at low effort) and interleaves it, so a turn under
+            # it may begin with a tool call.
             start = 0
             for index, message in enumerate(messages):
                 if message.get("role") == "user" and any(b.get("type") != "tool_result" for b in _content(message)):
@@ -231,8 +237,28 @@ class FakeAnthropic(FakeProviderServer):
         }
         return json_reply(error.status, body, error.headers)
 
+    def _still_refused(self, body: dict) -> bool:
+        texts = {
+            b.get("text")
+            for m in body.get("messages") or []
+            for b in _content(m)
+            if isinstance(b, dict) and b.get("type") == "text"
+        }
+        return bool(texts & self.refused_texts)
+
+    def _remember_refusal(self, body: dict, turn: Turn) -> None:
+        messages = body.get("messages") or []
+        last_user = next((m for m in reversed(messages) if m.get("role") == "user"), None)
+        if last_user is not None:
+            self.refused_texts |= {b.get("text") for b in _content(last_user) if b.get("type") == "text"}
+        self.refused_texts |= {p.text for p in turn.parts if isinstance(p, Text)}
+
     def render(self, request: RecordedRequest, turn: Turn) -> SSE:
         body = request.body or {}
+        if self._still_refused(body):
+            turn = Turn([], stop="refusal")  # the refused turn is still in the context: refused again
+        if turn.stop == "refusal":
+            self._remember_refusal(body, turn)
         message_id = self.next_id("msg")
         # Caching is reported only when the request asked for it (cache_control breakpoints).
         written = turn.cache_creation_tokens if self.last_breakpoints else 0
@@ -346,10 +372,15 @@ class FakeAnthropic(FakeProviderServer):
             else:
                 raise AssertionError(f"anthropic fake cannot render {part!r}")
         stop = "max_tokens" if turn.stop == "max_tokens" else "tool_use" if has_call else "end_turn"
+        delta: dict = {"stop_reason": stop, "stop_sequence": None}
+        if turn.stop == "refusal":
+            stop_details = {"type": "refusal", "category": turn.refusal_category}
+            stop_details["explanation"] = turn.refusal_explanation
+            delta = {"stop_reason": "refusal", "stop_sequence": None, "stop_details": stop_details}
         emit(
             {
                 "type": "message_delta",
-                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "delta": delta,
                 "usage": {
                     "output_tokens": turn.output_tokens,
                     "output_tokens_details": {"thinking_tokens": turn.reasoning_tokens},

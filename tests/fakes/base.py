@@ -59,6 +59,11 @@ class Turn:
     output_tokens: int = 13
     reasoning_tokens: int = 4
     cut: str | None = None
+    # Anthropic stop="refusal": the streaming classifier stopped the reply; `stop_details` says why.
+    refusal_category: str | None = "cyber"
+    refusal_explanation: str | None = "This request could enable cyber harm."
+    # Gemini stop="blocked": the prompt was blocked (`promptFeedback.blockReason`), no candidates at all.
+    block_reason: str = "PROHIBITED_CONTENT"
     chunk_delay_s: float = 0.0
     pause_after_first_text_s: float = 0.0  # a slow provider: a long silence right after the first text delta
     # The stream waits after its first text delta until the test sets this: a test can look at a streaming answer
@@ -72,6 +77,8 @@ class ErrorReply:
     message: str
     headers: dict[str, str] = field(default_factory=dict)
     kind: str | None = None  # provider-specific error type/status; the fake picks a sensible one when None
+    param: str | None = None  # OpenAI: the request field the error names
+    code: str | None = None  # OpenAI: the error's code
 
 
 @dataclass

@@ -77,6 +77,7 @@ class FakeGemini(FakeProviderServer):
         self.issued_signatures: dict[bytes, str] = {}
         self.issued_continuations: dict[str, str] = {}  # continuation token -> model
         self.cumulative_usage = True  # usageMetadata on every chunk, as running totals (the API's streaming form)
+        self.blocked_texts: set[str] = set()  # the user words of each blocked prompt: blocked again when resent
 
     def _signature(self, seed: str, explicit: str | None = None) -> str:
         value = explicit or base64.b64encode(hashlib.sha256(seed.encode()).digest() + b"\xfb\xff\xfe").decode()
@@ -188,6 +189,33 @@ class FakeGemini(FakeProviderServer):
         model = request.path.rsplit("/", 1)[-1].split(":")[0]
         frames: list[bytes] = []
         labels: list[str] = []
+        body = request.body if isinstance(request.body, dict) else {}
+        user_texts = {
+            p.get("text")
+            for c in body.get("contents") or []
+            if c.get("role") == "user"
+            for p in c.get("parts") or []
+            if "text" in p
+        }
+        if user_texts & self.blocked_texts:
+            turn = Turn([], stop="blocked", input_tokens=turn.input_tokens)  # the blocked prompt is still there
+        if turn.stop == "blocked":
+            last_user = next((c for c in reversed(body.get("contents") or []) if c.get("role") == "user"), {})
+            self.blocked_texts |= {p.get("text") for p in last_user.get("parts") or [] if "text" in p}
+            # GenerateContentResponse for a blocked prompt: `promptFeedback.blockReason` set and no candidates;
+            # the prompt's tokens are still counted in usageMetadata.
+            data = {
+                "promptFeedback": {
+                    "blockReason": turn.block_reason,
+                    "safetyRatings": [
+                        {"category": "HARM_CATEGORY_DANGEROUS_CONTENT", "probability": "HIGH", "blocked": True}
+                    ],
+                },
+                "usageMetadata": {"promptTokenCount": turn.input_tokens, "totalTokenCount": turn.input_tokens},
+                "modelVersion": model,
+                "responseId": response_id,
+            }
+            return SSE([sse_frame(data)])
 
         total_chunks = max(1, sum(2 if not isinstance(p, Call) else 1 for p in turn.parts)) + 1
         emitted = 0

@@ -39,6 +39,13 @@ UNSUPPORTED_EFFORT = (
 EMBEDDING_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
 INVALID_INPUT = "'$.input' is invalid. Please check the API reference: https://platform.openai.com/docs/api-reference."
 CUT_OFF = "(cut off by max_output_tokens)"  # a reasoning item whose following item never came
+# The 400 an organisation that has not been verified gets for `reasoning.summary` (reported verbatim on the
+# trackers of OpenAI's own cookbook and of other agents: param `reasoning.summary`, code `unsupported_value`).
+UNVERIFIED_SUMMARY = (
+    "Your organization must be verified to generate reasoning summaries. Please go to: "
+    "https://platform.openai.com/settings/organization/general and click on Verify Organization. If you just "
+    "verified, it can take up to 15 minutes for access to propagate."
+)
 
 
 def reasoning_model(model: str) -> bool:
@@ -74,6 +81,7 @@ class FakeOpenAIResponses(FakeProviderServer):
         self.embedding_errors: list[ErrorReply] = []  # the next embeddings calls answer these, in order
         self.embedding_inputs: list[list[str]] = []  # the inputs of each embeddings call answered
         self.embeddings_reversed = False  # answer the rows last input first: the API pairs them by `index` only
+        self.unverified_keys: set[str] = set()  # keys of organisations that may not have reasoning summaries
 
     @property
     def base_url(self) -> str:
@@ -169,6 +177,9 @@ class FakeOpenAIResponses(FakeProviderServer):
         model = str(body.get("model"))
         if "reasoning.encrypted_content" in (body.get("include") or []) and not reasoning_model(model):
             raise Rejected(ErrorReply(400, "Encrypted content is not supported with this model."))
+        summary = (body.get("reasoning") or {}).get("summary")
+        if summary is not None and self.presented_key(request) in self.unverified_keys:
+            raise Rejected(ErrorReply(400, UNVERIFIED_SUMMARY, param="reasoning.summary", code="unsupported_value"))
         effort = (body.get("reasoning") or {}).get("effort")
         if effort is not None:
             if not reasoning_model(model):
@@ -194,7 +205,15 @@ class FakeOpenAIResponses(FakeProviderServer):
                         ErrorReply(404, NOT_PERSISTED.format(id=item.get("id")), kind="invalid_request_error")
                     )
                 issued = self.issued_reasoning.get(item.get("id"))
-                if issued is None or issued["encrypted_content"] != item.get("encrypted_content"):
+                # Encrypted reasoning is bound to the model and the organisation (key) that issued it: replayed to
+                # another model or with another key it cannot be decrypted (reported on agents' trackers after a
+                # model switch: "The encrypted content for item rs_... could not be verified").
+                if (
+                    issued is None
+                    or issued["encrypted_content"] != item.get("encrypted_content")
+                    or issued.get("model", model) != model
+                    or issued.get("key", self.presented_key(request)) != self.presented_key(request)
+                ):
                     raise Rejected(
                         ErrorReply(400, f"The encrypted content for item {item.get('id')} could not be verified.")
                     )
@@ -230,8 +249,8 @@ class FakeOpenAIResponses(FakeProviderServer):
             "error": {
                 "message": error.message,
                 "type": error.kind or ERROR_TYPES.get(error.status, "server_error"),
-                "param": "input" if error.status == 400 else None,
-                "code": "context_length_exceeded" if "context window" in error.message else None,
+                "param": error.param or ("input" if error.status == 400 else None),
+                "code": error.code or ("context_length_exceeded" if "context window" in error.message else None),
             }
         }
         return json_reply(error.status, body, error.headers)
@@ -411,6 +430,8 @@ class FakeOpenAIResponses(FakeProviderServer):
                 self.issued_reasoning[item["id"]] = {
                     "encrypted_content": item.get("encrypted_content"),
                     "following": following,
+                    "model": body.get("model"),
+                    "key": self.presented_key(request),
                 }
         if turn.stop == "max_tokens" and output and output[-1]["type"] == "function_call":
             try:

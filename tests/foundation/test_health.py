@@ -123,7 +123,7 @@ def test_ready_answers_at_its_deadline_when_a_check_hangs(client, settings):
         return {"ok": True}
 
     try:
-        with mock.patch("core.health._check_database", side_effect=hang):
+        with mock.patch("core.health._check_database_fresh", side_effect=hang):
             response = client.get("/healthz/ready")
         # The answer came while the check still hung: the probe's deadline, not the check, ended the wait.
         assert not returned.is_set()

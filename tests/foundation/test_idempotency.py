@@ -11,7 +11,7 @@ from rest_framework.test import APIClient
 from agents.models import Firing
 from chat.models import ChatRun
 from core.models import IdempotencyReceipt
-from tests.chat.conftest import chat_workflow
+from tests.chat.helpers import chat_workflow
 from workflows.models import WorkflowGeneration
 
 pytestmark = pytest.mark.django_db(transaction=True)

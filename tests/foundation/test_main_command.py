@@ -89,3 +89,49 @@ def test_the_main_command_serves_login_and_the_demo_login_works(tmp_path, servic
     assert process.returncode == 0, log_path.read_text()[-3000:]
     # Ctrl-C stopped the embedded PostgreSQL too.
     assert not (services_path / "data" / "postgres" / "postmaster.pid").exists()
+
+
+def test_the_main_command_restarts_an_embedded_postgres_that_is_shutting_down_and_says_so(tmp_path, services_path):
+    from core.embedded.postgres_server import _pg_bin, _run_as_pg_user
+
+    port = free_port()
+    data = services_path / "data"
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE"}}
+    env.update(
+        {
+            "OPENCOMPANY_DATA_DIR": str(data),
+            "OPENCOMPANY_PORT": str(port),
+            "OPENCOMPANY_WORKER_CONCURRENCY": "1",
+            "OPENCOMPANY_PG_SHARED_BUFFERS": "32MB",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    log_path = tmp_path / "run.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "dev.py", "run"],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_for_health(base, process, timeout=180)
+        # A smart shutdown: the web and worker pools keep their sessions, so it would wait for them forever.
+        _run_as_pg_user([_pg_bin("pg_ctl"), "-D", str(data / "postgres"), "-m", "smart", "-W", "stop"])
+        wait_until(
+            lambda: "Embedded PostgreSQL is shutting down: started it again" in log_path.read_text(),
+            timeout=60,
+            what="dev.py run to notice and restart the server",
+        )
+        _wait_for_health(base, process, timeout=60)
+        assert "stopping" not in (data / "postgres" / "postmaster.pid").read_text()
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            raise

@@ -2,7 +2,7 @@ import socket
 
 import pytest
 
-from tests.conftest import NetworkAccessError
+from tests.network_guard import NetworkAccessError
 
 
 def test_a_socket_to_a_non_loopback_address_fails():

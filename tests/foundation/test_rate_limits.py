@@ -8,7 +8,7 @@ import uuid
 import pytest
 from django.core.cache import cache
 
-from tests.chat.conftest import chat_workflow
+from tests.chat.helpers import chat_workflow
 from tests.realtime import SocketClient
 from workflows.models import Workflow
 
@@ -42,6 +42,18 @@ def test_chat_sends_have_their_own_lower_limit(rates, owner, owner_client, inlin
     assert owner_client.get(f"/api/workflows/{workflow.pk}/chat/").status_code == 200  # reading is not a send
 
 
+def test_test_runs_count_against_the_chat_send_limit(rates, owner, owner_client, inline):
+    rates["chat_send"] = "2/minute"
+    workflow, _, _ = chat_workflow(owner)
+    chat = f"/api/workflows/{workflow.pk}/chat/messages/"
+    test_run = f"/api/workflows/{workflow.pk}/test-run/"
+    assert owner_client.post(chat, {"text": "one"}, format="json").status_code == 201
+    assert owner_client.post(test_run, {"prompt": "two"}, format="json").status_code == 202
+    refused = owner_client.post(test_run, {"prompt": "three"}, format="json")
+    assert refused.status_code == 429 and refused.json()["code"] == "rate_limited"
+    assert owner_client.post(chat, {"text": "four"}, format="json").status_code == 429  # one counter for both
+
+
 def test_login_attempts_are_limited_per_ip(rates, client, make_user):
     rates["login"] = "2/minute"
     make_user("someone")
@@ -61,6 +73,20 @@ def test_token_creation_is_limited_per_ip(rates, owner_client):
     assert refused.status_code == 429 and refused.json()["code"] == "rate_limited"
     assert int(refused["Retry-After"]) > 60
     assert owner_client.get("/api/tokens/").status_code == 200  # listing is not creating
+
+
+def test_the_token_page_shares_the_token_creation_limit(rates, client, owner, owner_client):
+    rates["token"] = "2/hour"
+    client.force_login(owner)
+    made = client.post("/settings/token/", {"action": "create", "name": "page", "expires_in_days": "30"})
+    assert made.status_code == 302
+    token_id = owner.api_tokens.get(name="page").pk
+    replaced = client.post("/settings/token/", {"action": "replace", "token_id": token_id})
+    assert replaced.status_code == 302  # replacing mints a key too: the second of two
+    refused = client.post("/settings/token/", {"action": "create", "name": "third", "expires_in_days": "30"})
+    assert refused.status_code == 429 and int(refused["Retry-After"]) > 60
+    assert owner_client.post("/api/tokens/", {"name": "api"}, format="json").status_code == 429  # one counter
+    assert client.get("/settings/token/").status_code == 200  # showing the page is not creating
 
 
 def test_a_socket_that_floods_messages_is_closed(settings, owner):

@@ -76,3 +76,26 @@ def test_periodic_task_lines_are_debug_and_other_task_lines_stay_info():
     assert quiet.filter(beat) is False
     work = record("celery.app.trace", "Task agent.execute_llm_step[abc] succeeded in 0.2s: None")
     assert quiet.filter(work) is True and work.levelname == "INFO"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("hashed", [False, True])
+@pytest.mark.parametrize("path", ["/static/..%2fmanage.py", "/static/js/..%2f..%2fmanage.py", "/static/../manage.py"])
+def test_a_static_path_that_climbs_out_is_a_404_with_the_security_headers(path, hashed, tmp_path):
+    """`..%2f` reaches the ASGI app decoded (`../`): it was a bare 500 from the finders' SuspiciousFileOperation."""
+    from urllib.parse import unquote
+
+    from asgiref.sync import async_to_sync
+    from channels.testing import HttpCommunicator
+
+    from opencompany.asgi import application
+
+    with override_settings(STATIC_HASHED=hashed, STATIC_ROOT=tmp_path / "collected"):
+        (tmp_path / "collected").mkdir()
+        communicator = HttpCommunicator(application, "GET", unquote(path))
+        response = async_to_sync(communicator.get_response)(timeout=10)
+    headers = {name.decode().lower(): value.decode() for name, value in response["headers"]}
+    assert response["status"] == 404
+    assert "default-src" in headers["content-security-policy"]
+    assert headers["x-content-type-options"] == "nosniff" and headers["x-frame-options"] == "DENY"
+    assert b"python" not in response["body"].lower()

@@ -2,14 +2,8 @@ import pytest
 
 from memory.services import memory_namespace_get_or_create
 from memory.tool import memory_tool_call
+from tests.memory.helpers import NODE, OTHER_NODE, memory_graph
 from workflows.models import Workflow
-
-NODE = "1:simpleMemory:1"
-OTHER_NODE = "1:simpleMemory:2"
-
-
-def memory_graph(*node_ids):
-    return {"nodes": [{"id": node_id, "type": "simpleMemory", "params": {}} for node_id in node_ids], "edges": []}
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 import pytest
 
 from memory.models import MemoryItem
-from tests.memory.conftest import NODE
+from tests.memory.helpers import NODE
 
 pytestmark = pytest.mark.django_db
 

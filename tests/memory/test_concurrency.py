@@ -4,7 +4,7 @@ from django.db import connection
 
 from memory.models import MemoryItem, MemoryItemHistory
 from memory.services import memory_item_remember, memory_item_update, memory_namespace_get_or_create
-from tests.memory.conftest import NODE
+from tests.memory.helpers import NODE
 from tests.race import Competitor, run_after, wait_until, wait_until_waiting_on_a_lock, waiting_on_a_lock
 
 pytestmark = pytest.mark.django_db(transaction=True)

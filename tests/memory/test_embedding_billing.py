@@ -10,7 +10,7 @@ from memory.models import MemoryEmbedding
 from memory.tasks import embed_item
 from providers.pricing import embedding_cost
 from tests.fakes import ErrorReply, FakeOpenAIResponses
-from tests.memory.conftest import NODE
+from tests.memory.helpers import NODE
 
 pytestmark = pytest.mark.django_db
 

@@ -3,7 +3,7 @@ from channels.layers import get_channel_layer
 
 from memory.events import memory_updated_event
 from memory.services import memory_namespace_clear
-from tests.memory.conftest import NODE
+from tests.memory.helpers import NODE
 from tests.realtime import SocketClient
 
 pytestmark = pytest.mark.django_db(transaction=True)

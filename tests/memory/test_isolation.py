@@ -1,7 +1,7 @@
 import pytest
 
 from memory.models import MemoryItem
-from tests.memory.conftest import NODE, OTHER_NODE
+from tests.memory.helpers import NODE, OTHER_NODE
 
 pytestmark = pytest.mark.django_db
 

@@ -3,7 +3,7 @@ from django.test import Client
 
 from memory.listeners import register_memory_edit_listener, unregister_memory_edit_listener
 from memory.models import MemoryItem
-from tests.memory.conftest import NODE
+from tests.memory.helpers import NODE
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,7 @@ from chat.services import chat_message_edit, chat_message_send
 from memory.models import MemoryItem, MemoryItemHistory
 from memory.provenance import Provenance
 from memory.services import memory_item_update
-from tests.chat.conftest import chat_workflow
+from tests.chat.helpers import chat_workflow
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -9,7 +9,7 @@ from django.test import Client
 from chat.services import chat_message_edit, chat_message_regenerate, chat_message_send
 from memory.diff import word_diff
 from memory.models import MemoryItem, MemoryItemHistory
-from tests.chat.conftest import chat_workflow
+from tests.chat.helpers import chat_workflow
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -210,11 +210,14 @@ def test_the_context_panel_shows_the_next_turns_expected_cost_from_the_same_esti
     view = owner_client.get(f"/api/workflows/{workflow.pk}/chat/runs/{run.pk}/request/").json()
     estimate = view["next_turn"]
     assert estimate["estimated"] and estimate["input_tokens_estimate"] > 0
-    page = page_client.get(f"/workflows/{workflow.pk}/context/").content.decode()
-    assert 'id="ctx-next-turn"' in page and "An estimate" in page
-    assert f"about {estimate['input_tokens_estimate']} tokens" in page
-    # The offline model has no price: said in words rather than "$0.0000".
-    assert estimate["cost"] == 0 and "nothing (this model has no price)" in page
+    response = page_client.get(f"/workflows/{workflow.pk}/context/")
+    page = response.content.decode()
+    # The panel gives one count: the one the gauge shows (counted at the last answer), not a second estimate.
+    measured = response.context["pressure"]["input_tokens"]
+    assert 'id="ctx-next-turn"' in page and f"those {measured} tokens again" in page
+    assert "An estimate" not in page
+    # The offline model is free: said in words rather than "$0.0000".
+    assert estimate["cost"] == 0 and "nothing (the offline model is free)" in page
 
 
 def test_opening_the_history_pages_creates_no_namespace(owner, page_client):

@@ -5,7 +5,7 @@ from django.db import connection
 
 from memory.models import FTS_CONFIG
 from memory.services import memory_namespace_get_or_create
-from tests.memory.conftest import NODE
+from tests.memory.helpers import NODE
 
 pytestmark = pytest.mark.django_db
 

@@ -5,7 +5,7 @@ from django.db import connection
 
 from memory.models import MemoryItem, MemoryItemHistory, MemoryReceipt
 from memory.tool import memory_tool_call
-from tests.memory.conftest import NODE
+from tests.memory.helpers import NODE
 
 pytestmark = pytest.mark.django_db
 

@@ -18,7 +18,6 @@ from memory.models import MemoryEmbedding
 from memory.outliers import memory_embeddings_outliers_mark
 from memory.selectors import memory_items_recall
 from memory.services import memory_item_remember, memory_namespace_get_or_create
-from tests.memory.conftest import NODE, memory_graph
 from tests.memory.embedders import (
     RANDOM_DIMS,
     RandomEmbedder,
@@ -29,6 +28,7 @@ from tests.memory.embedders import (
     store_random_vectors,
     unit,
 )
+from tests.memory.helpers import NODE, memory_graph
 from workflows.models import Workflow
 
 pytestmark = pytest.mark.django_db

@@ -16,7 +16,6 @@ from django.test.utils import CaptureQueriesContext
 from memory.embedders.indexes import vector_index_sql
 from memory.selectors import memory_items_recall
 from memory.services import memory_namespace_get_or_create
-from tests.memory.conftest import NODE, OTHER_NODE
 from tests.memory.embedders import (
     RANDOM_DIMS,
     RandomEmbedder,
@@ -27,6 +26,7 @@ from tests.memory.embedders import (
     store_random_vectors,
     unit,
 )
+from tests.memory.helpers import NODE, OTHER_NODE
 
 pytestmark = pytest.mark.django_db
 

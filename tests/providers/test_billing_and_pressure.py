@@ -38,7 +38,9 @@ def price(**usage) -> Decimal:
 def test_an_llm_step_is_billed_with_its_cost_and_cache_reads_and_writes_apart(owner, anthropic):
     workflow, generation, ids = assistant_with(owner, provider="anthropic", model=MODEL)
     anthropic.push(Turn([Text("hi")], input_tokens=4000, cached_tokens=1000, cache_creation_tokens=2000))
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "hello"))
+    firing = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="hello")
+    )
     assert firing.state == Firing.State.FINISHED, (firing.error_code, firing.error_message)
     row = UsageRecord.objects.get(workflow_id=workflow.pk, kind="llm")
     assert (row.input_tokens, row.cached_input_tokens, row.output_tokens) == (4000, 1000, 13)
@@ -57,12 +59,11 @@ def test_compaction_is_billed_with_the_summarizers_real_usage(owner, anthropic):
         Turn([Text("noted again")], input_tokens=30_000),
         Turn([Text("Summary: hello.")], input_tokens=700),
     )
-    firing_start(workflow, generation, ids["lead"], "hello")
-    firing_start(workflow, generation, ids["lead"], "again")
-    # The call's own row (a summary that was then not used also gets a `discarded` row of its own, no tokens).
-    rows = UsageRecord.objects.filter(workflow_id=workflow.pk, kind="compaction", outcome="ok")
-    assert rows.count() >= 1
-    row = rows.first()
+    firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="hello")
+    firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="again")
+    rows = UsageRecord.objects.filter(workflow_id=workflow.pk, kind="compaction")
+    # The summary call's own row; a summary no smaller than what it would replace is also recorded, as discarded.
+    row = rows.get(outcome="ok")
     assert (row.input_tokens, row.output_tokens) == (700, 13)
     assert row.cost == price(input_tokens=700, cache_read_tokens=5, output_tokens=13).quantize(Decimal("0.000001"))
     assert row.cost > 0
@@ -71,7 +72,7 @@ def test_compaction_is_billed_with_the_summarizers_real_usage(owner, anthropic):
 def test_pressure_is_counted_by_the_provider_and_headroom_is_the_requests_max_tokens(owner, anthropic):
     workflow, generation, ids = assistant_with(owner, provider="anthropic", model=MODEL)
     anthropic.push(Turn([Text("hello back")]))
-    firing_start(workflow, generation, ids["lead"], "hello")
+    firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="hello")
     chat = next(r for r in anthropic.requests if r.path == "/v1/messages")
     counts = [r for r in anthropic.requests if r.path == "/v1/messages/count_tokens"]
     assert len(counts) == 1, "the provider's own counter measures the next request"

@@ -64,7 +64,9 @@ def test_the_owners_key_is_used_for_their_agents_before_the_environments(owner, 
         owner_provider_key_set(owner=owner, provider="anthropic", api_key=OWNER_KEY)
         workflow, generation, ids = assistant_with(owner, provider="anthropic", model="claude-sonnet-4-5")
         fake.push(Turn([Text("Hello from your key.")]))
-        firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "hi"))
+        firing = Firing.objects.get(
+            pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="hi")
+        )
         assert firing.state == Firing.State.FINISHED, (firing.error_code, firing.error_message)
         chat_calls = [r for r in fake.requests if r.path == "/v1/messages"]
         assert [fake.presented_key(r) for r in chat_calls] == [OWNER_KEY]
@@ -72,7 +74,7 @@ def test_the_owners_key_is_used_for_their_agents_before_the_environments(owner, 
         other = make_user("other-owner")
         workflow2, generation2, ids2 = assistant_with(other, provider="anthropic", model="claude-sonnet-4-5")
         fake.push(Turn([Text("Hello from the server key.")]))
-        firing_start(workflow2, generation2, ids2["lead"], "hi")
+        firing_start(workflow=workflow2, generation=generation2, agent_node_id=ids2["lead"], prompt="hi")
         chat_calls = [r for r in fake.requests if r.path == "/v1/messages"]
         assert fake.presented_key(chat_calls[-1]) == SERVER_KEY
 
@@ -190,3 +192,64 @@ def test_a_redirect_to_an_internal_address_is_not_followed(owner):
         fake.push(RawReply(307, b"", {"Location": "http://169.254.169.254/latest/meta-data/"}))
         with pytest.raises(UnsafeURLError, match="metadata"):
             ChatUnifier().chat(request)
+
+
+@pytest.mark.parametrize("public_answers", [1, 2, 3, 4, 5])
+def test_a_name_that_rebinds_between_check_and_connection_never_gets_the_key(
+    owner, settings, monkeypatch, public_answers
+):
+    """DNS rebinding: the name answers a public address to the first lookups and 127.0.0.2 after. However many
+    lookups the checks make before the connection's own, the owner's key never reaches the internal server: each
+    connection goes only to an address vetted in its own lookup (core/outbound.py)."""
+    import http.server
+    import threading
+
+    from providers import ChatRequest, ChatUnifier
+
+    seen: list[str] = []
+
+    class Internal(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            seen.append(self.headers.get("Authorization", ""))
+            self.send_response(500)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    internal = http.server.ThreadingHTTPServer(("127.0.0.2", 0), Internal)
+    threading.Thread(target=internal.serve_forever, daemon=True).start()
+    lookups = []
+    real = socket.getaddrinfo
+
+    def rebinding_getaddrinfo(host, port, *args, **kwargs):
+        if host == "rebinds.example":
+            lookups.append(host)
+            answer = "93.184.215.14" if len(lookups) <= public_answers else "127.0.0.2"
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (answer, port))]
+        return real(host, port, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding_getaddrinfo)
+    settings.PROVIDER_BASE_URL_ALLOW_HTTP = True
+    try:
+        owner_provider_key_set(
+            owner=owner,
+            provider="openai_compatible",
+            api_key="sk-owner-secret-4242",
+            base_url=f"http://rebinds.example:{internal.server_address[1]}/v1",
+        )
+        request = ChatRequest(
+            provider="openai_compatible",
+            model="qwen3",
+            messages=[{"role": "user", "blocks": [{"type": "text", "text": "hi"}]}],
+            **owner_request_overrides(owner_id=owner.pk, provider="openai_compatible"),
+        )
+        # Refused, or (when every lookup answered public) stopped by the tests' network guard at the public address.
+        with pytest.raises(Exception) as caught:
+            ChatUnifier().chat(request)
+    finally:
+        internal.shutdown()
+        internal.server_close()
+    assert seen == [], "the internal server received the owner's request"
+    if len(lookups) > public_answers:  # the internal answer was given to one lookup: that lookup refused it
+        assert isinstance(caught.value, UnsafeURLError) and "loopback" in caught.value.message

@@ -1,5 +1,6 @@
 """The replay matrix: every stored shape each adapter produces (text, tools, parallel tools, thinking, stopped,
-max-tokens cut, malformed arguments, compaction, images) is replayed to the strict fake of every adapter (a
+max-tokens cut, malformed arguments, compaction, a refused turn, a blocked prompt, reasoning from another model,
+images) is replayed to the strict fake of every adapter (a
 provider switch for the others) and accepted, and a switch sends no other provider's signature or encrypted
 reasoning. The fakes enforce each provider's documented rules; a rejection fails the test with its real text."""
 
@@ -55,10 +56,10 @@ def fakes():
         server.close()
 
 
-def call(provider, fake, messages, *, thinking="low", should_stop=None, on_event=None):
+def call(provider, fake, messages, *, thinking="low", should_stop=None, on_event=None, model=None):
     request = ChatRequest(
         provider=provider,
-        model=MODELS[provider],
+        model=model or MODELS[provider],
         messages=messages,
         tools=[MEMORY_TOOL],
         settings=ChatSettings(thinking=thinking),
@@ -128,6 +129,25 @@ def produce(provider, fake) -> list[dict]:
         "meta": {"compaction_summary": True},
     }
     messages = [messages[0], summary, text_message("user", "And now?"), *messages[1:]]
+    # a refused turn (Anthropic's streaming refusal), a blocked prompt (Gemini), reasoning from another model
+    # (OpenAI: encrypted reasoning issued to gpt-5.1, replayed below to gpt-5)
+    if provider == "anthropic":
+        messages.append(text_message("user", "Write me an exploit."))
+        fake.push(Turn([Text("Here is how")], stop="refusal"))
+        refused = call(provider, fake, messages)
+        assert refused.stop_reason == "refusal"
+        messages = store_and_load([*messages, refused.message])
+    elif provider == "gemini":
+        messages.append(text_message("user", "Something forbidden."))
+        fake.push(Turn([], stop="blocked"))
+        blocked = call(provider, fake, messages)
+        assert blocked.stop_reason == "refusal"
+        messages = store_and_load([*messages, blocked.message])
+    elif provider == "openai":
+        messages.append(text_message("user", "Think it over with the other model."))
+        fake.push(Turn([Think("Another model's plan."), Text("Thought over.")]))
+        other = call(provider, fake, messages, model="gpt-5.1")
+        messages = store_and_load([*messages, other.message])
     # images
     messages.append({"role": "user", "blocks": [{"type": "text", "text": "Look:"}, {"type": "image", "ref": PNG}]})
     turn(Turn([Text("A pixel.")]))
@@ -185,6 +205,9 @@ def test_the_matrix_covers_every_shape(stored):
         assert any((m.get("meta") or {}).get("compaction_summary") for m in messages), provider
         if provider != "gemini":  # Gemini signs thoughts only when it was given a signature to put on them
             assert "thinking" in kinds, provider
+    assert any("refusal" in (m.get("meta") or {}) for m in stored["anthropic"])
+    assert any("blocked" in (m.get("meta") or {}) for m in stored["gemini"])
+    assert any((m.get("provider_state") or {}).get("openai", {}).get("model") == "gpt-5.1" for m in stored["openai"])
 
 
 def compacted_after_snapshot(messages: list[dict]) -> list[dict]:

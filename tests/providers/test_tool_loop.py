@@ -9,6 +9,7 @@ import pytest
 
 from providers import InvalidRequestError
 from providers.catalogue import CATALOGUE_PATH
+from providers.wire import text_message
 from tests.fakes import Call, Text, Think, Turn
 from tests.fakes.gemini import decode_signature
 
@@ -305,11 +306,11 @@ def test_openai_compatible_rejects_missing_tool_message_with_the_real_error(comp
         step("openai_compatible", compat_fake, broken)
 
 
-def test_openai_compatible_reasoning_is_portable_by_default(compat_fake):
-    """Given a server that requires reasoning_content back and a model the catalogue does not mark replayable,
-    the reasoning is stored but not sent, and such a server refuses the replay with its own error."""
+def test_openai_compatible_reasoning_follows_what_the_server_sent(compat_fake):
+    """A model the catalogue does not mark replayable: reasoning the server sent beside tool calls goes back (the
+    DeepSeek thinking-mode rule, issue 30); reasoning of a reply without calls is stored but not sent."""
     compat_fake.reasoning_replay = True
-    compat_fake.push(Turn([Think("Hmm."), Call("memory", REMEMBER)]))
+    compat_fake.push(Turn([Think("Hmm."), Call("memory", REMEMBER)]), Turn([Think("Done."), Text("Stored.")]))
     first = step("openai_compatible", compat_fake, opening())
     assert first.message["blocks"][0] == {
         "type": "thinking",
@@ -318,9 +319,12 @@ def test_openai_compatible_reasoning_is_portable_by_default(compat_fake):
         "provider": "openai_compatible",
     }
     loaded = store_and_load([*opening(), first.message, *answer_calls(first.message)])
-    with pytest.raises(InvalidRequestError, match="reasoning_content in the thinking mode must be passed back"):
-        step("openai_compatible", compat_fake, loaded)
-    assert "reasoning_content" not in compat_fake.requests[1].body["messages"][2]
+    second = step("openai_compatible", compat_fake, loaded)
+    assert compat_fake.requests[1].body["messages"][2]["reasoning_content"] == "Hmm."
+    compat_fake.push(Turn([Text("Green.")]))
+    step("openai_compatible", compat_fake, store_and_load([*loaded, second.message, text_message("user", "Tea?")]))
+    last_assistant = [m for m in compat_fake.last_body["messages"] if m["role"] == "assistant"][-1]
+    assert last_assistant["content"] == "Stored." and "reasoning_content" not in last_assistant
 
 
 def test_openai_compatible_reasoning_replays_when_the_capability_check_passes(compat_fake, tmp_path, monkeypatch):

@@ -1,35 +1,13 @@
-"""Fixtures and helpers of the runtime tests: the fake provider servers each CLI or SDK talks to, a firing run in
-the background, and (for the Chromium tests) the real web server and worker with a runtime agent's chat."""
+"""Fixtures of the runtime tests: the fake provider servers each CLI or SDK talks to, and (for the Chromium tests)
+the real web server and worker with a runtime agent's chat. Helpers are in tests/runtimes/helpers.py."""
 
 import contextlib
-import os
 
 import pytest
 
 from tests.agents.factories import edge, started_workflow
-from tests.chat.test_browser import answers, browser_page  # noqa: F401 - the Chromium page fixture, for the browser tests
 from tests.fakes import FakeAnthropic
-from tests.processes import REPO_ROOT, running_site
-from tests.race import Competitor
-
-ARTIFACTS = REPO_ROOT / "test-artifacts" / "runtimes"
-
-
-def fire_in_background(workflow, generation, agent, prompt) -> Competitor:
-    """`firing_start` on its own thread and database connection; `.result(timeout)` is the firing's id."""
-    from agents.services.firings import firing_start
-
-    return Competitor(lambda: firing_start(workflow, generation, agent, prompt), name="firing").start()
-
-
-def process_group_gone(pid: int) -> bool:
-    """Whether the process group `pid` is gone: SIGKILLed at Stop, but on a loaded machine the kernel may take a
-    moment to tear it down and reap it, so callers poll this."""
-    try:
-        os.killpg(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
+from tests.processes import running_site
 
 
 @pytest.fixture
@@ -73,11 +51,6 @@ def vertex_fake(monkeypatch):
 
 
 # --- the Chromium tests: the real web server and worker, and a chat whose one agent runs on a runtime ---------
-
-
-def shot(page, name: str) -> None:
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 from tests.agents.factories import agent_node
 from tests.fakes import FakeChatCompletions
 from tests.fakes.base import Text, Turn
-from tests.runtimes.conftest import answers, shot
+from tests.runtimes.helpers import answers, shot
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -12,7 +12,7 @@ import pytest
 from tests.agents.factories import agent_node
 from tests.fakes import FakeVertexInteractions
 from tests.fakes.base import Text, Think, Turn
-from tests.runtimes.conftest import answers, shot
+from tests.runtimes.helpers import answers, shot
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -15,7 +15,7 @@ from conversations.store import clear_conversation, conversation_key, load_conve
 from tests.agents.factories import assistant_with
 from tests.fakes.base import Call, Text, Think, Turn
 from tests.race import Competitor, signal_after
-from tests.runtimes.conftest import fire_in_background, process_group_gone
+from tests.runtimes.helpers import fire_in_background, process_group_gone
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -29,7 +29,9 @@ def _claude_agent(owner, **kwargs):
 
 
 def _fire(workflow, generation, agent, prompt) -> Firing:
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, agent, prompt))
+    firing = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=agent, prompt=prompt)
+    )
     assert firing.state in (Firing.State.FINISHED, Firing.State.STOPPED), (firing.error_code, firing.error_message)
     return firing
 
@@ -255,8 +257,8 @@ def test_the_agent_form_schema_names_each_runtimes_fidelity():
 
 
 def test_a_chat_with_claude_code_streams_stops_and_continues(owner, anthropic_fake, settings):
-    from chat.events import run_stream_state
     from chat.models import ChatRun
+    from chat.run_stream import run_stream_state
     from chat.services import chat_message_send, chat_run_stop
 
     settings.AGENT_STOP_POLL_SECONDS = 0.02

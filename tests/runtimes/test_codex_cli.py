@@ -12,14 +12,16 @@ from providers.wire import validate_messages
 from tests.agents.factories import assistant_with
 from tests.fakes.base import Text, Think, Turn
 from tests.race import signal_after
-from tests.runtimes.conftest import fire_in_background, process_group_gone
+from tests.runtimes.helpers import fire_in_background, process_group_gone
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 def _fire(workflow, generation, agent, prompt) -> Firing:
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, agent, prompt))
+    firing = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=agent, prompt=prompt)
+    )
     assert firing.state == Firing.State.FINISHED, (firing.error_code, firing.error_message)
     return firing
 
@@ -153,3 +155,42 @@ def test_a_command_codex_runs_is_a_chat_step_from_its_start_to_its_result():
     assert steps[-1] == ("finished", "item_3", {"is_error": True, "content": "ls: cannot open\n\n[exit code 2]"})
     first_call = stream.emitted[0]["tool_call"]
     assert first_call == {"id": "item_3", "name": "command_execution", "arguments": {"command": "ls"}}
+
+
+def test_a_reconnect_notice_is_progress_and_the_paid_answer_is_kept(owner, openai_fake, runtime_dir):
+    # The first stream dies before `response.completed` (the fake closes the connection, as a dropped provider
+    # does). Codex retries it (`stream_max_retries`, default 5) and, in `exec --json`, reports the retry as a
+    # top-level `error` event ("Reconnecting... 1/5 (stream disconnected ...)") before the answer and
+    # `turn.completed`; only `turn.failed` is a failed turn.
+    workflow, generation, ids = assistant_with(owner, provider="codex_cli", model="gpt-5")
+    openai_fake.push(Turn([Text("Half an answer")], cut="text"), Turn([Text("The whole answer.")]))
+    firing = _fire(workflow, generation, ids["lead"], "answer me")
+    assert firing.final_text == "The whole answer."
+    assert len([r for r in openai_fake.requests if r.path == "/v1/responses"]) == 2  # it did reconnect
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    validate_messages(stored)
+    (notice,) = stored[-1]["meta"]["runtime"]["notices"]
+    assert "Reconnecting" in notice
+    (row,) = UsageRecord.objects.filter(provider="codex_cli")
+    assert row.input_tokens == 21 and row.output_tokens == 13  # the answer's usage, billed
+
+
+def test_reconnect_notices_are_chat_steps_and_only_turn_failed_fails():
+    from providers.runtimes.codex_cli import _Collector
+
+    class Recorder:
+        def __init__(self):
+            self.emitted = []
+
+        def emit(self, event):
+            self.emitted.append(event)
+
+    stream = Recorder()
+    collector = _Collector(stream)
+    collector.add({"type": "error", "message": "Reconnecting... 1/5 (stream disconnected before completion)"})
+    assert collector.turn_failed is None
+    (started, finished) = [e for e in stream.emitted if e["type"] == "runtime_step"]
+    assert started["phase"] == "started" and finished["phase"] == "finished"
+    assert "Reconnecting... 1/5" in finished["result"]["content"] and finished["result"]["is_error"] is False
+    collector.add({"type": "turn.failed", "error": {"message": "stream disconnected: retries exhausted"}})
+    assert collector.turn_failed == "stream disconnected: retries exhausted"

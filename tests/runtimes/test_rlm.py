@@ -22,7 +22,7 @@ from tests.agents.factories import assistant_with
 from tests.fakes import FakeChatCompletions
 from tests.fakes.base import Text, Turn
 from tests.race import signal_after
-from tests.runtimes.conftest import fire_in_background
+from tests.runtimes.helpers import fire_in_background
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -51,7 +51,9 @@ def _answer(content: str) -> Turn:
 
 
 def _fire(workflow, generation, agent, prompt) -> Firing:
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, agent, prompt))
+    firing = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=agent, prompt=prompt)
+    )
     assert firing.state in (Firing.State.FINISHED, Firing.State.STOPPED), (firing.error_code, firing.error_message)
     return firing
 
@@ -204,7 +206,9 @@ def test_a_program_that_loops_forever_is_killed_at_the_wall_clock_limit(owner, b
     cwd, environ = os.getcwd(), dict(os.environ)
     workflow, generation, ids = _rlm_agent(owner, rlm_timeout_seconds=5)
     backend.push(_cell("print('spinning')\nwhile True:\n    pass", text="Spin."))
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "loop"))
+    firing = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="loop")
+    )
     assert firing.state in (Firing.State.FINISHED, Firing.State.STOPPED), (firing.error_code, firing.error_message)
     stored = _stored(workflow, generation, ids["lead"])
     assert [m["role"] for m in stored] == ["system", "user", "assistant", "tool", "assistant"]

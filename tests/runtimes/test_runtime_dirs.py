@@ -27,7 +27,9 @@ MODEL = "claude-sonnet-4-5"
 
 
 def _fire(workflow, generation, agent, prompt) -> Firing:
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, agent, prompt))
+    firing = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=agent, prompt=prompt)
+    )
     assert firing.state == Firing.State.FINISHED, (firing.error_code, firing.error_message)
     return firing
 

@@ -27,7 +27,9 @@ def _vertex_agent(owner, **kwargs):
 
 
 def _fire(workflow, generation, agent, prompt) -> Firing:
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, agent, prompt))
+    firing = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=agent, prompt=prompt)
+    )
     assert firing.state in (Firing.State.FINISHED, Firing.State.STOPPED), (firing.error_code, firing.error_message)
     return firing
 
@@ -197,7 +199,9 @@ def test_refused_credentials_fail_the_firing_with_an_auth_error(owner, vertex_fa
     monkeypatch.setenv("VERTEX_AGENT_CREDENTIALS", "ya29.not-a-token-google-issued")
     workflow, generation, ids = _vertex_agent(owner)
     vertex_fake.push(Turn([Text("never sent")]))
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "hello"))
+    firing = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="hello")
+    )
     assert firing.state == Firing.State.FAILED and firing.error_code == "provider_auth", firing.error_code
     assert len(vertex_fake.creates()) == 1  # one attempt, no retry
 
@@ -205,7 +209,9 @@ def test_refused_credentials_fail_the_firing_with_an_auth_error(owner, vertex_fa
 def test_a_server_error_is_one_attempt(owner, vertex_fake):
     workflow, generation, ids = _vertex_agent(owner)
     vertex_fake.push(ErrorReply(503, "The service is currently unavailable."))
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "hello"))
+    firing = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="hello")
+    )
     assert firing.state == Firing.State.FAILED
     assert len(vertex_fake.creates()) == 1
 
@@ -215,8 +221,8 @@ def test_a_chat_streams_step_deltas_and_a_stopped_answer_is_not_continued(owner,
 
     from django.db import connection
 
-    from chat.events import run_stream_state
     from chat.models import ChatRun
+    from chat.run_stream import run_stream_state
     from chat.services import chat_message_send, chat_run_stop
     from tests.chat.helpers import wait_until
 
@@ -353,7 +359,9 @@ def test_a_service_account_pointing_elsewhere_is_refused_before_any_request(owne
         owner_provider_key_set(owner=owner, provider="vertex_agent", api_key='{"type": "authorized_user"}')
     owner_provider_key_set(owner=owner, provider="vertex_agent", api_key=_service_account("http://10.0.0.1/token"))
     workflow, generation, ids = _vertex_agent(owner)
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "hello"))
+    firing = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="hello")
+    )
     assert firing.state == Firing.State.FAILED and firing.error_code == "provider_auth"
     assert "token_uri" in firing.error_message
     assert not vertex_fake.requests and not vertex_fake.token_requests
@@ -419,7 +427,9 @@ def test_the_wall_clock_limit_ends_the_read_and_keeps_what_arrived(owner, vertex
     settings.AGENT_MAX_WALL_SECONDS = 6
     workflow, generation, ids = _vertex_agent(owner)
     vertex_fake.push(Turn([Text("Slow start and then nothing")], pause_after_first_text_s=120))
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "take your time"))
+    firing = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="take your time")
+    )
     assert firing.state in (Firing.State.STOPPED, Firing.State.FINISHED), (firing.error_code, firing.error_message)
     stored = _stored(workflow, generation, ids["lead"])
     assert stored[-1]["meta"]["runtime"]["end_reason"] == "max_wall_time"

@@ -21,7 +21,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.test import APIClient
 
-from tests.security.conftest import WORLD_FACT, WORLD_NAME, World, open_socket
+from tests.security.helpers import WORLD_FACT, WORLD_NAME, World, open_socket
 
 PUBLIC, PAGE, API, ADMIN = "public", "page", "api", "admin"
 STAFF = "staff"  # staff sessions (or the metrics bearer token) only; everybody else gets a 404
@@ -38,6 +38,7 @@ class Entry:
     methods: tuple[str, ...]
     bodies: dict[str, dict] = field(default_factory=dict)
     order: dict[str, int] = field(default_factory=dict)
+    session_only: tuple[str, ...] = ()  # methods a token may not call (the owner calls them with a session)
 
     def body(self, method: str, world: World) -> dict | None:
         body = self.bodies.get(method)
@@ -109,7 +110,14 @@ MATRIX: dict[str, Entry] = {
         order={"post": NEW_TOKEN},
     ),
     "settings/usage/": Entry(PAGE, lambda w: "/settings/usage/", ("get",)),
-    "api/tokens/": Entry(API, lambda w: "/api/tokens/", ("get", "post"), bodies={"post": {"name": "matrix"}}),
+    # The signed-in owner's own password: a wrong current password changes nothing (the form answers 200).
+    "settings/password/": Entry(
+        PAGE, lambda w: "/settings/password/", ("get", "post"), bodies={"post": {"old_password": "not it"}}
+    ),
+    # Making a token needs a session (a token cannot mint tokens: tests/accounts/test_tokens.py).
+    "api/tokens/": Entry(
+        API, lambda w: "/api/tokens/", ("get", "post"), bodies={"post": {"name": "matrix"}}, session_only=("post",)
+    ),
     # Another owner's token id is a 404 like any other object of theirs; the owner revokes a spare one.
     "api/tokens/<int:token_id>/": Entry(
         API, lambda w: f"/api/tokens/{spare_token_id(w)}/", ("delete",), order={"delete": NEW_TOKEN}
@@ -320,6 +328,7 @@ NOT_UNDER_A_WORKFLOW = {
     "",
     "settings/token/",
     "settings/usage/",
+    "settings/password/",
     "api/workflows/",
     "api/workflows/import/",
     "api/schema/",
@@ -433,6 +442,8 @@ def test_anonymous_and_other_owners_are_refused_and_the_owner_is_served(world):
     anonymous = {API: api_client(None), PAGE: page_client()}
     intruder = {API: api_client(world.intruder_token), PAGE: page_client(world.intruder)}
     owner = {API: api_client(world.owner_token), PAGE: page_client(world.owner)}
+    owner_session_api = APIClient()
+    owner_session_api.force_login(world.owner)
     owner_calls = []
 
     for route, entry in MATRIX.items():
@@ -476,7 +487,8 @@ def test_anonymous_and_other_owners_are_refused_and_the_owner_is_served(world):
 
     # When the owner calls everything (readers first, destroyers last): served, never refused, never a 5xx.
     for _, route, entry, method in sorted(owner_calls, key=lambda c: c[0]):
-        response = call(owner[entry.kind], method, entry.url(world), entry.body(method, world), kind=entry.kind)
+        caller = owner_session_api if method in entry.session_only else owner[entry.kind]
+        response = call(caller, method, entry.url(world), entry.body(method, world), kind=entry.kind)
         refused = response.status_code in (401, 403, 404) or response.status_code >= 500
         if entry.kind == PAGE and response.status_code == 302 and response["Location"].startswith("/login/"):
             refused = True

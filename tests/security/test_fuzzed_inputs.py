@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from core.errors import ServiceError
 from memory.tool import OPERATIONS, memory_tool_call
-from tests.chat.conftest import chat_workflow
+from tests.chat.helpers import chat_workflow
 
 pytestmark = pytest.mark.django_db
 
@@ -181,8 +181,8 @@ def test_chat_handlers_answer_random_ids_and_bodies_with_a_result_or_a_coded_ref
 def test_chat_services_refuse_random_input_with_a_service_error(owner, text, message_id, run_id, rating):
     from chat.models import ChatMessage, ChatRun
     from chat.services.branches import chat_message_edit, chat_message_regenerate, chat_message_switch
+    from chat.services.feedback import chat_feedback_set
     from chat.services.runs import chat_run_stop
-    from chat.services.thread import chat_feedback_set
 
     workflow, _, _ = chat_world(owner)
     if not ChatMessage.objects.filter(session__workflow=workflow).exists():

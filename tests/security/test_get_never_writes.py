@@ -6,7 +6,7 @@ import pytest
 from django.test import Client
 
 from memory.models import MemoryNamespace
-from tests.chat.conftest import chat_workflow
+from tests.chat.helpers import chat_workflow
 
 pytestmark = pytest.mark.django_db
 

@@ -77,7 +77,7 @@ def test_passwords_need_twelve_characters_and_must_not_resemble_the_user(make_us
 def test_every_page_answers_with_the_csp_and_no_framing(owner):
     client = Client()
     client.force_login(owner)
-    for path in ("/", "/settings/token/", "/settings/usage/", "/login/", "/admin/login/"):
+    for path in ("/", "/settings/token/", "/settings/usage/", "/settings/password/", "/login/", "/admin/login/"):
         response = client.get(path)
         policy = response["Content-Security-Policy"]
         assert "frame-ancestors 'none'" in policy and "unsafe-inline" not in policy, path

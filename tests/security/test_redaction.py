@@ -22,7 +22,7 @@ from conversations.store import conversation_key, load_conversation, save_conver
 from core.logfmt import KeyValueFormatter
 from memory.models import MemoryItem
 from memory.services import memory_item_remember, memory_namespace_get_or_create
-from tests.security.conftest import open_socket
+from tests.security.helpers import open_socket
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -208,7 +208,9 @@ def test_an_owner_key_echoed_by_a_provider_error_reaches_no_row_log_or_event(wor
         owner_provider_key_set(owner=world.owner, provider="anthropic", api_key=OWNER_KEY)
         workflow, generation, ids = assistant_with(world.owner, provider="anthropic", model="claude-sonnet-4-5")
         fake.push(ErrorReply(401, f"invalid x-api-key: {OWNER_KEY}", kind="authentication_error"))
-        firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "hi"))
+        firing = Firing.objects.get(
+            pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="hi")
+        )
         assert fake.presented_key(fake.requests[-1]) == OWNER_KEY  # the key really was used
     assert firing.state == Firing.State.FAILED and "invalid x-api-key" in firing.error_message
     assert OWNER_KEY not in firing.error_message

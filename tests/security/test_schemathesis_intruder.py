@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.security.conftest import WORLD_FACT, WORLD_NAME
+from tests.security.helpers import WORLD_FACT, WORLD_NAME
 from tests.security.test_schemathesis import point_at_world, schema
 
 

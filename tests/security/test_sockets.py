@@ -3,6 +3,7 @@ routes refused with 4404, client frames limited in size and nesting before they 
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -142,10 +143,10 @@ def test_unknown_socket_routes_close_with_4404(owner, path):
 @pytest.mark.parametrize(
     ("frame", "code"),
     [
-        ("[" * 100_000 + "]" * 100_000, 1009),  # too big before anything else is looked at
-        ("x" * 5000, 1009),
-        ('{"a": [[[[["deep"]]]]]}', 1008),  # small but nested past the limit: refused unparsed
-        ("not json", 1007),
+        ("[" * 100_000 + "]" * 100_000, 4009),  # too big before anything else is looked at
+        ("x" * 5000, 4009),
+        ('{"a": [[[[["deep"]]]]]}', 4008),  # small but nested past the limit: refused unparsed
+        ("not json", 4007),
     ],
 )
 def test_client_frames_are_limited_before_parsing(owner, workflow, frame, code):
@@ -170,3 +171,45 @@ def test_a_ping_with_brackets_in_strings_is_answered(owner, workflow):
         assert socket.receive() == {"type": "pong"}
     finally:
         socket.close()
+
+
+def test_refused_frames_close_cleanly_through_daphne_and_leave_every_group(owner, workflow, tmp_path):
+    """Through the real server: each refused frame closes with its documented 4xxx code (daphne's WebSocket library
+    forbids 1007-1009 from the server), nothing crashes, and the socket's groups are gone from Redis."""
+    import redis
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    from core.realtime import session_group_name, user_group_name, workflow_group_name
+    from tests.processes import start_web_server
+
+    client, cookie = logged_in(owner)
+    session_key = client.cookies[settings.SESSION_COOKIE_NAME].value
+    groups = [workflow_group_name(workflow.pk), user_group_name(owner.pk), session_group_name(session_key)]
+    store = redis.Redis.from_url(settings.REDIS_URL)
+
+    def members() -> list[int]:
+        return [store.zcard(f"asgi:group:{group}") for group in groups]
+
+    web, base_url = start_web_server(tmp_path)
+    try:
+        frames = [
+            ("x" * 5000, 4009),
+            ("[" * 100_000 + "]" * 100_000, 4009),
+            ('{"a": [[[[["deep"]]]]]}', 4008),
+            ("not json", 4007),
+            (b"\x00\x01binary", 4007),
+        ]
+        for frame, code in frames:
+            url = base_url.replace("http://", "ws://") + f"/ws/workflows/{workflow.pk}/"
+            with connect(url, additional_headers={"Cookie": cookie, "Origin": base_url}, open_timeout=10) as socket:
+                assert json.loads(socket.recv(timeout=10))["type"] == "hello"
+                assert members() == [1, 1, 1]  # the socket is in its three groups
+                socket.send(frame)
+                with pytest.raises(ConnectionClosed) as closed:
+                    socket.recv(timeout=10)
+                assert closed.value.rcvd is not None and closed.value.rcvd.code == code, (frame[:10], closed.value)
+            wait_until(lambda: members() == [0, 0, 0], timeout=10, what="the refused socket to leave its groups")
+        assert "Traceback" not in web.log()
+    finally:
+        web.stop()

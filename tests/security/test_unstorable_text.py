@@ -11,7 +11,7 @@ from django.test import Client
 
 from chat.models import ChatMessage
 from memory.models import MemoryItem, MemoryNamespace
-from tests.chat.conftest import chat_workflow
+from tests.chat.helpers import chat_workflow
 from workflows.models import Workflow
 
 pytestmark = pytest.mark.django_db

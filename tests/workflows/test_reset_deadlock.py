@@ -19,8 +19,8 @@ from agents.models import Firing
 from chat.locks import chat_run_for_update
 from chat.models import ChatRun
 from chat.services import chat_message_send
-from tests.chat.conftest import chat_workflow
-from tests.chat.helpers import HeldDispatch
+from tests.broker import hold_broker
+from tests.chat.helpers import chat_workflow
 from tests.race import Competitor, backend_pid, run_before, wait_until_waiting_on_a_lock
 from workflows.models import Workflow
 
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _pending_run(owner, monkeypatch, settings):
-    HeldDispatch(monkeypatch, settings)  # the firing stays queued: no worker prepares it but the competitor
+    hold_broker(monkeypatch, settings)  # the firing stays queued: no worker prepares it but the competitor
     workflow, generation, _ = chat_workflow(owner)
     _, run, _ = chat_message_send(workflow=workflow, text="hello")
     assert run.firing_id is not None and run.is_active
@@ -64,7 +64,7 @@ def test_a_reset_that_deadlocks_with_a_prepare_is_tried_again_and_succeeds(owner
     compete, competitors = _prepare_like_competitor_when_reset_takes_the_firing()
     attempts = []
     with (
-        run_before("chat.services.thread.firing_request_stop", compete),
+        run_before("chat.services.clearing.firing_request_stop", compete),
         run_before("workflows.services.reset._reset_attempt", lambda **kw: attempts.append(1), once=False),
     ):
         response = owner_client.post(f"/api/workflows/{workflow.pk}/reset/", {}, format="json")
@@ -82,7 +82,7 @@ def test_a_reset_that_may_not_try_again_answers_409_reset_busy_and_changes_nothi
     settings.WORKFLOW_RESET_DEADLOCK_RETRIES = 0
     workflow, generation, run = _pending_run(owner, monkeypatch, settings)
     compete, competitors = _prepare_like_competitor_when_reset_takes_the_firing()
-    with run_before("chat.services.thread.firing_request_stop", compete):
+    with run_before("chat.services.clearing.firing_request_stop", compete):
         response = owner_client.post(f"/api/workflows/{workflow.pk}/reset/", {}, format="json")
     assert competitors[0].result() == "prepared"
     assert response.status_code == 409 and response["Retry-After"] == "1"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+
+from django.utils.http import content_disposition_header
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.response import Response
@@ -11,7 +14,7 @@ from core.errors import ServiceError
 from core.fields import StrictCharField, StrictIntegerField
 
 from .. import services
-from ..graph import GraphShapeError, normalize_workflow_graph, validate_workflow_graph
+from ..graph import GraphShapeError, normalize_workflow_graph, run_issues, validate_workflow_graph
 from ..graph.shape import graph_nul_path
 from ..graph.validate import graph_size_issues
 from ..selectors import access_workflow, workflow_export, workflows_for_owner
@@ -26,6 +29,11 @@ from .serializers import (
     WorkflowOutput,
     workflow_data,
 )
+
+
+def export_file_stem(name: str) -> str:
+    """The workflow's name as a file name: what no file system takes (separators, control characters) becomes -."""
+    return re.sub(r'[\\/:*?"<>|\x00-\x1f\x7f]+', "-", name).strip(" .-")[:150] or "workflow"
 
 
 class WorkflowListCreateApi(APIView):
@@ -131,7 +139,8 @@ class WorkflowValidateApi(APIView):
         request=InputSerializer,
         responses={200: OutputSerializer, **BAD_GRAPH, **NOT_FOUND},
         description="Normalize and validate a draft without saving it. Always 200; `valid` says whether a save "
-        "would be accepted, `issues` lists the validator's codes.",
+        "would be accepted, `issues` lists the validator's codes, and, for a savable draft, what Start would refuse "
+        "(NO_ANSWERING_AGENT: no agent wired to the chat trigger).",
     )
     def post(self, request, workflow_id: int):
         workflow = access_workflow(user=request.user, workflow_id=workflow_id)
@@ -152,8 +161,12 @@ class WorkflowValidateApi(APIView):
         except GraphShapeError as exc:
             raise ServiceError("invalid_graph", str(exc)) from None
         issues = validate_workflow_graph(result.graph)
+        valid = not any(i.severity == "error" for i in issues)
+        if valid:
+            # Saving is allowed, but Start would refuse: Checks say so before the owner presses it.
+            issues = issues + run_issues(result.graph)
         data = {
-            "valid": not any(i.severity == "error" for i in issues),
+            "valid": valid,
             "graph": result.graph,
             "aliases": result.aliases,
             "warnings": [w.as_dict() for w in result.warnings],
@@ -197,7 +210,12 @@ class WorkflowExportApi(APIView):
     )
     def get(self, request, workflow_id: int):
         workflow = access_workflow(user=request.user, workflow_id=workflow_id)
-        return Response(ExportOutput(workflow_export(workflow=workflow)).data)
+        response = Response(ExportOutput(workflow_export(workflow=workflow)).data)
+        # The editor's Export link saves the file under the workflow's name, not "export".
+        response["Content-Disposition"] = content_disposition_header(
+            as_attachment=True, filename=f"{export_file_stem(workflow.name)}.json"
+        )
+        return response
 
 
 class WorkflowDuplicateApi(APIView):

@@ -13,7 +13,7 @@ from .normalize import (
     is_canonical_id,
     normalize_workflow_graph,
 )
-from .validate import graph_size_issues, validate_workflow_graph
+from .validate import NO_ANSWERING_AGENT_MESSAGE, graph_size_issues, run_issues, validate_workflow_graph
 from .wiring import (
     AgentWiring,
     ToolBinding,
@@ -28,6 +28,7 @@ from .wiring import (
 
 __all__ = [
     "CONTEXT_TOPOLOGY_CODES",
+    "NO_ANSWERING_AGENT_MESSAGE",
     "ERROR",
     "GRAPH_VERSION",
     "LEGACY_PARTIAL",
@@ -53,6 +54,7 @@ __all__ = [
     "nodes_by_id",
     "trigger_agents",
     "normalize_workflow_graph",
+    "run_issues",
     "validate_workflow_graph",
     "warnings_of",
 ]

@@ -22,7 +22,6 @@ from .issues import WARNING, GraphIssue
 NORMALIZER_VERSION = 1
 GRAPH_VERSION = 2
 NODE_FIELDS = ("id", "type", "params", "position")
-EDGE_FIELDS = ("id", "source", "sourceHandle", "target", "targetHandle")
 LEGACY_PARTIAL = "legacy_partial"
 # Offset of a Context created by the legacy rewrite from the agent it serves, so it does not sit on top of it.
 _LEGACY_CONTEXT_OFFSET = (0, 160)

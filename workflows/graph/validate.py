@@ -7,6 +7,7 @@ Works on any JSON object, but is meant for the output of `normalize_workflow_gra
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from typing import Any
 
@@ -25,6 +26,13 @@ from workflows.nodes import (
 
 from .issues import ERROR, WARNING, GraphIssue
 from .normalize import edge_id as make_edge_id
+from .wiring import trigger_agents
+
+# The sentence the chat refuses with (chat/errors.py) is the sentence Checks and Start use: one wording everywhere.
+NO_ANSWERING_AGENT_MESSAGE = "This workflow has no agent connected to its chat trigger."
+
+# The tool names every provider accepts (OpenAI's and Anthropic's rule; Gemini's is wider).
+TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 
 def graph_size_issues(graph: Any) -> list[GraphIssue]:
@@ -237,20 +245,28 @@ def _tool_issues(by_id: dict, incoming: dict) -> list[GraphIssue]:
         for source in dict.fromkeys(sources):
             node = by_id[source]
             spec = get_node_spec(node.get("type"))
-            name = spec.tool_name_for(node) if spec else None
-            if name is None:
-                continue
-            if name in names:
-                issues.append(
-                    GraphIssue(
-                        "DUPLICATE_TOOL_NAME",
-                        ERROR,
-                        f"Two tools of this agent are both named {name!r}; rename one.",
-                        target,
+            for name in spec.tool_names_for(node) if spec else ():
+                if not TOOL_NAME.fullmatch(name):
+                    issues.append(
+                        GraphIssue(
+                            "INVALID_TOOL_NAME",
+                            ERROR,
+                            f"The tool name {name!r} is not one every provider accepts (1 to 64 letters, digits, "
+                            "_ or -); untick that tool or rename it.",
+                            source,
+                        )
                     )
-                )
-            names[name] = source
-            if spec.has(IS_AGENT):
+                if name in names:
+                    issues.append(
+                        GraphIssue(
+                            "DUPLICATE_TOOL_NAME",
+                            ERROR,
+                            f"Two tools of this agent are both named {name!r}; rename one.",
+                            target,
+                        )
+                    )
+                names[name] = source
+            if spec is not None and spec.has(IS_AGENT):
                 delegates[target].add(source)
     # A teammate that can (transitively) delegate back to its lead would recurse without end.
     state: dict[str, int] = {}
@@ -287,3 +303,13 @@ def _trigger_issues(by_id: dict, outgoing: dict) -> list[GraphIssue]:
                 GraphIssue("MULTIPLE_ANSWERING_AGENTS", ERROR, "The chat trigger feeds more than one agent.", trigger)
             )
     return issues
+
+
+def run_issues(graph: dict) -> list[GraphIssue]:
+    """What keeps a saved graph from answering a chat: checked by Start and shown in Checks, never by a save (a
+    half-built canvas may be saved). Meant for a normalized graph without errors."""
+    if trigger_agents(graph):
+        return []
+    nodes = graph.get("nodes") if isinstance(graph.get("nodes"), list) else []
+    triggers = [n.get("id") for n in nodes if isinstance(n, dict) and _spec_has(n, IS_TRIGGER)]
+    return [GraphIssue("NO_ANSWERING_AGENT", ERROR, NO_ANSWERING_AGENT_MESSAGE, triggers[0] if triggers else None)]

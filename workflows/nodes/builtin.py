@@ -10,6 +10,8 @@ from typing import Annotated, Literal
 from django.conf import settings
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from core.text import is_invisible_text
+
 from ..todos import todos_clear, todos_tool, todos_tool_schema
 from .registry import (
     IS_AGENT,
@@ -38,14 +40,33 @@ def _bounded(setting_name: str):
     return AfterValidator(check)
 
 
+def _visible(value: str) -> str:
+    if value and is_invisible_text(value):
+        raise ValueError(
+            "is made only of invisible or direction-changing characters (such as zero-width spaces or a "
+            "right-to-left override): use visible characters"
+        )
+    return value
+
+
 class NoParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+# Hints for the editor's form (static/js/schema_form.js): `x-providers` shows a field only for those providers,
+# `x-advanced` folds it under "More settings". Help texts are written for the owner, not for the design record.
+_ADVANCED = {"x-advanced": True}
+_RUNTIMES = {"x-providers": ["claude_code", "codex_cli"], "x-advanced": True}
+_VERTEX = {"x-providers": ["vertex_agent"]}
+_RLM = {"x-providers": ["rlm"], "x-advanced": True}
 
 
 class AgentParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    name: Annotated[str, Field(min_length=1), _bounded("WORKFLOW_AGENT_NAME_MAX_CHARS")] = "Agent"
+    name: Annotated[str, Field(min_length=1), _bounded("WORKFLOW_AGENT_NAME_MAX_CHARS"), AfterValidator(_visible)] = (
+        "Agent"
+    )
     provider: Literal[
         "openai",
         "anthropic",
@@ -59,11 +80,9 @@ class AgentParams(BaseModel):
     ] = Field(
         "offline",
         description=(
-            "Where the agent runs. Fidelity per provider: the native APIs (openai, anthropic, gemini) are "
-            "provider-replayable; claude_code: exact observable stream plus explicit session binding; codex_cli: "
-            "observable-only, non-resumable; vertex_agent: exact observable events plus interaction/environment "
-            "binding (Google keeps the interaction state server-side; we keep the events, the interaction id and "
-            "the environment id); rlm: observable-only, non-resumable (providers/README.md)."
+            "Which service answers. OpenAI, Anthropic and Gemini use your key (or the server's); "
+            "OpenAI-compatible is a server such as Ollama or vLLM; offline answers without any network, for trying "
+            "things out; Claude Code, Codex CLI, Vertex agent and RLM run a coding agent for each answer."
         ),
     )
     # `x-widget` tells the editor to offer the provider's models from the catalogue (/api/node-types/).
@@ -73,44 +92,85 @@ class AgentParams(BaseModel):
         _bounded("WORKFLOW_AGENT_MODEL_MAX_CHARS"),
     ]
     system_prompt: Annotated[
-        str, Field(json_schema_extra={"x-widget": "textarea"}), _bounded("WORKFLOW_AGENT_SYSTEM_PROMPT_MAX_CHARS")
+        str,
+        Field(
+            title="Instructions",
+            description="What the agent should know and how it should behave, in your words.",
+            json_schema_extra={"x-widget": "textarea"},
+        ),
+        _bounded("WORKFLOW_AGENT_SYSTEM_PROMPT_MAX_CHARS"),
     ] = ""
-    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
-    max_output_tokens: Annotated[int, Field(ge=1)] | None = None
-    thinking: Literal["off", "low", "medium", "high"] | None = None
-    max_iterations: Annotated[int, Field(ge=1)] | None = None
-    compaction_threshold: Annotated[float, Field(ge=0.1, le=0.95)] | None = None
+    temperature: Annotated[float, Field(ge=0, le=2)] | None = Field(
+        None,
+        description="Lower is steadier, higher is more varied. Empty: the model's default.",
+        json_schema_extra=_ADVANCED,
+    )
+    temperature_confirmed: bool | None = Field(
+        None,
+        title="Send this temperature to Gemini 3",
+        description=(
+            "Gemini 3 and later: Google recommends keeping these models at their default temperature of 1.0 "
+            "(lower values can make them loop or answer worse), so the temperature above is sent to them only "
+            "when this is checked."
+        ),
+        json_schema_extra=_ADVANCED,
+    )
+    max_output_tokens: Annotated[int, Field(ge=1)] | None = Field(
+        None,
+        title="Longest answer (tokens)",
+        description="Empty: the model's default.",
+        json_schema_extra=_ADVANCED,
+    )
+    thinking: Literal["off", "low", "medium", "high"] | None = Field(
+        None,
+        description="How much the model reasons before answering, for models that can.",
+        json_schema_extra=_ADVANCED,
+    )
+    max_iterations: Annotated[int, Field(ge=1)] | None = Field(
+        None,
+        title="Most tool steps per answer",
+        description="Empty: the server's limit.",
+        json_schema_extra=_ADVANCED,
+    )
+    compaction_threshold: Annotated[float, Field(ge=0.1, le=0.95)] | None = Field(
+        None,
+        title="Summarize when the context is this full",
+        description="A share of the model's context window, e.g. 0.8. Empty: the server's default.",
+        json_schema_extra=_ADVANCED,
+    )
     # Agent runtimes only: the CLI's built-in tools the agent may use (e.g. "Read", "Grep"). Empty, the default:
     # none, so no shell command and no file write.
     runtime_tools: list[Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[A-Za-z][A-Za-z0-9_]*$")]] = (
         Field(
             default=[],
             max_length=50,
-            description="Agent runtimes (claude_code, codex_cli): the built-in tools allowed, e.g. Read. Empty: none.",
+            title="Built-in tools allowed",
+            description="The coding agent's own tools it may use, e.g. Read. Empty: none (no shell, no file writes).",
+            json_schema_extra=_RUNTIMES,
         )
     )
 
     # Vertex managed agent (provider vertex_agent) only: where the agent lives and which sandbox it works in.
     project: Annotated[str, Field(max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9-:.]*$")] | None = Field(
-        None, description="vertex_agent: the Google Cloud project the agent runs in."
+        None, description="The Google Cloud project the agent runs in.", json_schema_extra=_VERTEX
     )
     location: Annotated[str, Field(max_length=50, pattern=r"^[A-Za-z0-9-]+$")] | None = Field(
-        None, description="vertex_agent: the Vertex location of the Interactions API (default: global)."
+        None,
+        description="The Google Cloud location. Empty: global.",
+        json_schema_extra={**_VERTEX, "x-advanced": True},
     )
     agent: Annotated[str, Field(max_length=300, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")] | None = Field(
         None,
-        description=(
-            "vertex_agent: the agent each firing interacts with (a managed agent id such as the Antigravity agent, "
-            "or your custom agent's name)."
-        ),
+        description="The Vertex agent that answers: a managed agent's id or your own agent's name.",
+        json_schema_extra=_VERTEX,
     )
     environment: Annotated[str, Field(max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")] | None = Field(
         None,
         description=(
-            'vertex_agent: "remote" (the default: a new sandbox, then the one the conversation is bound to) or a '
-            "pinned environment id. Google keeps the interaction state and the sandbox's files server-side; "
-            "OpenCompany keeps the streamed events, the interaction id and the environment id."
+            "Where the agent works. Empty: a new sandbox for each conversation, kept by Google. Or the id of one "
+            "you set up."
         ),
+        json_schema_extra={**_VERTEX, "x-advanced": True},
     )
 
     @model_validator(mode="after")
@@ -123,25 +183,29 @@ class AgentParams(BaseModel):
     rlm_backend: Literal["openai", "openai_compatible"] | None = Field(
         None,
         title="RLM backend",
-        description="RLM: the backend serving `model`: openai (default) or openai_compatible (its base URL).",
+        description="Which service runs the model. Empty: OpenAI.",
+        json_schema_extra={"x-providers": ["rlm"]},
     )
     rlm_max_iterations: Annotated[int, Field(ge=1, le=50)] | None = Field(
-        None, title="RLM max iterations", description="RLM: iterations per run (default 10)."
+        None, title="RLM max iterations", description="Rounds per answer. Empty: 10.", json_schema_extra=_RLM
     )
     rlm_timeout_seconds: Annotated[int, Field(ge=5, le=3600)] | None = Field(
         None,
         title="RLM timeout (seconds)",
-        description="RLM: wall-clock limit of one run in seconds (default 300; the firing's limit still applies).",
+        description="How long one answer may take. Empty: 300 seconds.",
+        json_schema_extra=_RLM,
     )
     rlm_max_depth: Annotated[int, Field(ge=1, le=3)] | None = Field(
         None,
         title="RLM sub-call depth",
-        description="RLM: sub-call depth (default 1: llm_query answers plainly; 2 or 3: rlm_query runs a child).",
+        description="How deep it may hand questions to itself. Empty: 1 (no nesting).",
+        json_schema_extra=_RLM,
     )
     rlm_max_llm_calls: Annotated[int, Field(ge=1, le=500)] | None = Field(
         None,
         title="RLM max backend calls",
-        description="RLM: backend calls per run, sub-calls included (default 50); the next one is refused.",
+        description="Model calls per answer, nested ones included. Empty: 50.",
+        json_schema_extra=_RLM,
     )
 
     @field_validator("max_output_tokens")

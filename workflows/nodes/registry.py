@@ -62,6 +62,33 @@ class ToolCall:
     # Where the call comes from, for provenance: firing_id, chat_run_id, agent_node_id, agent_name, generation,
     # tool_call_id, prompt (what the agent was answering).
     origin: dict = field(default_factory=dict)
+    # The binding's meta from the node's ToolOffer (an MCP server's own tool name and connection).
+    meta: dict = field(default_factory=dict)
+    # For a remote tool: polled while the call runs; True means the owner pressed Stop (cancel the call).
+    should_stop: Callable[[], bool] | None = None
+
+
+@dataclass(frozen=True)
+class ToolText:
+    """A tool's answer given as the text the model reads (an MCP server's result), instead of a dict sent as JSON."""
+
+    text: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True)
+class ToolOffer:
+    """One tool a node offers the agent it is wired to (a node may offer several: an MCP server's tools)."""
+
+    name: str  # what the model sees: unique per agent, within every provider's name rules
+    description: str
+    parameters: dict  # JSON Schema of the arguments
+    # What the node's `tool_call` hook needs to answer it (an MCP server's own name for the tool, how to reach the
+    # server): copied into the firing's binding, so a generation keeps the list it started with.
+    meta: dict = field(default_factory=dict)
+    # Answered by a remote server: the runtime calls it outside any transaction, records it `started` before the
+    # call, and never sends it again once it may have reached the server (docs/tools.md#never-re-sent).
+    remote: bool = False
 
 
 @dataclass(frozen=True)
@@ -81,8 +108,18 @@ class NodeSpec:
     # before the transaction that answers it (no remote call may run under the firing's row lock). The runtime
     # reads only these, never a node type's name.
     tool_schema: Callable[[], dict] | None = None
+    # `tools(node) -> list[ToolOffer]`: a node that offers several tools, or tools that depend on its params (an MCP
+    # server). Without it, the node offers the one tool `tool_name` + `tool_schema` describe. Read through
+    # `tools_for`.
+    tools: Callable[[dict], list[ToolOffer]] | None = None
     tool_call: Callable[[ToolCall], dict] | None = None
     tool_prepare: Callable[..., None] | None = None
+    # `tool_step_summary(result) -> str | None`: a short line a person would say about one call's result (the
+    # decoded JSON the tool answered), shown under the chat's answer; None leaves the chat's generic line.
+    tool_step_summary: Callable[[Any], str | None] | None = None
+    # memory_panel_url(workflow_id, node_id) -> str: the owner's Memory panel of a node that holds memory (the chat
+    # page links the ones its answering agent uses).
+    memory_panel_url: Callable[[int, str], str] | None = None
     # reset_execution_state(workflow, node, *, policy_context: ResetContext) -> int | None (items cleared)
     reset_execution_state: Callable[..., Any] | None = None
     # clear_memory(workflow, node, *, actor) -> int: the admin/panel "Clear Memory" for nodes that hold memory.
@@ -113,6 +150,24 @@ class NodeSpec:
         if callable(self.tool_name):
             return self.tool_name(node)
         return self.tool_name
+
+    def tools_for(self, node: dict) -> list[ToolOffer]:
+        """The tool contract: every tool a node of this type offers when wired as a tool (an agent used as a tool is
+        a teammate, which the runtime offers itself)."""
+        if self.tools is not None:
+            return list(self.tools(node))
+        name = self.tool_name_for(node)
+        if self.tool_schema is None or not name:
+            return []
+        definition = self.tool_schema()
+        return [ToolOffer(name, definition["description"], definition["parameters"])]
+
+    def tool_names_for(self, node: dict) -> list[str]:
+        """The names the model sees for a node wired as a tool (teammates included), for wiring and graph checks."""
+        if self.tools is not None:
+            return [offer.name for offer in self.tools(node)]
+        name = self.tool_name_for(node)
+        return [name] if name else []
 
 
 _registry: dict[str, NodeSpec] = {}

@@ -7,9 +7,11 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from core.errors import ServiceError
 from core.realtime import publish_workflow_event
 
 from ..events import workflow_generation_event
+from ..graph import run_issues
 from ..listeners import generation_end_listeners
 from ..locks import workflow_for_update
 from ..models import Workflow, WorkflowGeneration
@@ -34,10 +36,17 @@ def live_generation_of(workflow: Workflow) -> WorkflowGeneration | None:
 
 @transaction.atomic
 def workflow_start(*, workflow: Workflow) -> tuple[WorkflowGeneration, bool]:
-    """Deploy: admit generation n+1 with a snapshot of the normalized graph. Starting again with an unchanged
-    graph returns the running generation (a double click does not wipe the conversations)."""
+    """Deploy: admit generation n+1 with a snapshot of the normalized graph; a graph whose chat trigger feeds no
+    agent is refused. Starting again with an unchanged graph returns the running generation (a double click does
+    not wipe the conversations)."""
     locked = workflow_for_update(workflow.pk)
     result, _warnings = prepare_graph(graph=locked.graph, workflow_id=locked.pk)
+    cannot_run = run_issues(result.graph)
+    if cannot_run:
+        # A generation that cannot answer would only move the refusal to the chat's first message.
+        raise ServiceError(
+            cannot_run[0].code.lower(), cannot_run[0].message, extra={"issues": [i.as_dict() for i in cannot_run]}
+        )
     live = live_generation_of(locked)
     if live is not None and live.graph_revision == locked.revision:
         return live, False

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from core.errors import ServiceError
+from core.text import require_visible_name
 
 from ..graph import (
     CONTEXT_TOPOLOGY_CODES,
@@ -43,7 +44,7 @@ class GraphOutcome:
 def clean_workflow_name(name) -> str:
     if not isinstance(name, str) or not name.strip():
         raise ServiceError("invalid_name", "A workflow needs a non-empty name.")
-    name = name.strip()
+    name = require_visible_name(name.strip())
     if len(name) > settings.WORKFLOW_NAME_MAX_CHARS:
         raise ServiceError("invalid_name", f"The name is at most {settings.WORKFLOW_NAME_MAX_CHARS} characters.")
     return name

@@ -12,7 +12,8 @@ from .firings import FiringRefused, firing_start
 def firing_test_run(*, workflow: Workflow, prompt: str) -> str:
     """Fire the draft's answering agent with `prompt` on generation 0 (docs/workflows.md, the `test-run` endpoint),
     which stores no conversation and never touches the live generation or the chat. Returns the firing id; the run
-    history endpoints report its progress and answer. The agent's tools still act (a `memory` remember is stored)."""
+    history endpoints report its progress and answer. The agent's tools run, but what they write is rolled back
+    (agents/tools.py `run_tool`): a test run leaves memory and todos as they were."""
     graph = normalize_workflow_graph(
         workflow.graph if isinstance(workflow.graph, dict) else {"nodes": [], "edges": []}, workflow_id=workflow.pk
     ).graph
@@ -29,6 +30,6 @@ def firing_test_run(*, workflow: Workflow, prompt: str) -> str:
             "no_answering_agent", "Wire a chat trigger to an agent first: the test run asks the agent it feeds."
         )
     try:
-        return firing_start(workflow, 0, agents[0], prompt)
+        return firing_start(workflow=workflow, generation=0, agent_node_id=agents[0], prompt=prompt)
     except FiringRefused as exc:
         raise ServiceError(exc.code, exc.message) from None

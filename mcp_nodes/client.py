@@ -1,0 +1,258 @@
+"""Talking to an MCP server through the official SDK's client (`mcp.Client`): list its tools, call one.
+
+The worker is synchronous; each operation runs the SDK in its own event loop on a short-lived thread, while the
+calling thread (which owns the database connection) waits and polls Stop. A session lasts one operation: a stdio
+server is started for it and ended after it (bench/mcp_calls.py measures what that costs), an HTTP session is
+opened and closed (DELETE) around it.
+
+Every connect checks again what saving checked: the stdio server is on the operator's list, the URL passes the
+address guard (DNS may have changed since), the secrets the headers name exist.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import httpx2
+from django.conf import settings
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+from provider_keys.secrets import SecretUnavailable, owner_secret_values
+from providers.urlguard import UnsafeURLError, check_outbound_url
+
+STOP_POLL_SECONDS = 0.2
+
+
+class McpFailure(Exception):
+    """The server could not be reached or answered nothing usable: `message` is a sentence for the owner (or the
+    model) saying what and where, never a secret."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+class McpStopped(Exception):
+    """The owner pressed Stop while the call ran: the SDK abandoned it (sending `notifications/cancelled`)."""
+
+
+@dataclass(frozen=True)
+class ListedTool:
+    name: str
+    description: str
+    input_schema: dict
+    annotations: dict
+    digest: str
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+            "annotations": self.annotations,
+            "digest": self.digest,
+        }
+
+
+def tool_digest(name: str, description: str, input_schema: dict) -> str:
+    """What a generation pins of a tool: a change of any of these is a changed tool."""
+    text = json.dumps([name, description, input_schema], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def server_label(connection: dict) -> str:
+    """How the owner and the model are told which server: the stdio server's name, or the URL (never a header)."""
+    return connection["server"] if connection["transport"] == "stdio" else connection["url"]
+
+
+URL_HINT = "Ask staff to add the host to MCP_HTTP_ALLOWED_HOSTS if it is a server you run."
+
+
+def checked_url(url: str) -> str:
+    """The URL when owners may reach it (providers.urlguard, the check owners' base URLs pass), else McpFailure."""
+    if not url:
+        raise McpFailure("invalid_url", "The MCP server node has no URL.")
+    try:
+        return check_outbound_url(
+            url,
+            allowed_hosts=settings.MCP_HTTP_ALLOWED_HOSTS,
+            allow_http=settings.MCP_HTTP_ALLOW_HTTP,
+            what="MCP server URL",
+            allow_hint=URL_HINT,
+        )
+    except UnsafeURLError as exc:
+        raise McpFailure("unsafe_url", exc.message) from None
+
+
+def stdio_parameters(name: str) -> StdioServerParameters:
+    """The operator's entry for `name`, started under resource limits and killed with its worker. The SDK starts it
+    with a default environment (PATH, HOME, USER and the like), never the worker's: no keys, no database URL."""
+    entry = (settings.MCP_STDIO_SERVERS or {}).get(name)
+    if not isinstance(entry, dict) or not entry.get("argv"):
+        raise McpFailure("unknown_stdio_server", f"The stdio server {name!r} is not one this installation lists.")
+    limits = [
+        shutil.which("prlimit") or "/usr/bin/prlimit",
+        f"--as={settings.MCP_STDIO_MEMORY_BYTES}",
+        f"--cpu={settings.MCP_STDIO_CPU_SECONDS}",
+        f"--nofile={settings.MCP_STDIO_OPEN_FILES}",
+        "--",
+    ]
+    return StdioServerParameters(
+        command=shutil.which("setpriv") or "/usr/bin/setpriv",
+        args=["--pdeathsig", "KILL", "--", *limits, *[str(a) for a in entry["argv"]]],
+        env={str(k): str(v) for k, v in (entry.get("env") or {}).items()},
+        cwd=entry.get("cwd") or None,
+    )
+
+
+def header_values(owner_id, connection: dict) -> dict[str, str]:
+    headers = connection.get("headers") or []
+    try:
+        values = owner_secret_values(owner_id=owner_id, names=[h["secret"] for h in headers])
+    except SecretUnavailable as exc:
+        raise McpFailure("missing_secret", str(exc)) from None
+    return {h["name"]: values[h["secret"]] for h in headers}
+
+
+def _guard_hook():
+    async def check(request) -> None:
+        # Every request, redirects and the session's later requests included (docs/security.md).
+        checked_url(str(request.url))
+
+    return check
+
+
+def _size_hook():
+    async def check(response) -> None:
+        length = response.headers.get("content-length")
+        if length and length.isdigit() and int(length) > settings.MCP_RESPONSE_MAX_BYTES:
+            raise McpFailure(
+                "response_too_large",
+                f"The MCP server answered with {int(length)} bytes, more than {settings.MCP_RESPONSE_MAX_BYTES}.",
+            )
+
+    return check
+
+
+def _transport(owner_id, connection: dict, timeout: float):
+    if connection["transport"] == "stdio":
+        return stdio_client(stdio_parameters(connection["server"]), errlog=open(os.devnull, "w"))  # noqa: SIM115
+    url = checked_url(connection["url"])
+    http = httpx2.AsyncClient(
+        headers=header_values(owner_id, connection),
+        timeout=httpx2.Timeout(min(30.0, timeout), read=timeout),
+        event_hooks={"request": [_guard_hook()], "response": [_size_hook()]},
+        trust_env=False,
+    )
+    return streamable_http_client(url, http_client=http, max_sse_event_size=settings.MCP_RESPONSE_MAX_BYTES)
+
+
+def _in_thread(work, *, timeout: float, should_stop=None):
+    """Run `work(cancelled: threading.Event)` (a coroutine function) in an event loop on its own thread; meanwhile
+    this thread polls `should_stop` (it owns the database connection). Stop sets the event; the coroutine cancels
+    its scope, and the SDK sends `notifications/cancelled` for the abandoned request."""
+    cancelled = threading.Event()
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["result"] = anyio.run(work, cancelled)
+        except BaseException as exc:  # noqa: BLE001 (handed back to the calling thread)
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True, name="mcp-call")
+    thread.start()
+    while thread.is_alive():
+        thread.join(STOP_POLL_SECONDS)
+        if thread.is_alive() and should_stop is not None and not cancelled.is_set() and should_stop():
+            cancelled.set()
+    if "error" in box:
+        raise _plain(box["error"], timeout)
+    return box["result"]
+
+
+def _plain(exc: BaseException, timeout: float) -> Exception:
+    """The failure as an McpFailure / McpStopped, unwrapping the SDK's exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) >= 1:
+        inner = [e for e in exc.exceptions if isinstance(e, McpFailure | McpStopped)]
+        exc = inner[0] if inner else exc.exceptions[0]
+    if isinstance(exc, McpFailure | McpStopped):
+        return exc
+    if isinstance(exc, TimeoutError):
+        return McpFailure("timeout", f"The MCP server gave no answer within {timeout:g} s; the call was cut off.")
+    if isinstance(exc, OSError):
+        return McpFailure("unreachable", f"The MCP server could not be reached ({type(exc).__name__}).")
+    if isinstance(exc, httpx2.HTTPError):
+        return McpFailure("unreachable", f"The MCP server could not be reached ({type(exc).__name__}).")
+    message = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+    return McpFailure("server_error", f"The MCP server failed: {message}")
+
+
+async def _watch(cancelled: threading.Event, scope: anyio.CancelScope, stopped: dict) -> None:
+    while not cancelled.is_set():
+        await anyio.sleep(0.05)
+    stopped["yes"] = True
+    scope.cancel()
+
+
+def list_tools(*, owner_id, connection: dict) -> list[ListedTool]:
+    """The server's tools (all pages, at most MCP_MAX_TOOLS), as discovery shows them to the owner."""
+    timeout = float(connection.get("timeout_seconds") or settings.MCP_CALL_TIMEOUT_SECONDS)
+    transport = _transport(owner_id, connection, timeout)
+
+    async def work(_cancelled: threading.Event) -> list[ListedTool]:
+        listed: list[ListedTool] = []
+        with anyio.fail_after(timeout):
+            async with Client(transport, read_timeout_seconds=timeout, cache=None) as client:
+                cursor = None
+                while True:
+                    page = await client.list_tools(cursor=cursor)
+                    for tool in page.tools:
+                        description = tool.description or ""
+                        schema = tool.input_schema or {"type": "object", "properties": {}}
+                        annotations = (
+                            tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else {}
+                        )
+                        listed.append(
+                            ListedTool(
+                                tool.name, description, schema, annotations, tool_digest(tool.name, description, schema)
+                            )
+                        )
+                    cursor = page.next_cursor
+                    if not cursor or len(listed) >= settings.MCP_MAX_TOOLS:
+                        return listed[: settings.MCP_MAX_TOOLS]
+
+    return _in_thread(work, timeout=timeout)
+
+
+def call_tool(*, owner_id, connection: dict, tool: str, arguments: dict, should_stop=None):
+    """One `tools/call`; returns the SDK's CallToolResult. McpFailure when the server cannot be reached or fails at
+    the protocol level, McpStopped when the owner pressed Stop meanwhile."""
+    timeout = float(connection.get("timeout_seconds") or settings.MCP_CALL_TIMEOUT_SECONDS)
+    transport = _transport(owner_id, connection, timeout)
+
+    async def work(cancelled: threading.Event):
+        stopped: dict = {}
+        result = None
+        with anyio.fail_after(timeout):
+            async with (
+                Client(transport, read_timeout_seconds=timeout, cache=None) as client,
+                anyio.create_task_group() as group,
+            ):
+                group.start_soon(_watch, cancelled, group.cancel_scope, stopped)
+                result = await client.call_tool(tool, arguments, read_timeout_seconds=timeout)
+                group.cancel_scope.cancel()
+        if stopped:
+            raise McpStopped()
+        return result
+
+    return _in_thread(work, timeout=timeout, should_stop=should_stop)
