@@ -20,7 +20,11 @@ It prints:
     for the others, and how many turns waited for a compaction before their first step;
   * the machine's load average before and after (the machine is shared).
 
-    .venv/bin/python bench/compaction.py [--turns 200] [--summary-s 2] [--concurrency 2]
+    .venv/bin/python bench/compaction.py [--turns 200] [--summary-s 2] [--concurrency 2] [--turn-chars 1600]
+
+With 1,600-character messages a turn is ~10 % of the window: the turn after a crossing finds the request over the
+window (80 % + a turn + the answer's headroom) and waits for the summary. Smaller turns (`--turn-chars 400`) go on
+during the summary.
 """
 
 from __future__ import annotations
@@ -89,8 +93,9 @@ def start_worker(concurrency: int, summary_seconds: float) -> subprocess.Popen:
     return subprocess.Popen(args, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
-def prompt(turn: int) -> str:
-    return f"turn {turn}: " + ("we keep talking, and every word of it stays in the conversation. " * 26)[:1600]
+def prompt(turn: int, chars: int) -> str:
+    words = "we keep talking, and every word of it stays in the conversation. "
+    return f"turn {turn}: " + (words * (chars // len(words) + 1))[:chars]
 
 
 def main() -> int:
@@ -98,6 +103,7 @@ def main() -> int:
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--summary-s", type=float, default=2.0)
     parser.add_argument("--concurrency", type=int, default=2, help="worker processes")
+    parser.add_argument("--turn-chars", type=int, default=1600, help="characters per message (echoed back)")
     args = parser.parse_args()
     settings.AGENT_EXECUTION_MODE = "celery"
     os.environ["PROVIDER_CATALOGUE_PATH"] = small_window_catalogue()
@@ -120,12 +126,10 @@ def main() -> int:
         started = time.monotonic()
         for turn in range(args.turns):
             during.append(slot.filter(state__in=["running", "ready"]).exists())
-            firing = wait_finished(
-                ends,
-                firing_start(workflow=workflow, generation=generation, agent_node_id=agent, prompt=prompt(turn)),
-                timeout=180,
+            fired = firing_start(
+                workflow=workflow, generation=generation, agent_node_id=agent, prompt=prompt(turn, args.turn_chars)
             )
-            firings.append(firing)
+            firings.append(wait_finished(ends, fired, timeout=180))
         elapsed = time.monotonic() - started
         time.sleep(args.summary_s + 1)  # the last summary, if one runs, lands or is left ready
 
@@ -158,7 +162,7 @@ def main() -> int:
         print(
             f"compaction under steady traffic: {args.turns} turns back to back into one conversation, "
             f"{WINDOW:,}-token window (answer headroom {headroom:,}), summary +{args.summary_s:g} s, offline provider, "
-            f"real worker (concurrency {args.concurrency}); {elapsed:.1f} s"
+            f"real worker (concurrency {args.concurrency}), {args.turn_chars:,}-character messages; {elapsed:.1f} s"
         )
         print(
             f"  highest pressure at any request: {highest:,} tokens = {highest / WINDOW:.1%} of the window "

@@ -1,5 +1,6 @@
-"""Context pressure after a turn and `agent.compact_context` (docs/invariants.md#compaction): summarize outside any
-lock, activate by compare-and-swap, then continue (or end) the firing."""
+"""Context pressure after a turn, the conversation's one compaction slot, and `agent.compact_context`
+(docs/invariants.md#compaction): summarize outside any lock, land the summary on whatever the turns appended since
+its snapshot when the summarised prefix is unchanged, then continue (or end) the firing that waits for it."""
 
 from __future__ import annotations
 
@@ -229,6 +230,9 @@ def compact_context(
         # The firing moved on without it (the watchdog resumed it after this compaction went silent, or it ended):
         # compacting now would change the list under a firing that no longer expects it.
         logger.info("compaction no longer awaited", extra={"firing_id": firing_id})
+        store.compaction_release_unawaited(
+            conversation_key(workflow_id, generation, agent_node_id), firing_id=firing_id
+        )
         return
     key = conversation_key(workflow_id, generation, agent_node_id)
     generation_row = generation_with_workflow(workflow_id=workflow_id, number=generation)
@@ -273,7 +277,7 @@ def compact_context(
     except (CompactionError, store.ConversationLoadFailed) as exc:
         outcome_label = "error"
         logger.warning("compaction failed", extra=key.as_log())
-        waiting = _slot_waiter(key)
+        waiting = store.compaction_waiter(key)
         store.compaction_finish(key, outcome="error", paid=bool(calls))
         if waiting is not None:
             _end_after_compaction_failure(waiting[0], exc)
@@ -297,19 +301,6 @@ def compact_context(
             )
 
 
-def _slot_waiter(key) -> tuple[str, int] | None:
-    from conversations.models import ConversationCompaction
-
-    row = (
-        ConversationCompaction.objects.filter(
-            workflow_id=key.workflow_id, generation=key.generation, agent_node_id=key.agent_node_id
-        )
-        .values_list("waiting_firing_id", "waiting_iteration")
-        .first()
-    )
-    return (str(row[0]), int(row[1])) if row and row[0] else None
-
-
 def _land(key, config: dict, identity, summary: str | None, *, owner_id) -> None:
     """Land a paid-for summary (or, with none, just free the slot), then continue the firing that waits for it.
 
@@ -320,7 +311,7 @@ def _land(key, config: dict, identity, summary: str | None, *, owner_id) -> None
     Locks: the waiting firing, the lease, the slot, the header (docs/architecture.md#lock-order)."""
     token = f"compaction-{uuid.uuid4().hex}"
     for _attempt in range(5):
-        waiting = _slot_waiter(key)
+        waiting = store.compaction_waiter(key)
         with transaction.atomic():
             firing = firing_for_update(waiting[0]) if waiting else None
             waits = (

@@ -103,8 +103,15 @@ def prepare_payload(firing_id: str) -> None:
             return
         waits = False
         if uses_conversation:
-            listed = [] if "replaces" in firing.stored_prefix else (snapshot.messages if snapshot else [])
-            fit = window_fit(firing, [*listed, *firing.pending_messages])
+            if "replaces" in firing.stored_prefix or snapshot is None:
+                fit = window_fit(firing, firing.pending_messages)
+            else:
+                fit = window_fit(
+                    firing,
+                    [*snapshot.messages, *firing.pending_messages],
+                    stored_count=len(snapshot.messages),
+                    stored_bytes=snapshot.size_bytes,
+                )
             if not fit.fits_compacted:
                 # Even [system, summary, latest turn, this message] would not fit: nothing is sent, nothing stored.
                 firing_mark_changed(firing, "agent_config", "tool_bindings", "uses_conversation", "lease_token")

@@ -10,6 +10,7 @@ from agents.models import Firing
 from conversations.store import latest_turn_start
 from providers import capabilities
 from providers.context import estimate_tokens, output_headroom
+from providers.token_estimate import CHARS_PER_TOKEN
 
 from .provider_request import provider_request_of
 
@@ -38,12 +39,21 @@ def answer_headroom(firing: Firing, request) -> int:
     return min(output_headroom(request), max(int(window * (1 - threshold)), 0))
 
 
-def window_fit(firing: Firing, messages: list[dict]) -> WindowFit:
+def window_fit(firing: Firing, messages: list[dict], *, stored_count: int = 0, stored_bytes: int | None = None):
     """How `messages` (a firing's whole next request: stored list and the new message) sits in the window. An
-    estimate (no provider call: this runs under the firing's lock)."""
-    request = provider_request_of(firing, messages, credentials=False)
+    estimate (no provider call: this runs under the firing's lock). `stored_bytes`: the stored size of
+    `messages[:stored_count]` (the header knows it), taken as ~4 bytes a token, so a turn does not serialize its
+    whole conversation again to check it (the stored JSON is a little larger than what is sent: the check errs on
+    the safe side). The smallest list compaction can make is estimated only when the request does not fit."""
+    rest = messages[stored_count:] if stored_bytes is not None else messages
+    request = provider_request_of(firing, rest, credentials=False)
     window = capabilities(request.provider, request.model).context_window
     headroom = answer_headroom(firing, request)
+    projected = estimate_tokens(request) + headroom
+    if stored_bytes is not None:
+        projected += -(-stored_bytes // CHARS_PER_TOKEN)  # each stored message's envelope stands for its overhead
+    if not window or projected <= window:
+        return WindowFit(projected, window, projected)
     systems = 0
     while systems < len(messages) and messages[systems].get("role") == "system":
         systems += 1
@@ -51,9 +61,7 @@ def window_fit(firing: Firing, messages: list[dict]) -> WindowFit:
     latest = max(latest_turn_start(stored), systems) if len(stored) > systems else len(stored)
     smallest = [*messages[:systems], *stored[latest:], messages[-1]]
     return WindowFit(
-        estimate_tokens(request) + headroom,
-        window,
-        estimate_tokens(provider_request_of(firing, smallest, credentials=False)) + headroom,
+        projected, window, estimate_tokens(provider_request_of(firing, smallest, credentials=False)) + headroom
     )
 
 

@@ -22,8 +22,10 @@ from .compaction_slot import (
     compaction_claim,
     compaction_finish,
     compaction_ready,
+    compaction_release_unawaited,
     compaction_status,
     compaction_wait,
+    compaction_waiter,
 )
 from .copies import forget_process_copies
 from .errors import (
@@ -106,11 +108,13 @@ __all__ = [
     "compaction_finish",
     "compaction_land_locked",
     "compaction_ready",
+    "compaction_release_unawaited",
     "compaction_slot_for_update",
     "compaction_snapshot",
     "compaction_status",
     "compaction_summarize",
     "compaction_wait",
+    "compaction_waiter",
     "conversation_cursor",
     "is_compaction_summary",
     "conversation_key",

@@ -28,7 +28,14 @@ from .locks import conversation_header_for_update
 from .results import HEADER, ROWS, StoredPrefix
 from .retained import retain_for_lease_holders
 from .rows import write_locked
-from .transcript import COMPACTION_SUMMARY_HEADER, chain_of, latest_turn_start, message_hash, stored_json
+from .transcript import (
+    COMPACTION_SUMMARY_HEADER,
+    chain_of,
+    is_compaction_summary,
+    latest_turn_start,
+    message_hash,
+    stored_json,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -110,7 +117,10 @@ def compaction_source(messages: list[dict]) -> list[dict]:
     """
     system_end = _system_end(messages)
     latest = latest_turn_start(messages)
-    return messages[system_end:latest] if latest > system_end else []
+    source = messages[system_end:latest] if latest > system_end else []
+    # Only an earlier summary before the latest turn: summarising it again would pay for a call that cannot make the
+    # list smaller (a list still over its threshold is then its latest turn, which is never summarised).
+    return [] if all(is_compaction_summary(m) for m in source) else source
 
 
 def compaction_snapshot(key: ConversationKey) -> CompactionSnapshot:

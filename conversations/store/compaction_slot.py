@@ -55,6 +55,19 @@ def compaction_wait(key: ConversationKey, *, firing_id, iteration: int) -> bool:
         return cursor.rowcount == 1
 
 
+def compaction_waiter(key: ConversationKey) -> tuple[str, int] | None:
+    """(id, next iteration) of the firing that waits for the running compaction, if one does (read unlocked: the
+    lander locks that firing, then the slot, and checks again)."""
+    row = (
+        ConversationCompaction.objects.filter(
+            workflow_id=key.workflow_id, generation=key.generation, agent_node_id=key.agent_node_id
+        )
+        .values_list("waiting_firing_id", "waiting_iteration")
+        .first()
+    )
+    return (str(row[0]), int(row[1])) if row and row[0] else None
+
+
 def compaction_beat(key: ConversationKey):
     """The running summary is alive; returns the id of the firing that waits for it, if any."""
     with connection.cursor() as cursor:
@@ -92,6 +105,17 @@ def compaction_finish(key: ConversationKey, *, outcome: str, paid: bool) -> None
                 outcome,
                 *_key_params(key),
             ],
+        )
+
+
+def compaction_release_unawaited(key: ConversationKey, *, firing_id) -> None:
+    """Free a running slot claimed for `firing_id` whose compaction task came after that firing stopped waiting
+    (the watchdog continued it, or it ended): nothing was summarised, the next turn may claim at once."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {SLOT} SET state = 'idle', waiting_firing_id = NULL, waiting_iteration = 0, last_outcome = "
+            f"'unawaited' WHERE {_KEY} AND state = 'running' AND waiting_firing_id = %s",
+            [*_key_params(key), firing_id],
         )
 
 

@@ -229,7 +229,7 @@ def test_an_edit_inside_the_summarised_prefix_discards_the_summary_and_the_ledge
 
 
 def test_a_burst_of_ten_turns_queues_one_compaction(owner, window, held):
-    window(8000, output=200)
+    window(9000, output=200)  # room for the ten turns: none of them waits
     workflow, generation, ids = assistant_with(owner)
     three_big_turns(workflow, generation, ids["lead"])
     for n in range(10):

@@ -350,6 +350,10 @@ def test_a_compaction_lost_with_its_worker_is_found_and_the_firing_continues_wit
     run_as_task("agent.compact_context", *compaction_args)
     assert load_conversation(key) == stored
     assert list(compactions.values_list("outcome", flat=True)) == ["ambiguous"]
+    # ...and frees the conversation's compaction slot it was claimed with: the next turn may ask at once.
+    from conversations.models import ConversationCompaction
+
+    assert ConversationCompaction.objects.get(agent_node_id=ids["lead"]).state == "idle"
 
 
 def test_a_slow_compaction_beats_and_is_left_alone(owner, broker, settings, monkeypatch):

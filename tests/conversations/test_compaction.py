@@ -184,6 +184,18 @@ def test_a_second_compaction_summarizes_the_summary_with_the_next_turns(key):
     assert _strip_ts(after[2:]) == turn(4)
 
 
+def test_a_list_that_is_an_earlier_summary_and_the_latest_turn_pays_for_no_summary(key):
+    # Still over the threshold after a compaction means the latest turn alone is large: summarising the summary
+    # again could not help, so no call is made.
+    save_conversation(key, [system(), *turn(1, result_size=4000), *turn(2, result_size=4000)])
+    compact_conversation(key, summarize=lambda s: "first summary", count_tokens=count_tokens)
+
+    def summarize(source):
+        raise AssertionError("must not be called")
+
+    assert compact_conversation(key, summarize=summarize, count_tokens=count_tokens).status == "skipped"
+
+
 def test_should_compact_uses_the_projected_next_request():
     assert should_compact(last_input_tokens=7000, added_tokens=1000, context_window_tokens=10_000, threshold=0.8)
     assert not should_compact(last_input_tokens=7000, added_tokens=999, context_window_tokens=10_000, threshold=0.8)
