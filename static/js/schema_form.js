@@ -1,6 +1,7 @@
 // A form for a node's params, generated from the JSON Schema /api/node-types/ gives (pydantic's output): strings,
 // enums, numbers, booleans, optional fields (anyOf [X, null]), `$ref`s into `$defs`, and two hints the schema may
-// carry: `x-widget: "textarea"` and `x-widget: "model"` (a model picker fed by the provider catalogue).
+// carry: `x-widget: "textarea"`, `x-widget: "model"` (a model picker fed by the provider catalogue) and
+// `x-widget: "hidden"` (a field the type's own section of the side panel edits; kept as it is).
 (function () {
   "use strict";
 
@@ -65,6 +66,7 @@
     const form = el("div", { className: "schema-form" });
     Object.entries(properties).forEach(([name, property]) => {
       const { schema: field, nullable } = unwrap(property, root);
+      if ((field["x-widget"] || property["x-widget"]) === "hidden") return; // edited by the type's own panel section
       const id = `${idPrefix}-${name}`;
       const wrap = el("div", { className: "field", "data-field": name });
       const label = el("label", { for: id }, field.title || name);
