@@ -7,7 +7,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from .discovery import mcp_server_tools_discover
+from .discovery import mcp_server_tools_discover, stdio_servers_list
 
 ERROR_RESPONSE = inline_serializer(
     "McpServerError", fields={"code": serializers.CharField(), "message": serializers.CharField()}
@@ -49,3 +49,17 @@ class McpServerToolsApi(APIView):
             params = {"__invalid__": True}
         outcome = mcp_server_tools_discover(user=request.user, workflow_id=workflow_id, node_id=node_id, params=params)
         return Response(self.OutputSerializer(outcome).data)
+
+
+class McpStdioServersApi(APIView):
+    class OutputSerializer(serializers.Serializer):
+        name = serializers.CharField()
+        label = serializers.CharField()
+
+    @extend_schema(
+        operation_id="mcp_stdio_servers",
+        summary="The stdio MCP servers the operator lists (names only: an owner picks one, never a command)",
+        responses={200: OutputSerializer(many=True)},
+    )
+    def get(self, request):
+        return Response(self.OutputSerializer(stdio_servers_list(), many=True).data)

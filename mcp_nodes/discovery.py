@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from pydantic import ValidationError
 
 from core.errors import NotFoundError, ServiceError
@@ -51,3 +52,9 @@ def mcp_server_tools_discover(*, user, workflow_id, node_id: str, params: dict |
         ],
         "missing": [name for name in ticked if name not in names],
     }
+
+
+def stdio_servers_list() -> list[dict]:
+    """The operator's stdio servers as an owner may see them: a name and a label, never the command or its env."""
+    servers = settings.MCP_STDIO_SERVERS or {}
+    return [{"name": name, "label": str((entry or {}).get("label") or name)} for name, entry in sorted(servers.items())]

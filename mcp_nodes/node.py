@@ -40,9 +40,21 @@ class McpServerParams(BaseModel):
 
     transport: Literal["http", "stdio"] = Field("http", description="Streamable HTTP (a URL) or a stdio server")
     url: str = Field("", max_length=500, description="http: the server's endpoint, https://…/mcp")
-    server: str = Field("", max_length=100, description="stdio: one of the servers the operator lists")
-    headers: list[McpHeader] = Field(default_factory=list, max_length=20)
-    tools: list[McpTickedTool] = Field(default_factory=list, max_length=200, description="The tools the agent may use")
+    # Edited in the node's MCP section of the editor (a list of the operator's servers, headers, the tick list), not
+    # by the generic form: `x-widget: hidden`.
+    server: str = Field(
+        "",
+        max_length=100,
+        description="stdio: one of the servers the operator lists",
+        json_schema_extra={"x-widget": "hidden"},
+    )
+    headers: list[McpHeader] = Field(default_factory=list, max_length=20, json_schema_extra={"x-widget": "hidden"})
+    tools: list[McpTickedTool] = Field(
+        default_factory=list,
+        max_length=200,
+        description="The tools the agent may use",
+        json_schema_extra={"x-widget": "hidden"},
+    )
     prefix: str = Field("", max_length=32, pattern=r"^[A-Za-z0-9_-]*$", description="Put before each tool's name")
     timeout_seconds: int = Field(60, ge=1, le=3600, description="A call that takes longer is cut off")
     max_result_chars: int = Field(100_000, ge=100, le=1_000_000, description="A longer result is cut")

@@ -49,7 +49,10 @@ def _handle_data(handle, direction: str) -> dict:
 
 
 def _panel(spec: NodeSpec) -> str | None:
-    # Which owner panel a node of this type opens; capabilities and hooks decide, never the type's name.
+    # Which owner panel a node of this type opens; capabilities and hooks decide, never the type's name. A type
+    # whose app draws its own section of the side panel says so in `extra["panel"]` (an MCP server: "mcp").
+    if spec.extra.get("panel"):
+        return spec.extra["panel"]
     if spec.has(IS_CONTEXT_PANEL):
         return "context"
     if spec.clear_memory is not None:

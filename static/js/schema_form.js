@@ -1,6 +1,7 @@
 // A form for a node's params, generated from the JSON Schema /api/node-types/ gives (pydantic's output): strings,
 // enums, numbers, booleans, optional fields (anyOf [X, null]), `$ref`s into `$defs`, and two hints the schema may
-// carry: `x-widget: "textarea"` and `x-widget: "model"` (a model picker fed by the provider catalogue). Fields with
+// carry: `x-widget: "textarea"`, `x-widget: "model"` (a model picker fed by the provider catalogue) and
+// `x-widget: "hidden"` (a field the type's own section of the side panel edits; kept as it is). Fields with
 // `x-providers` show only while the provider field holds one of them; `x-advanced` ones fold under "More settings".
 // Picking another provider puts that provider's default model in the model field (unless it knows the one typed).
 (function () {
@@ -81,6 +82,7 @@
     });
     Object.entries(properties).forEach(([name, property]) => {
       const { schema: field, nullable } = unwrap(property, root);
+      if ((field["x-widget"] || property["x-widget"]) === "hidden") return; // edited by the type's own panel section
       const id = `${idPrefix}-${name}`;
       const wrap = el("div", { className: "field", "data-field": name });
       if (Array.isArray(field["x-providers"])) wrap.dataset.providers = field["x-providers"].join(" ");

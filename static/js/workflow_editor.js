@@ -723,6 +723,7 @@
       },
     });
     showFieldErrors();
+    if (type.panel === "mcp") body.append(mcpSection(dfId));
     const actions = el("div", { className: "node-actions" });
     if (type.inputs.some((h) => h.kind === "context") && !hasContext(dfId)) {
       // As the node's "+ Context": offered only while the agent has none (a second one is MULTIPLE_CONTEXTS).
@@ -748,6 +749,127 @@
     remove.addEventListener("click", () => { state.selectedNode = dfId; removeSelected(); });
     actions.append(remove);
     body.append(actions);
+  }
+
+  // --- an MCP server node: its stdio server, headers (secret names), Test connection and the tick list ---------------
+
+  const KEPT_TOOL_FIELDS = ["name", "description", "input_schema", "digest", "annotations"];
+
+  function setMcpParams(dfId, changes) {
+    const params = Object.assign({}, nodeData(dfId).params, changes);
+    editor.updateNodeDataFromId(dfId, Object.assign({}, nodeData(dfId), { params }));
+    if (state.form) state.form.refresh(params); // the generic form keeps a copy of the params: hand it the new ones
+    changed();
+  }
+
+  function mcpSection(dfId) {
+    const params = nodeData(dfId).params || {};
+    const box = el("section", { id: "mcp-panel", className: "mcp-panel", "aria-label": "MCP server" });
+
+    const serverField = el("div", { className: "field" });
+    serverField.append(el("label", { for: "mcp-server" }, "stdio server"));
+    const server = el("select", { id: "mcp-server" });
+    server.append(el("option", { value: "" }, "—"));
+    if (params.server) server.append(el("option", { value: params.server }, params.server));
+    server.value = params.server || "";
+    server.addEventListener("change", () => setMcpParams(dfId, { server: server.value }));
+    serverField.append(server, el("p", { className: "help" }, "For the stdio transport: a server the operator lists."));
+    box.append(serverField);
+    api("GET", "/api/mcp-servers/stdio/").then((servers) => {
+      servers.forEach((entry) => {
+        if (entry.name === params.server) return;
+        server.append(el("option", { value: entry.name }, entry.label === entry.name ? entry.name : `${entry.label} (${entry.name})`));
+      });
+      server.value = nodeData(dfId).params.server || "";
+    }).catch(() => {});
+
+    const headers = el("div", { className: "field mcp-headers" });
+    headers.append(el("p", { className: "node-heading" }, "Headers"));
+    headers.append(el("p", { className: "help" }, "Each value is one of your secrets, named here (stored on /api/secrets/)."));
+    const rows = el("ul", { id: "mcp-header-rows", className: "plain" });
+    const drawHeaders = () => {
+      rows.textContent = "";
+      (nodeData(dfId).params.headers || []).forEach((header, index) => {
+        const row = el("li");
+        const name = el("input", { type: "text", "aria-label": `Header ${index + 1} name`, value: header.name, placeholder: "Authorization" });
+        const secret = el("input", { type: "text", "aria-label": `Header ${index + 1} secret`, value: header.secret, placeholder: "secret name" });
+        const update = () => {
+          const list = (nodeData(dfId).params.headers || []).slice();
+          list[index] = { name: name.value, secret: secret.value };
+          setMcpParams(dfId, { headers: list });
+        };
+        name.addEventListener("input", update);
+        secret.addEventListener("input", update);
+        const drop = el("button", { type: "button", "aria-label": `Remove header ${index + 1}` }, "×");
+        drop.addEventListener("click", () => {
+          setMcpParams(dfId, { headers: (nodeData(dfId).params.headers || []).filter((_, i) => i !== index) });
+          drawHeaders();
+        });
+        row.append(name, secret, drop);
+        rows.append(row);
+      });
+    };
+    const addHeader = el("button", { type: "button", id: "mcp-add-header" }, "Add header");
+    addHeader.addEventListener("click", () => {
+      setMcpParams(dfId, { headers: [...(nodeData(dfId).params.headers || []), { name: "Authorization", secret: "" }] });
+      drawHeaders();
+    });
+    drawHeaders();
+    headers.append(rows, addHeader);
+    box.append(headers);
+
+    const test = el("button", { type: "button", id: "mcp-test" }, "Test connection");
+    const status = el("p", { id: "mcp-status", className: "meta", role: "status" });
+    const tools = el("ul", { id: "mcp-tools", className: "plain mcp-tools" });
+    const drawTicked = () => {
+      // Before a test: the ticked tools as the node pinned them.
+      tools.textContent = "";
+      (nodeData(dfId).params.tools || []).forEach((tool) => tools.append(el("li", {}, `✓ ${tool.name}`)));
+    };
+    drawTicked();
+    test.addEventListener("click", async () => {
+      const id = nodeData(dfId).id;
+      if (!savedIds().has(id)) {
+        status.textContent = "Save the workflow first, then test the connection.";
+        return;
+      }
+      test.disabled = true;
+      status.textContent = "Connecting…";
+      try {
+        const answer = await api("POST", `${config.api}mcp-servers/${encodeURIComponent(id)}/tools/`, { params: nodeData(dfId).params });
+        status.textContent = `${answer.tools.length} tools on ${answer.server}.` + (answer.missing.length ? ` No longer listed: ${answer.missing.join(", ")}.` : "");
+        drawListed(dfId, tools, answer.tools);
+      } catch (error) {
+        status.textContent = error.message;
+      } finally {
+        test.disabled = false;
+      }
+    });
+    box.append(test, status, tools);
+    return box;
+  }
+
+  function drawListed(dfId, list, listed) {
+    list.textContent = "";
+    listed.forEach((tool) => {
+      const row = el("li", { className: "mcp-tool" });
+      const id = `mcp-tool-${tool.name}`;
+      const tick = el("input", { type: "checkbox", id, checked: tool.ticked });
+      const label = el("label", { for: id });
+      label.append(el("code", {}, tool.name));
+      const hints = tool.annotations || {};
+      if (hints.readOnlyHint) label.append(el("span", { className: "badge" }, "read-only"));
+      if (hints.destructiveHint) label.append(el("span", { className: "badge danger" }, "destructive"));
+      if (tool.changed) label.append(el("span", { className: "badge warn" }, "changed since ticked"));
+      row.append(tick, label);
+      if (tool.description) row.append(el("p", { className: "help" }, tool.description));
+      tick.addEventListener("change", () => {
+        const kept = (nodeData(dfId).params.tools || []).filter((t) => t.name !== tool.name);
+        if (tick.checked) kept.push(Object.fromEntries(KEPT_TOOL_FIELDS.map((k) => [k, tool[k]])));
+        setMcpParams(dfId, { tools: kept });
+      });
+      list.append(row);
+    });
   }
 
   function refreshLists() {

@@ -1,0 +1,46 @@
+"""Agent runtimes offer wired MCP tools too: a Vertex managed agent (the real google-genai SDK against the local fake
+of Google's interactions endpoint) gets the MCP tool as a function declaration with the server's own schema, and its
+call is answered by the real MCP server from the runtime's tool thread, once."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agents.models import Firing
+from agents.services.firings import firing_start
+from conversations.store import conversation_key, load_conversation
+from tests.fakes.base import Call, Text, Turn
+from tests.runtimes.conftest import vertex_fake  # noqa: F401 (the fixture, used by name)
+
+from .conftest import mcp_workflow
+from .test_calls import _http
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_a_vertex_agent_calls_an_mcp_tool_as_a_function(owner, settings, tmp_path, http_server, vertex_fake):  # noqa: F811
+    settings.AGENT_EXECUTION_MODE = "inline"
+    settings.AGENT_RUNTIME_DIR = str(tmp_path / "runtimes")
+    params = {"project": "P", "location": "L", "agent": "antigravity-preview-05-2026", "environment": "remote"}
+    workflow, generation, ids = mcp_workflow(
+        owner, _http(owner, http_server, "echo"), provider="vertex_agent", model="gemini-3-flash", **params
+    )
+    vertex_fake.push(
+        Turn([Call("echo", json.dumps({"text": "from vertex"}), id="call-1")]),
+        Turn([Text("It said: echo: from vertex.")]),
+    )
+    firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "echo something"))
+    assert firing.state == Firing.State.FINISHED, (firing.error_code, firing.error_message)
+    first, second = vertex_fake.creates()
+    [tool] = first.body["tools"]
+    assert tool["type"] == "function" and tool["name"] == "echo"
+    assert tool["parameters"]["properties"]["text"]["type"] == "string"
+    [result] = second.body["input"]
+    assert result["type"] == "function_result" and result["call_id"] == "call-1"
+    assert "echo: from vertex" in result["result"] and not result.get("is_error")
+    assert http_server.calls("echo") == [{"tool": "echo", "arguments": {"text": "from vertex"}}]
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    assert [m["role"] for m in stored] == ["system", "user", "assistant", "tool", "assistant"]
+    assert stored[3]["blocks"][0]["content"] == "echo: from vertex"
