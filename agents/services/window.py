@@ -39,20 +39,30 @@ def answer_headroom(firing: Firing, request) -> int:
     return min(output_headroom(request), max(int(window * (1 - threshold)), 0))
 
 
+# How far the estimate of a stored list can exceed its stored size over ~4 bytes a token: the estimate serializes
+# with spaces after separators and escapes non-ASCII text (\uXXXX: six characters for two or three UTF-8 bytes).
+_STORED_BYTES_BOUND = 3
+
+
 def window_fit(firing: Firing, messages: list[dict], *, stored_count: int = 0, stored_bytes: int | None = None):
     """How `messages` (a firing's whole next request: stored list and the new message) sits in the window. An
     estimate (no provider call: this runs under the firing's lock). `stored_bytes`: the stored size of
-    `messages[:stored_count]` (the header knows it), taken as ~4 bytes a token, so a turn does not serialize its
-    whole conversation again to check it (the stored JSON is a little larger than what is sent: the check errs on
-    the safe side). The smallest list compaction can make is estimated only when the request does not fit."""
+    `messages[:stored_count]` (the header knows it): when even a generous bound from it fits, the request fits and
+    the conversation is not serialized again to say so (a big-window model's every turn); only a request near the
+    window is estimated message by message, and the smallest list compaction can make only when it does not fit."""
     rest = messages[stored_count:] if stored_bytes is not None else messages
     request = provider_request_of(firing, rest, credentials=False)
     window = capabilities(request.provider, request.model).context_window
     headroom = answer_headroom(firing, request)
-    projected = estimate_tokens(request) + headroom
+    if not window:
+        return WindowFit(0, window, 0)
     if stored_bytes is not None:
-        projected += -(-stored_bytes // CHARS_PER_TOKEN)  # each stored message's envelope stands for its overhead
-    if not window or projected <= window:
+        bound = estimate_tokens(request) + headroom + _STORED_BYTES_BOUND * -(-stored_bytes // CHARS_PER_TOKEN)
+        if bound <= window:
+            return WindowFit(bound, window, bound)
+        request = provider_request_of(firing, messages, credentials=False)
+    projected = estimate_tokens(request) + headroom
+    if projected <= window:
         return WindowFit(projected, window, projected)
     systems = 0
     while systems < len(messages) and messages[systems].get("role") == "system":
