@@ -7,6 +7,8 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from workflows.selectors import access_workflow
+
 from .discovery import mcp_server_tools_discover, stdio_servers_list
 
 ERROR_RESPONSE = inline_serializer(
@@ -42,12 +44,14 @@ class McpServerToolsApi(APIView):
         responses={200: OutputSerializer, 400: ERROR_RESPONSE, 404: ERROR_RESPONSE},
     )
     def post(self, request, workflow_id: int, node_id: str):
+        # Ownership first: another owner's workflow is a 404 whatever the body says.
+        workflow = access_workflow(user=request.user, workflow_id=workflow_id)
         data = self.InputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         params = data.validated_data.get("params")
         if params is not None and not isinstance(params, dict):
             params = {"__invalid__": True}
-        outcome = mcp_server_tools_discover(user=request.user, workflow_id=workflow_id, node_id=node_id, params=params)
+        outcome = mcp_server_tools_discover(user=request.user, workflow=workflow, node_id=node_id, params=params)
         return Response(self.OutputSerializer(outcome).data)
 
 

@@ -6,7 +6,6 @@ from django.conf import settings
 from pydantic import ValidationError
 
 from core.errors import NotFoundError, ServiceError
-from workflows.selectors import access_workflow
 
 from .client import McpFailure, list_tools, server_label
 from .node import McpServerParams, connection_of
@@ -19,10 +18,9 @@ def _node(workflow, node_id: str) -> dict:
     raise NotFoundError(message="No MCP server node with that id in this workflow.")
 
 
-def mcp_server_tools_discover(*, user, workflow_id, node_id: str, params: dict | None = None) -> dict:
-    """List the server's tools. `params`: the panel's unsaved edits of the node (else its saved params). Another
-    owner's workflow or node is 404."""
-    workflow = access_workflow(user=user, workflow_id=workflow_id)
+def mcp_server_tools_discover(*, user, workflow, node_id: str, params: dict | None = None) -> dict:
+    """List the server's tools. `workflow`: one `user` owns (the caller checked, `access_workflow`). `params`: the
+    panel's unsaved edits of the node (else its saved params). A node that is not an MCP server node is 404."""
     node = _node(workflow, node_id)
     try:
         parsed = McpServerParams.model_validate(params if params is not None else node.get("params") or {})

@@ -142,3 +142,12 @@ def test_a_prefix_keeps_two_servers_apart_and_a_clash_is_a_graph_error(owner, ow
     graph["nodes"][2]["params"]["tools"] = [{**tools[0], "name": "e" * 40}]
     too_long = owner_client.post("/api/workflows/", {"name": "x", "graph": graph}, format="json")
     assert too_long.status_code == 400 and [i["code"] for i in too_long.json()["issues"]] == ["INVALID_TOOL_NAME"]
+
+
+def test_a_flooding_server_is_cut_off_with_a_clear_error(owner, inline, http_server, settings):
+    params = _http(owner, http_server, "huge")
+    settings.MCP_RESPONSE_MAX_BYTES = 50_000
+    firing, stored = _run(owner, params, 'call huge: {"chars": 400000}')
+    (result,) = _result_blocks(stored)
+    assert result["is_error"] and "more than 50000" in result["content"], result["content"]
+    assert len(result["content"]) < 500 and firing.state == Firing.State.FINISHED

@@ -85,15 +85,18 @@ def firing_of_run(world: World) -> str:
     return str(ChatRun.objects.get(pk=world.run_id).firing_id)
 
 
-def mcp_server_node(world: World) -> str:
-    """The tools URL of an MCP server node added to the owner's saved draft (the world has none)."""
-    from workflows.models import Workflow
+def mcp_node(world: World) -> str:
+    """An MCP server node in the owner's draft graph (added once, through the service), for Test connection."""
+    from workflows.services import workflow_save
 
-    graph = Workflow.objects.get(pk=world.workflow.pk).graph
-    if not any(node["id"] == "mcp-matrix" for node in graph["nodes"]):
-        node = {"id": "mcp-matrix", "type": "mcpServer", "position": {"x": 0, "y": 400}, "params": {}}
-        Workflow.objects.filter(pk=world.workflow.pk).update(graph={**graph, "nodes": [*graph["nodes"], node]})
-    return wf(world) + "mcp-servers/mcp-matrix/tools/"
+    found = [n["id"] for n in world.workflow.graph["nodes"] if n["type"] == "mcpServer"]
+    if found:
+        return found[0]
+    graph = world.workflow.graph
+    nodes = [*graph["nodes"], {"id": "mcp", "type": "mcpServer", "params": {}}]
+    workflow_save(workflow=world.workflow, graph={**graph, "nodes": nodes}, revision=world.workflow.revision)
+    world.workflow.refresh_from_db()
+    return mcp_node(world)
 
 
 # route pattern (as the URL conf spells it) -> entry
@@ -152,14 +155,18 @@ MATRIX: dict[str, Entry] = {
     "api/provider-keys/<str:provider>/test/": Entry(
         API, lambda w: "/api/provider-keys/anthropic/test/", ("post",), order={"post": MUTATE}
     ),
-    # The owner's secrets (MCP server headers): write-only values, listed by name.
     "api/secrets/": Entry(API, lambda w: "/api/secrets/", ("get",)),
     "api/secrets/<str:name>/": Entry(
         API,
-        lambda w: "/api/secrets/MATRIX_TOKEN/",
+        lambda w: "/api/secrets/matrix-token/",
         ("put", "delete"),
-        bodies={"put": {"value": "matrix-secret-value"}},
+        bodies={"put": {"value": "matrix-secret-value-0123"}},
         order={"put": MUTATE, "delete": DESTROY},
+    ),
+    "api/mcp-servers/stdio/": Entry(API, lambda w: "/api/mcp-servers/stdio/", ("get",)),
+    # Test connection of a node without a URL: the owner is told so (400), another owner gets a 404.
+    "api/workflows/<int:workflow_id>/mcp-servers/<str:node_id>/tools/": Entry(
+        API, lambda w: f"{wf(w)}mcp-servers/{mcp_node(w)}/tools/", ("post",), bodies={"post": {}}
     ),
     # --- workflows API --------------------------------------------------------------------------------------
     "api/workflows/": Entry(API, lambda w: "/api/workflows/", ("get", "post"), bodies={"post": {"name": "new one"}}),
@@ -342,14 +349,6 @@ MATRIX: dict[str, Entry] = {
         bodies={"post": {"version": 1, "expected_version": 999}},
     ),
     "workflows/<int:workflow_id>/chat/": Entry(PAGE, lambda w: page(w) + "chat/", ("get",)),
-    # Test connection of an MCP server node, with the form's (unsaved) params: the owner is told what is wrong
-    # with them; another owner learns nothing.
-    "api/workflows/<int:workflow_id>/mcp-servers/<str:node_id>/tools/": Entry(
-        API,
-        mcp_server_node,
-        ("post",),
-        bodies={"post": {"params": {"transport": "http", "url": "https://10.20.30.40/mcp"}}},
-    ),
 }
 
 NOT_UNDER_A_WORKFLOW = {
@@ -372,8 +371,10 @@ NOT_UNDER_A_WORKFLOW = {
     "api/provider-keys/",
     "api/provider-keys/<str:provider>/",
     "api/provider-keys/<str:provider>/test/",
+    # An owner's own secrets, and the operator's list of stdio MCP servers (names only, the same for everybody).
     "api/secrets/",
     "api/secrets/<str:name>/",
+    "api/mcp-servers/stdio/",
 }
 # The catch-all socket route refuses every path with 4404 (tests/security/test_sockets.py); nobody is admitted.
 REFUSING_SOCKET_ROUTES = {""}
