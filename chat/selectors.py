@@ -185,6 +185,8 @@ def chat_thread(*, workflow) -> dict:
                 "created_at": message.created_at,
                 "edit_of": (message.meta or {}).get("edit_of"),
                 "error_code": (message.meta or {}).get("error_code", ""),
+                # A turn a schedule or webhook sent: {"kind", "name"} (docs/triggers.md); None for the owner's own.
+                "trigger": _trigger_mark(message.meta),
                 # The reason in words the run detail shows too ("openai: connection failed").
                 "error_message": (run.error_message if run else "") or "",
                 "siblings": {
@@ -335,3 +337,10 @@ def _next_turn_estimate(workflow, run, view: dict) -> dict | None:
     if size is None:
         return None
     return next_turn_estimate(size_bytes=size, provider=view.get("provider"), model=view.get("model"))
+
+
+def _trigger_mark(meta) -> dict | None:
+    trigger = (meta or {}).get("trigger")
+    if not isinstance(trigger, dict):
+        return None
+    return {"kind": str(trigger.get("kind", "")), "name": str(trigger.get("name", ""))}
