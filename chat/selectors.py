@@ -243,6 +243,18 @@ def chat_run_get(*, workflow, run_id) -> dict:
     return run_data(run, workflow=workflow, stream=True)
 
 
+def chat_run_answer(*, workflow, run_id) -> dict:
+    """A run's state and, once it ended, its answer's text (what a webhook's caller polls for)."""
+    run = _workflows_own(ChatRun, workflow=workflow, pk=run_id, missing=NO_SUCH_ANSWER)
+    reply = run.reply_message
+    return {
+        "state": run.state,
+        "outcome": run.outcome,
+        "error_code": run.error_code,
+        "answer": reply.text if reply is not None else None,
+    }
+
+
 def chat_panel_links(*, workflow) -> dict:
     """Where the page links: the Context panel, and the Memory panel of each memory node the answering agent uses."""
 

@@ -16,11 +16,12 @@ class TriggersConfig(AppConfig):
         from workflows.nodes import register_node_spec
 
         from .metrics import trigger_metrics
-        from .nodes import SCHEDULE_TRIGGER
+        from .nodes import SCHEDULE_TRIGGER, WEBHOOK_TRIGGER
         from .services import schedules_on_generation_end, schedules_on_generation_start, schedules_on_reset
         from .tasks import fire_deliver, schedules_sweep_task
 
         register_node_spec(SCHEDULE_TRIGGER)
+        register_node_spec(WEBHOOK_TRIGGER)
         register_generation_start_listener(schedules_on_generation_start, name="triggers")
         register_generation_end_listener(schedules_on_generation_end, name="triggers")
         register_reset_listener(schedules_on_reset, name="triggers")

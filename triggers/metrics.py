@@ -10,6 +10,7 @@ from django.utils import timezone
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from .models import Schedule, TriggerFire
+from .webhooks import refusal_counts
 
 
 def trigger_metrics() -> Iterable[Metric]:
@@ -29,3 +30,11 @@ def trigger_metrics() -> Iterable[Metric]:
     yield GaugeMetricFamily(
         "opencompany_trigger_sweep_lag_seconds", "How long the most overdue running schedule has been due.", value=lag
     )
+    refused = GaugeMetricFamily(
+        "opencompany_trigger_webhook_refused",
+        "Webhook deliveries refused since the counters began, by status.",
+        labels=["status"],
+    )
+    for status, count in refusal_counts().items():
+        refused.add_metric([str(status)], count)
+    yield refused

@@ -35,6 +35,24 @@ class Schedule(models.Model):
         return f"schedule {self.node_id} of workflow {self.workflow_id}"
 
 
+class Webhook(models.Model):
+    """The address of one `webhookTrigger` node: `/hooks/<id>/`. Only the id's SHA-256 is kept; the id itself is
+    shown once, when it is made (Regenerate makes a new one and the old one stops working)."""
+
+    workflow = models.ForeignKey("workflows.Workflow", on_delete=models.CASCADE, related_name="+")
+    node_id = models.CharField(max_length=200)
+    token_hash = models.CharField(max_length=64, unique=True)
+    hint = models.CharField(max_length=8, blank=True, default="")  # the id's last characters, to tell hooks apart
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["workflow", "node_id"], name="triggers_webhook_one_per_node")]
+
+    def __str__(self) -> str:
+        return f"webhook {self.node_id} of workflow {self.workflow_id} (…{self.hint})"
+
+
 class TriggerFire(models.Model):
     """One time a trigger fired: the turn it started in the owner's chat, or why it started none."""
 
@@ -54,6 +72,11 @@ class TriggerFire(models.Model):
     # The fire belongs to its schedule's row (deleted with it). Only that reference, no workflow key: the sweep
     # inserts fires under the schedule's lock and must not queue behind a Start that holds the workflow row.
     schedule = models.ForeignKey(Schedule, null=True, blank=True, on_delete=models.CASCADE, related_name="fires")
+    webhook = models.ForeignKey(Webhook, null=True, blank=True, on_delete=models.CASCADE, related_name="fires")
+    # A webhook delivery's Idempotency-Key (or delivery-id header): a retried delivery finds this fire.
+    delivery_key = models.CharField(max_length=200, null=True, blank=True)  # noqa: DJ001
+    # The message the agent receives, made when the fire was recorded.
+    text = models.TextField(blank=True, default="")
     workflow_id = models.BigIntegerField(db_index=True)
     node_id = models.CharField(max_length=200)
     kind = models.CharField(max_length=16, choices=Kind.choices)
@@ -69,6 +92,13 @@ class TriggerFire(models.Model):
 
     class Meta:
         ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["webhook", "delivery_key"],
+                condition=Q(delivery_key__isnull=False),
+                name="triggers_fire_delivery_once",
+            )
+        ]
         indexes = [
             models.Index(fields=["state"], condition=Q(state__in=["queued", "waiting"]), name="triggers_fire_pending")
         ]

@@ -72,3 +72,36 @@ SCHEDULE_TRIGGER = NodeSpec(
     description="Sends the answering agent a message on a schedule (cron or interval); its turns continue the "
     "chat's conversation and show in the chat, marked “Scheduled”.",
 )
+
+
+class WebhookTriggerParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field("Webhook", max_length=100, title="Name", description="Shown on its turns: “Webhook: name”.")
+    message: str = Field(
+        "{body}",
+        min_length=1,
+        max_length=4000,
+        title="Message",
+        description="What the agent receives. {body} is the whole body; {body.title} or {body.items[0].name} pick "
+        "one field; {name} is this trigger's name. Nothing else is filled in.",
+    )
+    signing_secret: str = Field(
+        "",
+        max_length=100,
+        title="Signing secret",
+        description="The name of one of your secrets (Settings → Secrets). When set, a delivery must carry "
+        "X-OpenCompany-Signature: t=<unix time>,v1=<hex HMAC-SHA256 of “t.body”>. Empty: the address is the key.",
+    )
+
+
+WEBHOOK_TRIGGER = NodeSpec(
+    type="webhookTrigger",
+    label="Webhook trigger",
+    params_model=WebhookTriggerParams,
+    outputs=(Handle("output-main", KIND_MAIN, max_connections=1, label="message"),),
+    capabilities=frozenset({IS_TRIGGER, FIRES_ON_ITS_OWN}),
+    new_params={"name": "Webhook", "message": "{body}", "signing_secret": ""},
+    description="Another system posts JSON or a form to this trigger's address; the answering agent receives it "
+    "as a message in the chat, marked “Webhook”.",
+)

@@ -22,7 +22,7 @@ from chat.services import chat_message_send
 from core.errors import ServiceError
 from core.queueing import enqueue_task
 
-from .cron import ScheduleError, parse_schedule
+from .cron import parse_schedule
 from .locks import schedules_due_for_update, schedules_of_workflow_for_update
 from .models import Schedule, TriggerFire
 from .nodes import SCHEDULE_TRIGGER, render_message
@@ -146,7 +146,9 @@ def _claim(row: Schedule, *, now: datetime) -> TriggerFire:
     row.save(update_fields=["next_due_at", "last_fired_at", "last_missed", "updated_at"])
     pending = TriggerFire.objects.filter(schedule=row, state__in=TriggerFire.PENDING_STATES).count()
     busy = pending >= settings.TRIGGERS_MAX_QUEUED_TURNS
+    local = due_at.astimezone(schedule.tz)
     return TriggerFire.objects.create(
+        text=render_message(row.message, name=row.name, local=local, missed=missed),
         schedule=row,
         workflow_id=row.workflow_id,
         node_id=row.node_id,
@@ -171,29 +173,19 @@ def _settle(fire: TriggerFire, *, state: str, error_code: str = "", chat_run_id:
     )
 
 
-def fire_message(fire: TriggerFire) -> str:
-    row = fire.schedule
-    local = (fire.due_at or timezone.now()).astimezone(_schedule_of(row).tz)
-    return render_message(row.message, name=row.name, local=local, missed=fire.missed)
-
-
 def fire_deliver(*, fire_id: int) -> TriggerFire | None:
     """Hand a pending fire to the owner's chat as a message marked with its trigger. Idempotent: the message is
     sent with the fire's own client id, so a second delivery finds the first message and run. A busy answering
     agent leaves the fire waiting for the next sweep."""
-    fire = TriggerFire.objects.filter(pk=fire_id).select_related("schedule__workflow").first()
-    if fire is None or fire.state not in TriggerFire.PENDING_STATES or fire.schedule is None:
+    fire = TriggerFire.objects.filter(pk=fire_id).select_related("schedule__workflow", "webhook__workflow").first()
+    if fire is None or fire.state not in TriggerFire.PENDING_STATES:
         return fire
-    try:
-        text = fire_message(fire)
-    except ScheduleError:
-        _settle(fire, state=TriggerFire.State.FAILED, error_code="invalid_schedule")
-        return fire
+    workflow = (fire.schedule or fire.webhook).workflow
     mark = {"kind": fire.kind, "name": fire.name, "node_id": fire.node_id, "fire_id": fire.pk, "missed": fire.missed}
     try:
         _message, run, _created = chat_message_send(
-            workflow=fire.schedule.workflow,
-            text=text,
+            workflow=workflow,
+            text=fire.text,
             client_message_id=f"trigger-fire:{fire.pk}",
             meta={"trigger": mark},
         )

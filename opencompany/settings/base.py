@@ -559,6 +559,10 @@ TRIGGERS_SWEEP_BATCH = env_int("TRIGGERS_SWEEP_BATCH", 500, minimum=1)
 TRIGGERS_MAX_QUEUED_TURNS = env_int("TRIGGERS_MAX_QUEUED_TURNS", 1, minimum=1)
 # A queued fire whose delivery task has not settled it this long is sent again (a broker restarted empty).
 TRIGGERS_RESEND_AFTER_SECONDS = env_int("TRIGGERS_RESEND_AFTER_SECONDS", 60, minimum=5)
+# Webhook deliveries: the body cap, the signature's time window (against replays) and a per-hook rate.
+TRIGGERS_WEBHOOK_MAX_BYTES = env_int("TRIGGERS_WEBHOOK_MAX_BYTES", 64 * 1024, minimum=1024)
+TRIGGERS_WEBHOOK_TOLERANCE_SECONDS = env_int("TRIGGERS_WEBHOOK_TOLERANCE_SECONDS", 300, minimum=10)
+TRIGGERS_WEBHOOK_RATE_PER_MINUTE = env_int("TRIGGERS_WEBHOOK_RATE_PER_MINUTE", 60, minimum=1)
 CELERY_BEAT_SCHEDULE["triggers-sweep"] = {
     "task": "triggers.sweep",
     "schedule": timedelta(seconds=TRIGGERS_SWEEP_SECONDS),

@@ -37,3 +37,21 @@ def scheduled_workflow(owner, *, start: bool = True, **params):
 
     outcome = workflow_create(owner=owner, name="schedule test", graph={"nodes": nodes, "edges": edges})
     return outcome.workflow, 0, {n["id"]: outcome.aliases.get(n["id"], n["id"]) for n in nodes}
+
+
+def webhook_workflow(owner, *, start: bool = True, **params):
+    """A chat trigger and a webhook trigger feeding the answering agent."""
+    base = {"name": "Tickets", "message": "Ticket: {body.title} / {body.items[0].name}", "signing_secret": ""}
+    base.update(params)
+    nodes = [
+        {"id": "trigger", "type": "chatTrigger", "params": {}},
+        {"id": "hook", "type": "webhookTrigger", "params": base},
+        agent_node("lead", "Lead"),
+        {"id": "ctx", "type": "context", "params": {}},
+    ]
+    edges = [
+        edge("trigger", "output-main", "lead", "input-main"),
+        edge("hook", "output-main", "lead", "input-main"),
+        edge("ctx", "output-context", "lead", "input-context"),
+    ]
+    return started_workflow(owner, nodes, edges, name="webhook test")
