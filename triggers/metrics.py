@@ -20,7 +20,7 @@ def trigger_metrics() -> Iterable[Metric]:
     schedules.add_metric(["paused"], Schedule.objects.filter(next_due_at__isnull=True).count())
     yield schedules
     fires = GaugeMetricFamily(
-        "opencompany_trigger_fires", "Trigger fires recorded, by kind and state.", ["kind", "state"]
+        "opencompany_trigger_fires", "Trigger fires recorded, by kind and state.", labels=["kind", "state"]
     )
     for row in TriggerFire.objects.values("kind", "state").annotate(n=Count("id")).order_by("kind", "state"):
         fires.add_metric([row["kind"], row["state"]], row["n"])
