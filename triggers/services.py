@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from chat.services import chat_message_send
@@ -115,40 +116,88 @@ class SweepResult:
 def schedules_sweep(*, now: datetime | None = None, limit: int | None = None) -> SweepResult:
     """Claim the due schedules and record one fire each; their next due time moves past `now` in the same
     transaction. A schedule that missed several due times (downtime) fires once, with `missed` saying how many
-    more there were. A schedule whose previous turns still wait for a busy agent records a skipped fire."""
+    more there were. A schedule whose previous turns still wait for a busy agent records a skipped fire.
+
+    A handful of statements whatever the batch: the claim, the waiting turns' count, one UPDATE of the claimed
+    rows and one INSERT of their fires."""
     now = now or timezone.now()
     limit = limit or settings.TRIGGERS_SWEEP_BATCH
     result = SweepResult()
     with transaction.atomic():
-        for row in schedules_due_for_update(now=now, limit=limit):
-            fire = _claim(row, now=now)
-            (result.fired if fire.state == TriggerFire.State.QUEUED else result.skipped).append(fire.pk)
+        rows = schedules_due_for_update(now=now, limit=limit)
+        pending = dict(
+            TriggerFire.objects.filter(schedule__in=rows, state__in=TriggerFire.PENDING_STATES)
+            .values_list("schedule_id")
+            .annotate(n=Count("id"))
+        )
+        fires = [_claim(row, now=now, pending=pending.get(row.pk, 0)) for row in rows]
+        if rows:
+            _save_claims(rows, fires, now=now)
+            for pk, state in _insert_fires(fires):
+                (result.fired if state == TriggerFire.State.QUEUED else result.skipped).append(pk)
         fired = list(result.fired)
         transaction.on_commit(lambda: [enqueue_task(FIRE_TASK, args=(pk,)) for pk in fired])
     # Turns that waited for a busy agent, and queued ones whose task was lost, are handed again (delivery is
     # idempotent: a fire hands over one message however often it is sent).
     stale = now - timedelta(seconds=settings.TRIGGERS_RESEND_AFTER_SECONDS)
-    waiting = TriggerFire.objects.filter(state=TriggerFire.State.WAITING).values_list("pk", flat=True)
-    lost = TriggerFire.objects.filter(state=TriggerFire.State.QUEUED, updated_at__lt=stale).values_list("pk", flat=True)
-    result.resent = sorted({*waiting, *lost} - set(result.fired))
+    again = TriggerFire.objects.filter(
+        Q(state=TriggerFire.State.WAITING) | Q(state=TriggerFire.State.QUEUED, updated_at__lt=stale)
+    ).values_list("pk", flat=True)
+    result.resent = sorted(set(again) - set(result.fired))
     for pk in result.resent:
         enqueue_task(FIRE_TASK, args=(pk,))
     return result
 
 
-def _claim(row: Schedule, *, now: datetime) -> TriggerFire:
+# Sent as arrays (one statement each, whatever the batch): Django's bulk_update builds a CASE per row and column,
+# which costs more than the sweep's whole budget at a few hundred rows.
+_SAVE_CLAIMS = f"""
+UPDATE {Schedule._meta.db_table} AS s
+   SET next_due_at = v.next_due_at, last_fired_at = %s, last_missed = v.missed, updated_at = %s
+  FROM unnest(%s::bigint[], %s::timestamptz[], %s::integer[]) AS v(id, next_due_at, missed)
+ WHERE s.id = v.id
+"""
+_INSERT_FIRES = f"""
+INSERT INTO {TriggerFire._meta.db_table}
+       (schedule_id, workflow_id, node_id, kind, name, due_at, missed, state, error_code, text, created_at, updated_at)
+SELECT v.schedule_id, v.workflow_id, v.node_id, %s, v.name, v.due_at, v.missed, v.state, v.error_code, v.text, %s, %s
+  FROM unnest(%s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::timestamptz[], %s::integer[], %s::text[],
+              %s::text[], %s::text[])
+       AS v(schedule_id, workflow_id, node_id, name, due_at, missed, state, error_code, text)
+RETURNING id, state
+"""
+
+
+def _save_claims(rows: list[Schedule], fires: list[TriggerFire], *, now: datetime) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _SAVE_CLAIMS,
+            [now, timezone.now(), [r.pk for r in rows], [r.next_due_at for r in rows], [r.last_missed for r in rows]],
+        )
+
+
+def _insert_fires(fires: list[TriggerFire]) -> list[tuple[int, str]]:
+    stamp = timezone.now()
+    columns = ("schedule_id", "workflow_id", "node_id", "name", "due_at", "missed", "state", "error_code", "text")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _INSERT_FIRES,
+            [TriggerFire.Kind.SCHEDULE, stamp, stamp, *([getattr(f, c) for f in fires] for c in columns)],
+        )
+        return sorted(cursor.fetchall())
+
+
+def _claim(row: Schedule, *, now: datetime, pending: int) -> TriggerFire:
+    """Move a claimed schedule past `now` (saved by the caller, with the others) and make its fire."""
     schedule = _schedule_of(row)
     due_at = row.next_due_at
     missed = max(0, schedule.due_between(due_at, now, anchor=row.anchor_at) - 1)
     row.next_due_at = schedule.next_after(now, anchor=row.anchor_at)
     row.last_fired_at = now
     row.last_missed = missed
-    row.save(update_fields=["next_due_at", "last_fired_at", "last_missed", "updated_at"])
-    pending = TriggerFire.objects.filter(schedule=row, state__in=TriggerFire.PENDING_STATES).count()
     busy = pending >= settings.TRIGGERS_MAX_QUEUED_TURNS
-    local = due_at.astimezone(schedule.tz)
-    return TriggerFire.objects.create(
-        text=render_message(row.message, name=row.name, local=local, missed=missed),
+    return TriggerFire(
+        text=render_message(row.message, name=row.name, local=due_at.astimezone(schedule.tz), missed=missed),
         schedule=row,
         workflow_id=row.workflow_id,
         node_id=row.node_id,
