@@ -185,6 +185,8 @@ def chat_thread(*, workflow) -> dict:
                 "created_at": message.created_at,
                 "edit_of": (message.meta or {}).get("edit_of"),
                 "error_code": (message.meta or {}).get("error_code", ""),
+                # A turn a schedule or webhook sent: {"kind", "name"} (docs/triggers.md); None for the owner's own.
+                "trigger": _trigger_mark(message.meta),
                 # The reason in words the run detail shows too ("openai: connection failed").
                 "error_message": (run.error_message if run else "") or "",
                 "siblings": {
@@ -239,6 +241,18 @@ def _workflows_own(model, *, workflow, pk, missing: str, id_only: bool = False):
 def chat_run_get(*, workflow, run_id) -> dict:
     run = _workflows_own(ChatRun, workflow=workflow, pk=run_id, missing=NO_SUCH_ANSWER)
     return run_data(run, workflow=workflow, stream=True)
+
+
+def chat_run_answer(*, workflow, run_id) -> dict:
+    """A run's state and, once it ended, its answer's text (what a webhook's caller polls for)."""
+    run = _workflows_own(ChatRun, workflow=workflow, pk=run_id, missing=NO_SUCH_ANSWER)
+    reply = run.reply_message
+    return {
+        "state": run.state,
+        "outcome": run.outcome,
+        "error_code": run.error_code,
+        "answer": reply.text if reply is not None else None,
+    }
 
 
 def chat_panel_links(*, workflow) -> dict:
@@ -335,3 +349,10 @@ def _next_turn_estimate(workflow, run, view: dict) -> dict | None:
     if size is None:
         return None
     return next_turn_estimate(size_bytes=size, provider=view.get("provider"), model=view.get("model"))
+
+
+def _trigger_mark(meta) -> dict | None:
+    trigger = (meta or {}).get("trigger")
+    if not isinstance(trigger, dict):
+        return None
+    return {"kind": str(trigger.get("kind", "")), "name": str(trigger.get("name", ""))}

@@ -17,6 +17,7 @@ api_urlpatterns = [
     path("", include("chat.urls")),
     path("", include("agents.urls")),
     path("", include("accounts.urls")),
+    path("", include("triggers.urls")),
     path("schema/", schema_view(), name="api-schema"),
     path("docs/", docs_view(url_name="api-schema"), name="api-docs"),
     path("", include("provider_keys.urls")),
@@ -29,6 +30,7 @@ urlpatterns = [
     path("healthz/live", health.live, name="healthz-live"),
     path("healthz/ready", health.ready, name="healthz-ready"),
     path("metrics", metrics.metrics_view, name="metrics"),
+    path("", include("triggers.hook_urls")),
     path("login/", views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", workflows_home, name="home"),  # the home page is the owner's workflows list

@@ -8,6 +8,7 @@ Register from your AppConfig.ready():
                                                #            agent_node_ids)
     register_generation_end_listener(my_end)   # my_end(*, workflow, generation): Start superseded it or Stop
                                                #   ended it (a Reset calls the reset listeners instead)
+    register_generation_start_listener(my_start)  # my_start(*, workflow, generation): Start or Reset admitted it
 
 Reset listeners run inside the reset transaction (a failure rolls the whole reset back). Archive listeners run
 from `workflows.drain_archive_outbox`, inside the transaction that marks the outbox row done; `workflow` is None
@@ -71,3 +72,17 @@ def register_generation_end_listener(fn: Callable[..., object], *, name: str | N
 
 def generation_end_listeners() -> dict[str, Callable[..., object]]:
     return dict(_generation_end_listeners)
+
+
+_generation_start_listeners: dict[str, Callable[..., object]] = {}
+
+
+def register_generation_start_listener(fn: Callable[..., object], *, name: str | None = None) -> Callable[..., object]:
+    """Called inside the transaction of a Start or a Reset that admitted a new live `WorkflowGeneration` (after
+    the generation-end or reset listeners heard of the one it replaced), under the workflow row's lock."""
+    _generation_start_listeners[_name(fn, name)] = fn
+    return fn
+
+
+def generation_start_listeners() -> dict[str, Callable[..., object]]:
+    return dict(_generation_start_listeners)

@@ -11,9 +11,18 @@ from providers import config as provider_config
 from providers.catalogue import catalogue_data
 from providers.types import PROVIDERS
 
-from .nodes import IS_AGENT, IS_CONTEXT_PANEL, IS_TRIGGER, REQUIRES_CONTEXT, SYSTEM_MANAGED, NodeSpec, node_specs
+from .nodes import (
+    FIRES_ON_ITS_OWN,
+    IS_AGENT,
+    IS_CONTEXT_PANEL,
+    IS_TRIGGER,
+    REQUIRES_CONTEXT,
+    SYSTEM_MANAGED,
+    NodeSpec,
+    node_specs,
+)
 
-KNOWN_CAPABILITIES = (REQUIRES_CONTEXT, IS_CONTEXT_PANEL, SYSTEM_MANAGED, IS_AGENT, IS_TRIGGER)
+KNOWN_CAPABILITIES = (REQUIRES_CONTEXT, IS_CONTEXT_PANEL, SYSTEM_MANAGED, IS_AGENT, IS_TRIGGER, FIRES_ON_ITS_OWN)
 
 PROVIDER_LABELS = {
     "openai": "OpenAI",

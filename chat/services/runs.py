@@ -244,12 +244,18 @@ def chat_answer_start(
 
 
 def chat_message_send(
-    *, workflow, text: str, client_message_id: str | None = None, expected_revision: int | None = None
+    *,
+    workflow,
+    text: str,
+    client_message_id: str | None = None,
+    expected_revision: int | None = None,
+    meta: dict | None = None,
 ) -> tuple[ChatMessage, ChatRun, bool]:
     """Send the owner's message and start its answer. Returns (message, run, created).
 
     The same `client_message_id` returns the first message and run and starts nothing again (a double click, a
-    retried request), even after that run ended."""
+    retried request), even after that run ended. `meta` marks a message a trigger sent in the owner's name
+    (`{"trigger": {...}}`, docs/triggers.md)."""
     if client_message_id is not None:
         client_message_id = str(client_message_id).strip()[:100] or None
     with transaction.atomic():
@@ -268,6 +274,7 @@ def chat_message_send(
             text=text,
             parent_id=session.active_leaf_id,
             client_message_id=client_message_id,
+            meta=meta,
         )
     logger.info("chat message sent", extra={"workflow_id": workflow.pk, "run_id": run.pk})
     return message, run, True

@@ -51,7 +51,9 @@ INSTALLED_APPS = [
     "core",
     "accounts",
     # App order is the order of Workflow Reset's listeners, and so its lock order after the workflow row: chat
-    # session and runs, then firings, then conversation headers (never a header before a chat row).
+    # session and runs, then firings, then conversation headers (never a header before a chat row). The triggers'
+    # schedules come first of all (lock 1a, right after the workflow row).
+    "triggers",
     "workflows",
     "memory",
     "mcp_nodes",
@@ -546,6 +548,24 @@ CHAT_RUN_LOST_GRACE_SECONDS = env_int("CHAT_RUN_LOST_GRACE_SECONDS", 10, minimum
 CELERY_BEAT_SCHEDULE["chat-watchdog"] = {
     "task": "chat.watchdog",
     "schedule": timedelta(seconds=env_int("CHAT_WATCHDOG_INTERVAL_SECONDS", 15, minimum=1)),
+    "options": {"queue": CELERY_QUEUE_HOUSEKEEPING},
+}
+
+# --- triggers (triggers/, docs/triggers.md) ------------------------------------------------------------------------
+# The sweep claims due schedules this often; a due time fires within this many seconds of it.
+TRIGGERS_SWEEP_SECONDS = env_int("TRIGGERS_SWEEP_SECONDS", 15, minimum=1)
+TRIGGERS_SWEEP_BATCH = env_int("TRIGGERS_SWEEP_BATCH", 500, minimum=1)
+# Turns a schedule keeps waiting for its busy agent; further due times are recorded as skipped.
+TRIGGERS_MAX_QUEUED_TURNS = env_int("TRIGGERS_MAX_QUEUED_TURNS", 1, minimum=1)
+# A queued fire whose delivery task has not settled it this long is sent again (a broker restarted empty).
+TRIGGERS_RESEND_AFTER_SECONDS = env_int("TRIGGERS_RESEND_AFTER_SECONDS", 60, minimum=5)
+# Webhook deliveries: the body cap, the signature's time window (against replays) and a per-hook rate.
+TRIGGERS_WEBHOOK_MAX_BYTES = env_int("TRIGGERS_WEBHOOK_MAX_BYTES", 64 * 1024, minimum=1024)
+TRIGGERS_WEBHOOK_TOLERANCE_SECONDS = env_int("TRIGGERS_WEBHOOK_TOLERANCE_SECONDS", 300, minimum=10)
+TRIGGERS_WEBHOOK_RATE_PER_MINUTE = env_int("TRIGGERS_WEBHOOK_RATE_PER_MINUTE", 60, minimum=1)
+CELERY_BEAT_SCHEDULE["triggers-sweep"] = {
+    "task": "triggers.sweep",
+    "schedule": timedelta(seconds=TRIGGERS_SWEEP_SECONDS),
     "options": {"queue": CELERY_QUEUE_HOUSEKEEPING},
 }
 

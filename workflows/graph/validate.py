@@ -15,6 +15,7 @@ from django.conf import settings
 from pydantic import ValidationError
 
 from workflows.nodes import (
+    FIRES_ON_ITS_OWN,
     IS_AGENT,
     IS_CONTEXT_PANEL,
     IS_TRIGGER,
@@ -294,14 +295,29 @@ def _spec_has(node: dict, capability: str) -> bool:
 def _trigger_issues(by_id: dict, outgoing: dict) -> list[GraphIssue]:
     issues = []
     triggers = [node_id for node_id, node in by_id.items() if _spec_has(node, IS_TRIGGER)]
-    if len(triggers) > 1:
-        issues.append(GraphIssue("MULTIPLE_TRIGGERS", ERROR, "A workflow has at most one chat trigger.", triggers[1]))
+    chat_triggers = [node_id for node_id in triggers if not _spec_has(by_id[node_id], FIRES_ON_ITS_OWN)]
+    if len(chat_triggers) > 1:
+        issues.append(
+            GraphIssue("MULTIPLE_TRIGGERS", ERROR, "A workflow has at most one chat trigger.", chat_triggers[1])
+        )
+    # Schedules and webhooks continue the chat's one conversation, so every trigger feeds the same agent.
+    answering: set[str] = set()
     for trigger in triggers:
         targets = {t for (source, _kind), ts in outgoing.items() if source == trigger for t in ts}
         if len(targets) > 1:
             issues.append(
                 GraphIssue("MULTIPLE_ANSWERING_AGENTS", ERROR, "The chat trigger feeds more than one agent.", trigger)
             )
+        elif answering and targets - answering:
+            issues.append(
+                GraphIssue(
+                    "MULTIPLE_ANSWERING_AGENTS",
+                    ERROR,
+                    "Every trigger feeds the one answering agent (its turns continue that agent's conversation).",
+                    trigger,
+                )
+            )
+        answering |= targets
     return issues
 
 

@@ -1,4 +1,5 @@
 from .registry import (
+    FIRES_ON_ITS_OWN,
     IS_AGENT,
     IS_CONTEXT_PANEL,
     IS_TRIGGER,
@@ -22,6 +23,7 @@ from .registry import (
 )
 
 __all__ = [
+    "FIRES_ON_ITS_OWN",
     "IS_AGENT",
     "IS_CONTEXT_PANEL",
     "IS_TRIGGER",

@@ -21,6 +21,9 @@ IS_CONTEXT_PANEL = "isContextPanel"
 SYSTEM_MANAGED = "systemManaged"
 IS_AGENT = "isAgent"  # fires as an LLM agent; as a tool node it is a teammate the runtime delegates to
 IS_TRIGGER = "isTrigger"  # where the owner's chat message enters
+# A trigger that starts turns by itself (a schedule, a webhook): a workflow may have several, all feeding the one
+# answering agent, whose chat thread shows their turns.
+FIRES_ON_ITS_OWN = "firesOnItsOwn"
 
 # Handle kinds: an edge connects an output and an input of the same kind.
 KIND_MAIN = "main"

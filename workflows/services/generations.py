@@ -12,7 +12,7 @@ from core.realtime import publish_workflow_event
 
 from ..events import workflow_generation_event
 from ..graph import run_issues
-from ..listeners import generation_end_listeners
+from ..listeners import generation_end_listeners, generation_start_listeners
 from ..locks import workflow_for_update
 from ..models import Workflow, WorkflowGeneration
 from .prepare import prepare_graph
@@ -66,6 +66,8 @@ def workflow_start(*, workflow: Workflow) -> tuple[WorkflowGeneration, bool]:
     )
     locked.live_generation = generation.number
     locked.save(update_fields=["live_generation", "updated_at"])
+    for listener in generation_start_listeners().values():
+        listener(workflow=locked, generation=generation)
     _publish_generation(locked, generation)
     return generation, True
 

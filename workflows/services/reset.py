@@ -16,7 +16,7 @@ from core.realtime import publish_workflow_event
 
 from ..events import workflow_reset_event
 from ..graph import normalize_workflow_graph
-from ..listeners import reset_listeners
+from ..listeners import generation_start_listeners, reset_listeners
 from ..locks import workflow_for_update
 from ..models import Workflow, WorkflowGeneration
 from ..nodes import ResetContext, get_node_spec
@@ -116,6 +116,8 @@ def _reset_attempt(*, workflow: Workflow, actor, expected_generation: int | None
     )
     locked.live_generation = new_number
     locked.save(update_fields=["live_generation", "updated_at"])
+    for listener in generation_start_listeners().values():
+        listener(workflow=locked, generation=generation)
     publish_workflow_event(
         workflow_id=locked.pk,
         event=workflow_reset_event(workflow_id=locked.pk, generation=new_number, previous=previous),
