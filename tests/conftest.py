@@ -157,6 +157,22 @@ def capture_events(monkeypatch):
     return EventCapture(monkeypatch)
 
 
+VERTEX_TOKEN = "ya29.test-vertex-token"
+
+
+# The fake Vertex AI Agent Engine: the runtime tests and the MCP tests' Vertex runtime use it.
+@pytest.fixture
+def vertex_fake(monkeypatch):
+    from tests.fakes import FakeVertexInteractions
+
+    with FakeVertexInteractions(project="P", location="L") as fake:
+        fake.accepted_tokens = {VERTEX_TOKEN}
+        monkeypatch.setenv("VERTEX_AGENT_BASE_URL", fake.base_url)
+        monkeypatch.setenv("VERTEX_AGENT_CREDENTIALS", VERTEX_TOKEN)
+        monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
+        yield fake
+
+
 # Files that take minutes each (several real servers restarted, every API operation fuzzed): under pytest-xdist
 # (dev.py test) a file is one unit of work, handed out in collection order, so the longest go first and the short
 # ones fill in behind them instead of one long file starting last and running alone.

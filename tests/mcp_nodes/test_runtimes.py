@@ -12,9 +12,8 @@ from agents.models import Firing
 from agents.services.firings import firing_start
 from conversations.store import conversation_key, load_conversation
 from tests.fakes.base import Call, Text, Turn
-from tests.runtimes.conftest import vertex_fake  # noqa: F401 (the fixture, used by name)
 
-from .conftest import mcp_workflow
+from .helpers import mcp_workflow
 from .test_calls import _http
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -31,7 +30,7 @@ def test_a_vertex_agent_calls_an_mcp_tool_as_a_function(owner, settings, tmp_pat
         Turn([Call("echo", json.dumps({"text": "from vertex"}), id="call-1")]),
         Turn([Text("It said: echo: from vertex.")]),
     )
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "echo something"))
+    firing = Firing.objects.get(pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="echo something"))
     assert firing.state == Firing.State.FINISHED, (firing.error_code, firing.error_message)
     first, second = vertex_fake.creates()
     [tool] = first.body["tools"]

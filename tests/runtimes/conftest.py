@@ -35,21 +35,6 @@ def openai_fake(monkeypatch):
         yield fake
 
 
-VERTEX_TOKEN = "ya29.test-vertex-token"
-
-
-@pytest.fixture
-def vertex_fake(monkeypatch):
-    from tests.fakes import FakeVertexInteractions
-
-    with FakeVertexInteractions(project="P", location="L") as fake:
-        fake.accepted_tokens = {VERTEX_TOKEN}
-        monkeypatch.setenv("VERTEX_AGENT_BASE_URL", fake.base_url)
-        monkeypatch.setenv("VERTEX_AGENT_CREDENTIALS", VERTEX_TOKEN)
-        monkeypatch.delenv("GOOGLE_APPLICATION_CREDENTIALS", raising=False)
-        yield fake
-
-
 # --- the Chromium tests: the real web server and worker, and a chat whose one agent runs on a runtime ---------
 
 
