@@ -30,7 +30,9 @@ def test_a_vertex_agent_calls_an_mcp_tool_as_a_function(owner, settings, tmp_pat
         Turn([Call("echo", json.dumps({"text": "from vertex"}), id="call-1")]),
         Turn([Text("It said: echo: from vertex.")]),
     )
-    firing = Firing.objects.get(pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="echo something"))
+    firing = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="echo something")
+    )
     assert firing.state == Firing.State.FINISHED, (firing.error_code, firing.error_message)
     first, second = vertex_fake.creates()
     [tool] = first.body["tools"]
