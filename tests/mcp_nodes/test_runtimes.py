@@ -1,7 +1,7 @@
 """Agent runtimes offer wired MCP tools too: a Vertex managed agent (the real google-genai SDK against the local fake
 of Google's interactions endpoint) gets the MCP tool as a function declaration with the server's own schema, an RLM
-agent as a function in its sandbox, Claude Code through the project-tool bridge; each call is answered by the real MCP server from the runtime's tool thread
-in the worker, once."""
+agent as a function in its sandbox, Claude Code through the project-tool bridge; each call is answered by the real
+MCP server from the runtime's tool thread in the worker, once."""
 
 from __future__ import annotations
 
