@@ -211,8 +211,9 @@ def main() -> None:
     folder = Path(os.environ.get("TMPDIR", "/tmp")) / f"mcp-bench-{os.getpid()}"
     folder.mkdir(parents=True, exist_ok=True)
     process, url = start_http_server(folder)
-    owner = get_user_model().objects.create_user(username=f"mcp-bench-{os.getpid()}-{int(time.time())}")
+    owner = None
     try:
+        owner = get_user_model().objects.create_user(username=f"mcp-bench-{os.getpid()}-{int(time.time())}")
         http = {"transport": "http", "url": url, "server": "", "headers": [], "timeout_seconds": 30}
         stdio = {"transport": "stdio", "url": "", "server": "time", "headers": [], "timeout_seconds": 30}
         keep = ("name", "description", "input_schema", "digest")
@@ -240,7 +241,8 @@ def main() -> None:
         print(line("50 MCP tools offered", offered))
         print(f"  p50 difference {percentile(offered, 0.5) - percentile(none, 0.5):+.1f} ms")
     finally:
-        owner.delete()
+        if owner is not None:
+            owner.delete()
         process.terminate()
         process.wait(timeout=10)
         print(f"load average after: {load()}")

@@ -160,6 +160,16 @@ def capture_events(monkeypatch):
 VERTEX_TOKEN = "ya29.test-vertex-token"
 
 
+@pytest.fixture
+def anthropic_fake(monkeypatch):
+    from tests.fakes import FakeAnthropic
+
+    with FakeAnthropic() as fake:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-runtime")
+        yield fake
+
+
 # The fake Vertex AI Agent Engine: the runtime tests and the MCP tests' Vertex runtime use it.
 @pytest.fixture
 def vertex_fake(monkeypatch):

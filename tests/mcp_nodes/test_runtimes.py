@@ -1,6 +1,7 @@
 """Agent runtimes offer wired MCP tools too: a Vertex managed agent (the real google-genai SDK against the local fake
-of Google's interactions endpoint) gets the MCP tool as a function declaration with the server's own schema, and its
-call is answered by the real MCP server from the runtime's tool thread, once."""
+of Google's interactions endpoint) gets the MCP tool as a function declaration with the server's own schema, an RLM
+agent as a function in its sandbox, Claude Code through the project-tool bridge; each call is answered by the real
+MCP server from the runtime's tool thread in the worker, once."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from agents.models import Firing
 from agents.services.firings import firing_start
 from conversations.store import conversation_key, load_conversation
-from tests.fakes.base import Call, Text, Turn
+from tests.fakes.base import Call, Text, Think, Turn
 
 from .helpers import mcp_workflow
 from .test_calls import _http
@@ -45,3 +46,60 @@ def test_a_vertex_agent_calls_an_mcp_tool_as_a_function(owner, settings, tmp_pat
     stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
     assert [m["role"] for m in stored] == ["system", "user", "assistant", "tool", "assistant"]
     assert stored[3]["blocks"][0]["content"] == "echo: from vertex"
+
+
+def test_an_rlm_agent_calls_an_mcp_tool_from_its_repl(owner, settings, tmp_path, http_server, monkeypatch):
+    """RLM's sandboxed child calls the tool as a function; the call itself is made by the worker, never the sandbox."""
+    from tests.fakes import FakeChatCompletions
+
+    settings.AGENT_EXECUTION_MODE = "inline"
+    settings.AGENT_RUNTIME_DIR = str(tmp_path / "runtimes")
+    with FakeChatCompletions() as backend:
+        monkeypatch.setenv("OPENAI_COMPATIBLE_BASE_URL", backend.base_url)
+        monkeypatch.setenv("OPENAI_COMPATIBLE_API_KEY", "sk-rlm-backend-key")
+        workflow, generation, ids = mcp_workflow(
+            owner,
+            _http(owner, http_server, "echo"),
+            provider="rlm",
+            model="local-model",
+            rlm_backend="openai_compatible",
+        )
+        backend.push(
+            Turn([Text("```repl\nprint(echo(text='from the repl'))\n```")]),
+            Turn([Text("```repl\nanswer['content'] = 'Echoed.'\nanswer['ready'] = True\n```")]),
+        )
+        firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "echo something"))
+        assert firing.state == Firing.State.FINISHED, (firing.error_code, firing.error_message)
+        assert "echo(" in backend.requests[0].body["messages"][0]["content"]  # offered in the RLM's system prompt
+    assert firing.final_text == "Echoed."
+    assert http_server.calls("echo") == [{"tool": "echo", "arguments": {"text": "from the repl"}}]
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    result = [m["blocks"][0] for m in stored if m["role"] == "tool"][0]
+    (call,) = result["observed"]["tool_calls"]
+    assert call["name"] == "echo" and not call["is_error"] and "echo: from the repl" in result["content"]
+
+
+def test_claude_code_calls_an_mcp_tool_through_the_project_tool_bridge(
+    owner,
+    settings,
+    tmp_path,
+    http_server,
+    anthropic_fake,  # noqa: F811
+):
+    settings.AGENT_EXECUTION_MODE = "inline"
+    settings.AGENT_RUNTIME_DIR = str(tmp_path / "runtimes")
+    workflow, generation, ids = mcp_workflow(
+        owner, _http(owner, http_server, "echo"), provider="claude_code", model="claude-sonnet-4-5"
+    )
+    anthropic_fake.push(
+        Turn([Think("Echo it."), Call("mcp__project__echo", json.dumps({"text": "from claude code"}))]),
+        Turn([Text("Echoed.")]),
+    )
+    firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "echo something"))
+    assert firing.state == Firing.State.FINISHED, (firing.error_code, firing.error_message)
+    assert [t["name"] for t in anthropic_fake.requests[0].body.get("tools", [])] == ["mcp__project__echo"]
+    assert http_server.calls("echo") == [{"tool": "echo", "arguments": {"text": "from claude code"}}]
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    result = stored[3]["blocks"][0]
+    assert result["name"] == "mcp__project__echo" and not result["is_error"]
+    assert "echo: from claude code" in json.dumps(result["content"])

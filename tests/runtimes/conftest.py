@@ -6,16 +6,7 @@ import contextlib
 import pytest
 
 from tests.agents.factories import edge, started_workflow
-from tests.fakes import FakeAnthropic
 from tests.processes import running_site
-
-
-@pytest.fixture
-def anthropic_fake(monkeypatch):
-    with FakeAnthropic() as fake:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-runtime")
-        yield fake
 
 
 @pytest.fixture(autouse=True)
