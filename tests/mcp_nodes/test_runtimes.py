@@ -68,7 +68,11 @@ def test_an_rlm_agent_calls_an_mcp_tool_from_its_repl(owner, settings, tmp_path,
             Turn([Text("```repl\nprint(echo(text='from the repl'))\n```")]),
             Turn([Text("```repl\nanswer['content'] = 'Echoed.'\nanswer['ready'] = True\n```")]),
         )
-        firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "echo something"))
+        firing = Firing.objects.get(
+            pk=firing_start(
+                workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="echo something"
+            )
+        )
         assert firing.state == Firing.State.FINISHED, (firing.error_code, firing.error_message)
         assert "echo(" in backend.requests[0].body["messages"][0]["content"]  # offered in the RLM's system prompt
     assert firing.final_text == "Echoed."
@@ -95,7 +99,9 @@ def test_claude_code_calls_an_mcp_tool_through_the_project_tool_bridge(
         Turn([Think("Echo it."), Call("mcp__project__echo", json.dumps({"text": "from claude code"}))]),
         Turn([Text("Echoed.")]),
     )
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "echo something"))
+    firing = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="echo something")
+    )
     assert firing.state == Firing.State.FINISHED, (firing.error_code, firing.error_message)
     assert [t["name"] for t in anthropic_fake.requests[0].body.get("tools", [])] == ["mcp__project__echo"]
     assert http_server.calls("echo") == [{"tool": "echo", "arguments": {"text": "from claude code"}}]

@@ -276,8 +276,9 @@ def test_the_agent_form_schema_names_each_runtimes_fidelity():
     schema = AgentParams.model_json_schema()
     provider = schema["properties"]["provider"]
     assert {"claude_code", "codex_cli"} <= set(provider["enum"])
-    assert "claude_code: exact observable stream plus explicit session binding" in provider["description"]
-    assert "codex_cli: observable-only, non-resumable" in provider["description"]
+    # In an owner's words (issue 33); the Context panel names the exact fidelity labels.
+    assert "Claude Code keeps everything it shows and resumes its own session" in provider["description"]
+    assert "Codex CLI and RLM keep what they show, each answer starting afresh" in provider["description"]
     assert schema["properties"]["runtime_tools"]["default"] == []
 
 

@@ -400,7 +400,10 @@ def test_the_api_and_the_context_panel_say_what_google_keeps_and_what_we_keep(ow
     schema = AgentParams.model_json_schema()
     assert "vertex_agent" in schema["properties"]["provider"]["enum"]
     # The form's help is in an owner's words (issue 33); the fidelity label is the Context panel's (above).
-    assert "Vertex agent" in schema["properties"]["provider"]["description"]
+    assert (
+        "Vertex agent keeps everything it shows, and Google keeps the session"
+        in (schema["properties"]["provider"]["description"])
+    )
     assert "kept by Google" in schema["properties"]["environment"]["description"]
     with pytest.raises(ValueError):
         AgentParams(name="A", provider="vertex_agent", model="m")  # project and agent are required

@@ -82,7 +82,10 @@ class AgentParams(BaseModel):
         description=(
             "Which service answers. OpenAI, Anthropic and Gemini use your key (or the server's); "
             "OpenAI-compatible is a server such as Ollama or vLLM; offline answers without any network, for trying "
-            "things out; Claude Code, Codex CLI, Vertex agent and RLM run a coding agent for each answer."
+            "things out; Claude Code, Codex CLI, Vertex agent and RLM run a coding agent for each answer. What "
+            "each keeps of the conversation (its fidelity): Claude Code keeps everything it shows and resumes its "
+            "own session; Codex CLI and RLM keep what they show, each answer starting afresh; Vertex agent keeps "
+            "everything it shows, and Google keeps the session."
         ),
     )
     # `x-widget` tells the editor to offer the provider's models from the catalogue (/api/node-types/).
