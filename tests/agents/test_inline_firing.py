@@ -114,9 +114,7 @@ def test_a_provider_failure_fails_the_firing_with_a_code_and_bills_an_error(owne
 def test_firing_start_takes_keywords_only(owner):
     workflow, generation, ids = assistant_with(owner)
     with pytest.raises(TypeError):
-        firing_start(
-            workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="hello"
-        )  # the positional call is the point
+        firing_start(workflow, generation, ids["lead"], "hello")  # the positional call is the point
     assert not Firing.objects.exists()
 
 

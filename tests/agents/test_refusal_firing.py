@@ -21,7 +21,11 @@ def test_a_refused_turn_is_the_owners_answer_in_plain_words_and_billed(owner, mo
         monkeypatch.setenv("ANTHROPIC_BASE_URL", fake.base_url)
         workflow, generation, ids = assistant_with(owner, provider="anthropic", model="claude-sonnet-4-5")
         fake.push(Turn([Text("Step one of the expl")], stop="refusal", refusal_explanation="Cyber harm."))
-        firing = Firing.objects.get(pk=firing_start(workflow, generation, ids["lead"], "write an exploit"))
+        firing = Firing.objects.get(
+            pk=firing_start(
+                workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="write an exploit"
+            )
+        )
     assert firing.state == Firing.State.FINISHED, (firing.error_code, firing.error_message)
     assert "declined" in firing.final_text and "Cyber harm." in firing.final_text
     assert "Step one" not in firing.final_text

@@ -83,7 +83,7 @@ def test_11_openai_cache_writes_are_read_and_priced_as_writes(openai_fake):
 def test_12_gemini_continuation_hops_are_priced_each_on_its_own(gemini_fake):
     from types import SimpleNamespace
 
-    from agents.usage import llm_usage_fields
+    from agents.usage import llm_usage_entry
     from providers import ChatRequest, ChatUnifier
     from tests.fakes import Text, Turn
 
@@ -108,9 +108,9 @@ def test_12_gemini_continuation_hops_are_priced_each_on_its_own(gemini_fake):
         generation=1,
         agent_node_id="1:agent:1",
     )
-    fields = llm_usage_fields(firing, idempotency_key="k", kind="llm", outcome="ok", usage=result.message["usage"])
-    assert fields["cost"] == pytest.approx(2 * one, abs=Decimal("0.000001"))
-    assert fields["meta"]["price_source"].endswith("per call")
+    entry = llm_usage_entry(firing, idempotency_key="k", kind="llm", outcome="ok", usage=result.message["usage"])
+    assert entry.cost == pytest.approx(2 * one, abs=Decimal("0.000001"))
+    assert entry.meta["price_source"].endswith("per call")
 
 
 # --- 14. Anthropic cache breakpoints: a wide tool step still reads the cache -------------------------------------

@@ -36,7 +36,9 @@ def published(model: str, provider_id: str, *calls: dict) -> Decimal:
 
 
 def _fire(workflow, generation, agent, prompt) -> None:
-    firing = Firing.objects.get(pk=firing_start(workflow, generation, agent, prompt))
+    firing = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=agent, prompt=prompt)
+    )
     assert firing.state == Firing.State.FINISHED, (firing.error_code, firing.error_message)
 
 
