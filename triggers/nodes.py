@@ -102,6 +102,7 @@ WEBHOOK_TRIGGER = NodeSpec(
     outputs=(Handle("output-main", KIND_MAIN, max_connections=1, label="message"),),
     capabilities=frozenset({IS_TRIGGER, FIRES_ON_ITS_OWN}),
     new_params={"name": "Webhook", "message": "{body}", "signing_secret": ""},
+    extra={"panel": "webhook"},  # the editor shows its address with Copy and Regenerate
     description="Another system posts JSON or a form to this trigger's address; the answering agent receives it "
     "as a message in the chat, marked “Webhook”.",
 )
