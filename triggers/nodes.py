@@ -90,7 +90,7 @@ class WebhookTriggerParams(BaseModel):
         "",
         max_length=100,
         title="Signing secret",
-        description="The name of one of your secrets (Settings → Secrets). When set, a delivery must carry "
+        description="The name of one of your secrets (saved through /api/secrets/). When set, a delivery must carry "
         "X-OpenCompany-Signature: t=<unix time>,v1=<hex HMAC-SHA256 of “t.body”>. Empty: the address is the key.",
     )
 

@@ -141,3 +141,10 @@ def test_stopped_or_deleted_workflow_and_another_owner_get_the_same_404(owner, o
     workflow_delete(workflow=workflow)
     assert post_json(path, TICKET).status_code == 404
     assert not TriggerFire.objects.exists()
+
+
+def test_the_chat_api_marks_the_delivered_turn_with_its_trigger(inline, owner_client, hook):
+    workflow, _, path = hook
+    post_json(path, TICKET)
+    messages = owner_client.get(f"/api/workflows/{workflow.pk}/chat/").json()["messages"]
+    assert [m["trigger"] for m in messages] == [{"kind": "webhook", "name": "Tickets"}, None]
