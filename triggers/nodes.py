@@ -90,7 +90,7 @@ class WebhookTriggerParams(BaseModel):
         "",
         max_length=100,
         title="Signing secret",
-        description="The name of one of your secrets (Settings → Secrets). When set, a delivery must carry "
+        description="The name of one of your secrets (saved through /api/secrets/). When set, a delivery must carry "
         "X-OpenCompany-Signature: t=<unix time>,v1=<hex HMAC-SHA256 of “t.body”>. Empty: the address is the key.",
     )
 
@@ -102,6 +102,7 @@ WEBHOOK_TRIGGER = NodeSpec(
     outputs=(Handle("output-main", KIND_MAIN, max_connections=1, label="message"),),
     capabilities=frozenset({IS_TRIGGER, FIRES_ON_ITS_OWN}),
     new_params={"name": "Webhook", "message": "{body}", "signing_secret": ""},
+    extra={"panel": "webhook"},  # the editor shows its address with Copy and Regenerate
     description="Another system posts JSON or a form to this trigger's address; the answering agent receives it "
     "as a message in the chat, marked “Webhook”.",
 )

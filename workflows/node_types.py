@@ -66,7 +66,8 @@ def _panel(spec: NodeSpec) -> str | None:
         return "context"
     if spec.clear_memory is not None:
         return "memory"
-    return None
+    # A type another app owns may name its own panel (the webhook trigger's address).
+    return spec.extra.get("panel")
 
 
 def node_type_data(spec: NodeSpec) -> dict:

@@ -108,6 +108,11 @@ class MessageOutputSerializer(serializers.Serializer):
     edit_of = serializers.IntegerField(allow_null=True)
     error_code = serializers.CharField(allow_blank=True)
     error_message = serializers.CharField(allow_blank=True, help_text="Why the answer failed, in words.")
+    trigger = serializers.DictField(
+        child=serializers.CharField(),
+        allow_null=True,
+        help_text="A turn a schedule or webhook sent: {kind: schedule|webhook, name}; null for the owner's own.",
+    )
     siblings = SiblingsOutputSerializer()
     rating = serializers.ChoiceField(choices=["good", "bad"], allow_null=True)
     run = RunOutputSerializer(allow_null=True)

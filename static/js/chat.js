@@ -191,18 +191,23 @@
     ]);
   }
 
-  function who(role) {
+  // A turn a schedule or webhook sent in the owner's name (docs/triggers.md): "Scheduled: morning summary".
+  const TRIGGER_WORDS = { schedule: "Scheduled", webhook: "Webhook" };
+
+  function who(role, trigger) {
+    const name = trigger ? (TRIGGER_WORDS[trigger.kind] || "Trigger") + ": " + trigger.name : role === "user" ? "You" : (config.agent_name || "Agent");
     return node("div", { class: "who" }, [
-      node("span", { class: "who-name", text: role === "user" ? "You" : (config.agent_name || "Agent") }),
+      node("span", { class: "who-name", text: name }),
       role === "assistant" ? node("span", { class: "who-tag", text: "agent" }) : null,
+      trigger ? node("span", { class: "who-tag trigger-tag", text: trigger.kind }) : null,
     ]);
   }
 
   function messageItem(message) {
     const isUser = message.role === "user";
     const id = !isUser && message.run ? "run-" + message.run.id : "msg-" + message.id;
-    const li = node("li", { class: "msg " + message.role, id, "data-id": message.id, "data-status": message.status });
-    const head = node("div", { class: "msg-head" }, [who(message.role), stamp(message.created_at)]);
+    const li = node("li", { class: "msg " + message.role + (message.trigger ? " triggered" : ""), id, "data-id": message.id, "data-status": message.status });
+    const head = node("div", { class: "msg-head" }, [who(message.role, message.trigger), stamp(message.created_at)]);
     li.appendChild(head);
     li.appendChild(node("span", { class: "visually-hidden", text: isUser ? "You said:" : "Answer:" }));
     const beingEdited = editing === message.id;

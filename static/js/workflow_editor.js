@@ -745,6 +745,7 @@
       actions.append(saved ? el("a", { className: "button", href: `${config.memoryPanelUrl}${encodeURIComponent(data.id)}/` }, "Open Memory panel")
         : el("span", { className: "meta" }, "Save to open its Memory panel."));
     }
+    if (type.panel === "webhook") actions.append(saved ? webhookAddress(data.id) : el("span", { className: "meta" }, "Save to make its address."));
     const remove = el("button", { type: "button", className: "danger", id: "delete-node" }, "Delete node");
     remove.addEventListener("click", () => { state.selectedNode = dfId; removeSelected(); });
     actions.append(remove);
@@ -870,6 +871,34 @@
       });
       list.append(row);
     });
+  }
+
+  // A webhook trigger's address (docs/triggers.md#webhooks): the server keeps only its digest, so the full URL is
+  // shown once, right after Regenerate made it; later only its last characters.
+  function webhookAddress(nodeId) {
+    const url = `${config.api}hooks/${encodeURIComponent(nodeId)}/`;
+    const box = el("div", { className: "webhook-address", id: "webhook-address" });
+    const status = el("p", { className: "meta", id: "webhook-hint" }, "…");
+    const field = el("input", { type: "text", readonly: true, id: "webhook-url", "aria-label": "Webhook address", hidden: true });
+    const copy = el("button", { type: "button", id: "webhook-copy", hidden: true }, "Copy");
+    const regenerate = el("button", { type: "button", id: "webhook-regenerate" }, "Make address");
+    copy.addEventListener("click", () => { navigator.clipboard.writeText(field.value).then(() => { copy.textContent = "Copied"; }, () => field.select()); });
+    regenerate.addEventListener("click", async () => {
+      try {
+        const made = await api("POST", url);
+        field.value = made.url;
+        field.hidden = false;
+        copy.hidden = false;
+        regenerate.textContent = "Regenerate";
+        status.textContent = "Copy it now: it is shown only this once. Regenerate retires the old one.";
+      } catch (error) { status.textContent = error.message; }
+    });
+    api("GET", url).then((known) => {
+      status.textContent = known.exists ? `Address ending …${known.hint}. Regenerate to see a new one.` : "No address yet.";
+      if (known.exists) regenerate.textContent = "Regenerate";
+    }, (error) => { status.textContent = error.message; });
+    box.append(status, field, copy, regenerate);
+    return box;
   }
 
   function refreshLists() {

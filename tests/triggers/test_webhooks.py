@@ -141,3 +141,28 @@ def test_stopped_or_deleted_workflow_and_another_owner_get_the_same_404(owner, o
     workflow_delete(workflow=workflow)
     assert post_json(path, TICKET).status_code == 404
     assert not TriggerFire.objects.exists()
+
+
+def test_the_chat_api_marks_the_delivered_turn_with_its_trigger(inline, owner_client, hook):
+    workflow, _, path = hook
+    post_json(path, TICKET)
+    messages = owner_client.get(f"/api/workflows/{workflow.pk}/chat/").json()["messages"]
+    assert [m["trigger"] for m in messages] == [{"kind": "webhook", "name": "Tickets"}, None]
+
+
+def test_a_delivery_while_the_agent_is_busy_waits_and_the_sweep_hands_it_again(owner, broker, hook, monkeypatch):
+    from chat.services import chat_message_send
+    from triggers.services import fire_deliver, schedules_sweep
+
+    workflow, _, path = hook
+    _, owners_run, _ = chat_message_send(workflow=workflow, text="a long question")  # held: the lane stays taken
+    response = post_json(path, TICKET, **{"Idempotency-Key": "busy-1"})
+    assert response.status_code == 202 and response.json()["state"] == "waiting"
+    resent: list[int] = []
+    monkeypatch.setattr("triggers.services.enqueue_task", lambda name, *, args=(), **kw: resent.append(args[0]))
+    assert schedules_sweep().resent == [response.json()["run_id"]] == resent
+    ChatRun.objects.filter(pk=owners_run.pk).update(state="finished")  # the owner's answer ended
+    fire = fire_deliver(fire_id=resent[0])
+    assert fire.state == "fired" and ChatRun.objects.get(pk=fire.chat_run_id).user_message.meta["trigger"]["kind"] == (
+        "webhook"
+    )
