@@ -24,6 +24,9 @@ from rest_framework.test import APIClient
 from tests.security.helpers import WORLD_FACT, WORLD_NAME, World, open_socket
 
 PUBLIC, PAGE, API, ADMIN = "public", "page", "api", "admin"
+# A URL whose unguessable token is the credential (a webhook's address): a made-up token is the same 404 for
+# everybody, signed in or not, and shows nothing.
+CAPABILITY = "capability"
 STAFF = "staff"  # staff sessions (or the metrics bearer token) only; everybody else gets a 404
 ALL_METHODS = ("get", "post", "put", "patch", "delete")
 
@@ -99,6 +102,23 @@ def mcp_node(world: World) -> str:
     return mcp_node(world)
 
 
+def webhook_node(world: World) -> str:
+    """A webhook trigger in the owner's draft graph (added once, through the service), for its address API."""
+    from workflows.services import workflow_save
+
+    found = [n["id"] for n in world.workflow.graph["nodes"] if n["type"] == "webhookTrigger"]
+    if found:
+        return found[0]
+    graph = world.workflow.graph
+    nodes = [*graph["nodes"], {"id": "hook", "type": "webhookTrigger", "params": {}}]
+    workflow_save(workflow=world.workflow, graph={**graph, "nodes": nodes}, revision=world.workflow.revision)
+    world.workflow.refresh_from_db()
+    return webhook_node(world)
+
+
+MADE_UP_HOOK = "/hooks/not-a-real-token-0123456789abcdef0123456789abcdef/"
+
+
 # route pattern (as the URL conf spells it) -> entry
 MATRIX: dict[str, Entry] = {
     # --- public -------------------------------------------------------------------------------------------------
@@ -109,6 +129,8 @@ MATRIX: dict[str, Entry] = {
     "login/": Entry(PUBLIC, lambda w: "/login/", ("get",)),
     "logout/": Entry(PUBLIC, lambda w: "/logout/", ("post",)),
     "favicon.ico": Entry(PUBLIC, lambda w: "/favicon.ico", ("get",)),
+    "hooks/<str:token>/": Entry(CAPABILITY, lambda w: MADE_UP_HOOK, ("post",)),
+    "hooks/<str:token>/runs/<int:fire_id>/": Entry(CAPABILITY, lambda w: MADE_UP_HOOK + "runs/1/", ("get",)),
     # --- login-required pages and API not under a workflow ----------------------------------------------------
     # The schema and its viewer describe handlers, not data, but only to callers with an account (security.md).
     "api/schema/": Entry(API, lambda w: "/api/schema/", ("get",)),
@@ -349,6 +371,10 @@ MATRIX: dict[str, Entry] = {
         bodies={"post": {"version": 1, "expected_version": 999}},
     ),
     "workflows/<int:workflow_id>/chat/": Entry(PAGE, lambda w: page(w) + "chat/", ("get",)),
+    # A webhook trigger's address: its hint, and Make/Regenerate (shown once).
+    "api/workflows/<int:workflow_id>/hooks/<str:node_id>/": Entry(
+        API, lambda w: f"{wf(w)}hooks/{webhook_node(w)}/", ("get", "post"), order={"post": MUTATE}
+    ),
 }
 
 NOT_UNDER_A_WORKFLOW = {
@@ -484,6 +510,13 @@ def test_anonymous_and_other_owners_are_refused_and_the_owner_is_served(world):
                 response = call(caller, "get", url, None, kind=PAGE)
                 if response.status_code != 404:
                     problems.append(f"staff-only GET {route}: {response.status_code} for a non-staff caller")
+            continue
+        if entry.kind == CAPABILITY:
+            for caller in (page_client(), page_client(world.intruder), page_client(world.owner)):
+                for method in entry.methods:
+                    response = call(caller, method, url, None, kind=PAGE)
+                    if response.status_code != 404 or shows_owner_data(response):
+                        problems.append(f"made-up capability {method.upper()} {route}: {response.status_code}")
             continue
         if entry.kind == PUBLIC:
             for method in entry.methods:
