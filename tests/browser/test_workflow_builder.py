@@ -102,7 +102,7 @@ def test_build_run_and_delete_a_workflow_from_an_empty_account(cookie, stack, br
     # The palette comes from /api/node-types/: the Context (systemManaged) is not offered.
     palette = page.locator(".palette-item")
     types = sorted(palette.evaluate_all("items => items.map(i => i.dataset.type)"))
-    assert types == ["agent", "chatTrigger", "mcpServer", "simpleMemory", "todos"]
+    assert types == ["agent", "chatTrigger", "mcpServer", "scheduleTrigger", "simpleMemory", "todos", "webhookTrigger"]
     shot(page, "02-blank-editor")
 
     # Drag a chat trigger, an agent and a Memory onto the canvas.
