@@ -155,8 +155,12 @@ def test_the_agent_form_follows_its_provider(page, stack):
     provider, model = form.get_by_label("Provider"), form.get_by_label("Model")
     expect(model).to_have_value("offline-echo")
     # Only the common fields show; advanced ones are folded; no other provider's settings.
+    # The temperature and Gemini's "Send this temperature to Gemini 3" both name the temperature: ask for each whole.
+    temperature = form.get_by_label("Temperature (optional)", exact=True)
+    send_to_gemini = form.get_by_label("Send this temperature to Gemini 3")
     expect(form.get_by_label("Instructions")).to_be_visible()
-    expect(form.get_by_label("Temperature")).to_be_hidden()
+    expect(temperature).to_be_hidden()
+    expect(send_to_gemini).to_be_hidden()
     expect(form.locator("[data-field='project']")).to_be_hidden()
     expect(form.locator("[data-field='rlm_max_depth']")).to_be_hidden()
     expect(form.locator("[data-field='runtime_tools']")).to_be_hidden()
@@ -167,7 +171,8 @@ def test_the_agent_form_follows_its_provider(page, stack):
     provider.select_option("openai")
     expect(model).to_have_value("gpt-4.1")
     page.get_by_text("More settings").click()
-    expect(form.get_by_label("Temperature")).to_be_visible()
+    expect(temperature).to_be_visible()
+    expect(send_to_gemini).to_be_hidden()  # only the Gemini adapter reads it
     expect(form.locator("[data-field='project']")).to_be_hidden()
     expect(page.locator(f"{NODE}[data-type='agent'] .node-sub")).to_contain_text("openai · gpt-4.1")
     # A model the provider knows is kept when switching back and forth between providers that know it.
@@ -183,7 +188,14 @@ def test_the_agent_form_follows_its_provider(page, stack):
     expect(model).to_have_value("claude-sonnet-4-6")
     expect(form.get_by_label("Project")).to_be_hidden()
     expect(page.locator("#issues")).to_contain_text("No problems found.", timeout=10_000)
+    expect(send_to_gemini).to_be_hidden()
     shot(page, "21-agent-form-anthropic")
+    provider.select_option("gemini")
+    expect(temperature).to_be_visible()
+    expect(send_to_gemini).to_be_visible()
+    expect(send_to_gemini).not_to_be_checked()
+    provider.select_option("anthropic")
+    expect(model).to_have_value("claude-sonnet-4-6")
 
     # The side panel scrolls, not the page: Checks and Test run stay on screen.
     assert page.evaluate("document.documentElement.scrollHeight") <= 900 + 2

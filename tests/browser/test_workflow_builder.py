@@ -274,7 +274,8 @@ def test_a_revision_conflict_overwrites_nothing_and_a_deleted_context_stays_dele
     agent_node["params"]["name"] = "Changed elsewhere"
     assert api(page, "PUT", api_path, {"graph": renamed, "revision": theirs["revision"]})["status"] == 200
     page.locator(f"{NODE}[data-type='agent']").click(position={"x": 100, "y": 12})
-    page.get_by_label("Name").fill("Mine instead")
+    # The agent's Name in the side panel (the header's Rename and "Workflow name" are the workflow's).
+    page.locator("#node-form").get_by_label("Name", exact=True).fill("Mine instead")
     page.get_by_role("button", name="Save", exact=True).click()
     conflict = page.locator("#conflict-dialog")
     expect(conflict).to_be_visible()
@@ -291,7 +292,7 @@ def test_a_revision_conflict_overwrites_nothing_and_a_deleted_context_stays_dele
     # Add teammate (on a draft with an unsaved change: it is saved first): the add_subagent service wires a new
     # agent as this one's tool, with a fresh Context of its own.
     page.locator(f"{NODE}[data-type='agent']").click(position={"x": 100, "y": 12})
-    page.get_by_label("Name").fill("Lead")
+    page.locator("#node-form").get_by_label("Name", exact=True).fill("Lead")
     page.get_by_role("button", name="Add teammate").click()
     expect(page.locator("#banner")).to_contain_text("Added a teammate")
     expect(page.locator("#banner")).to_contain_text("wired as Lead's tool")

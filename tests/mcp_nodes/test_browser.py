@@ -126,10 +126,17 @@ def test_wire_test_tick_start_and_call_an_mcp_server(cookie, tmp_path, http_serv
         runs = api(page, "GET", f"/api/workflows/{workflow_id}/runs/")["body"]
         firing_id = runs[0]["id"] if isinstance(runs, list) else runs["runs"][0]["id"]
         page.goto(f"{site}/workflows/{workflow_id}/runs/{firing_id}/")
-        call = page.locator("li.tool-call")
-        expect(call).to_contain_text("echo")
-        expect(call).to_contain_text(http_server.url)
-        expect(call).to_contain_text("hello from the browser")
-        expect(call).to_contain_text("ok, 28 characters")
+        # The call's line names tool, server and outcome; its arguments unfold under it.
+        call = page.locator("details.tool-call")
+        expect(call).to_have_count(1)
+        summary = call.locator("summary")
+        expect(summary).to_contain_text("echo")
+        expect(summary).to_contain_text(http_server.url)
+        expect(summary).to_contain_text("ok, 28 characters")
+        arguments = call.locator("pre.tool-io").first
+        expect(arguments).to_be_hidden()
+        summary.click()
+        expect(arguments).to_be_visible()
+        expect(arguments).to_contain_text("hello from the browser")
         shot(page, "05-run-history-1280")
     assert http_server.calls("echo") == [{"tool": "echo", "arguments": {"text": "hello from the browser"}}]

@@ -83,13 +83,17 @@ def test_a_vertex_agent_chat_streams_continues_and_the_context_panel_says_what_i
     expect(page.locator("#ctx-binding")).to_contain_text(fake.interactions[second_id]["environment_id"])
     shot(page, "vertex-03-context-panel")
 
-    # The agent's form names the provider's fidelity and the Vertex params.
+    # The agent's form says what the provider keeps (its fidelity, in an owner's words) and the Vertex params.
     page.goto(f"{stack}/workflows/{workflow.pk}/")
     expect(page.locator("#editor")).to_have_attribute("data-state", "ready")
     page.locator(".drawflow-node[data-type='agent']").click()
     form = page.locator("#node-form")
-    expect(form).to_contain_text("vertex_agent: exact observable events plus interaction/environment binding")
+    expect(form).to_contain_text("Vertex agent keeps everything it shows, and Google keeps the session")
     expect(form.locator("[name='agent']")).to_have_value("antigravity-preview-05-2026")
     expect(form.locator("[name='environment']")).to_have_value("remote")
-    expect(form).to_contain_text("Google keeps the interaction state and the sandbox's files server-side")
+    # The environment is an advanced setting: its help (in owner words) shows once "More settings" unfolds.
+    environment_help = form.get_by_text("a new sandbox for each conversation, kept by Google")
+    expect(environment_help).to_be_hidden()
+    form.get_by_text("More settings").click()
+    expect(environment_help).to_be_visible()
     shot(page, "vertex-04-agent-form")

@@ -356,7 +356,10 @@ def test_the_api_and_the_form_show_the_rlm_fidelity(owner, owner_client):
     assert "portable transcript" in runtime["fidelity"]["detail"] and runtime["session"] is None
     schema = AgentParams.model_json_schema()
     assert "rlm" in schema["properties"]["provider"]["enum"]
-    assert "rlm: observable-only, non-resumable" in schema["properties"]["provider"]["description"]
+    assert (
+        "Codex CLI and RLM keep what they show, each answer starting afresh"
+        in schema["properties"]["provider"]["description"]
+    )
     assert {"rlm_backend", "rlm_max_iterations", "rlm_timeout_seconds", "rlm_max_depth"} <= set(schema["properties"])
 
 

@@ -58,6 +58,7 @@ class NoParams(BaseModel):
 _ADVANCED = {"x-advanced": True}
 _RUNTIMES = {"x-providers": ["claude_code", "codex_cli"], "x-advanced": True}
 _VERTEX = {"x-providers": ["vertex_agent"]}
+_GEMINI_ADVANCED = {"x-providers": ["gemini"], "x-advanced": True}
 _RLM = {"x-providers": ["rlm"], "x-advanced": True}
 
 
@@ -116,7 +117,8 @@ class AgentParams(BaseModel):
             "(lower values can make them loop or answer worse), so the temperature above is sent to them only "
             "when this is checked."
         ),
-        json_schema_extra=_ADVANCED,
+        # Only the Gemini adapter reads it (catalogue `temperature_confirm`): other providers' forms leave it out.
+        json_schema_extra=_GEMINI_ADVANCED,
     )
     max_output_tokens: Annotated[int, Field(ge=1)] | None = Field(
         None,
