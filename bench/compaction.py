@@ -57,6 +57,7 @@ django.setup()
 from django.conf import settings  # noqa: E402
 from django.contrib.auth import get_user_model  # noqa: E402
 from figures import percentile  # noqa: E402
+from processes import stop_process  # noqa: E402
 from turn_overhead import TurnEnds, make_workflow, wait_finished  # noqa: E402
 
 from agents.models import Firing, LlmStep  # noqa: E402
@@ -195,11 +196,7 @@ def main() -> int:
         )
     finally:
         ends.close()
-        worker.terminate()
-        try:
-            worker.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            worker.kill()
+        stop_process(worker)
         owner.delete()
     return 0
 

@@ -47,6 +47,7 @@ if not os.environ.get("SECRET_KEY"):  # production settings need one; this run's
     os.environ["SECRET_KEY"] = secrets.token_urlsafe(48)
 
 import django  # noqa: E402
+from processes import stop_process  # noqa: E402
 
 django.setup()
 
@@ -196,11 +197,7 @@ def main() -> int:
         print(f"  load average (1 min): {load_before:.2f} before, {os.getloadavg()[0]:.2f} after")
     finally:
         ends.close()
-        worker.terminate()
-        try:
-            worker.wait(timeout=20)
-        except Exception:
-            worker.kill()
+        stop_process(worker)
         owner.delete()  # its workflows, conversations, firings and memory go with it
     return 0
 

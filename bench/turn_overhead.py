@@ -50,6 +50,7 @@ if not os.environ.get("SECRET_KEY"):  # production settings need one; this run's
 
 import django  # noqa: E402
 from figures import percentile  # noqa: E402  (bench/, the script's own folder)
+from processes import stop_process  # noqa: E402
 
 django.setup()
 
@@ -357,11 +358,7 @@ def main() -> int:
         print(f"  load average (1 min): {load_before:.2f} before, {os.getloadavg()[0]:.2f} after")
     finally:
         ends.close()
-        worker.terminate()
-        try:
-            worker.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            worker.kill()
+        stop_process(worker)
         owner.delete()
     return 0
 
