@@ -23,6 +23,31 @@ def _opener():
     return urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar)), jar
 
 
+def _start_main_command(tmp_path, *, data, port: int, **extra_env: str):
+    """`python3 dev.py run` as a user starts it (no DATABASE_URL/REDIS_URL: embedded services), its output logged."""
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE"}}
+    env.update(
+        {
+            "OPENCOMPANY_DATA_DIR": str(data),
+            "OPENCOMPANY_PORT": str(port),
+            "OPENCOMPANY_WORKER_CONCURRENCY": "1",
+            "PYTHONUNBUFFERED": "1",
+            **extra_env,
+        }
+    )
+    log_path = tmp_path / "run.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "dev.py", "run"],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    return process, log_path
+
+
 def _wait_for_health(base: str, process, timeout: float) -> dict:
     deadline = time.monotonic() + timeout
     last = None
@@ -40,25 +65,7 @@ def _wait_for_health(base: str, process, timeout: float) -> dict:
 
 def test_the_main_command_serves_login_and_the_demo_login_works(tmp_path, services_path):
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE"}}
-    env.update(
-        {
-            "OPENCOMPANY_DATA_DIR": str(services_path / "data"),
-            "OPENCOMPANY_PORT": str(port),
-            "OPENCOMPANY_WORKER_CONCURRENCY": "1",
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
-    log_path = tmp_path / "run.log"
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "dev.py", "run"],
-            cwd=REPO_ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    process, log_path = _start_main_command(tmp_path, data=services_path / "data", port=port)
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_for_health(base, process, timeout=180)
@@ -96,26 +103,7 @@ def test_the_main_command_restarts_an_embedded_postgres_that_is_shutting_down_an
 
     port = free_port()
     data = services_path / "data"
-    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE"}}
-    env.update(
-        {
-            "OPENCOMPANY_DATA_DIR": str(data),
-            "OPENCOMPANY_PORT": str(port),
-            "OPENCOMPANY_WORKER_CONCURRENCY": "1",
-            "OPENCOMPANY_PG_SHARED_BUFFERS": "32MB",
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
-    log_path = tmp_path / "run.log"
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "dev.py", "run"],
-            cwd=REPO_ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    process, log_path = _start_main_command(tmp_path, data=data, port=port, OPENCOMPANY_PG_SHARED_BUFFERS="32MB")
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_for_health(base, process, timeout=180)
