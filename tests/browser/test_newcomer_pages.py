@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from tests.browser.test_workflow_builder import NODE, api, drag_from_palette, wire
+from tests.browser.helpers import NODE, api, drag_from_palette, wire
 from tests.processes import REPO_ROOT, chromium_page, running_site
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -16,12 +16,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.django_db(trans
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "newcomer"
 PASSWORD = "pw-for-newcomer-1"
 NO_AGENT = "This workflow has no agent connected to its chat trigger."
-
-
-@pytest.fixture
-def stack(tmp_path):
-    with running_site(tmp_path, OFFLINE_PROVIDER_DELAY_MS="20") as base_url:
-        yield base_url
 
 
 @pytest.fixture

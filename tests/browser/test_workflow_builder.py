@@ -11,19 +11,13 @@ import re
 
 import pytest
 
-from tests.processes import REPO_ROOT, chromium_page, running_site
+from tests.browser.helpers import NODE, api, drag_from_palette, wire
+from tests.processes import REPO_ROOT, chromium_page
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "builder"
 PASSWORD = "pw-for-builder-1"
-NODE = ".drawflow-node"
-
-
-@pytest.fixture
-def stack(tmp_path):
-    with running_site(tmp_path, OFFLINE_PROVIDER_DELAY_MS="20") as base_url:
-        yield base_url
 
 
 @pytest.fixture
@@ -45,38 +39,6 @@ def browser_page(tmp_path):
 def shot(page, name: str) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
-
-
-def drag_from_palette(page, node_type: str, x: int, y: int) -> None:
-    canvas = page.locator("#canvas").bounding_box()
-    page.locator(f".palette-item[data-type='{node_type}']").drag_to(
-        page.locator("#canvas"), target_position={"x": x, "y": y}
-    )
-    assert canvas is not None
-
-
-def wire(page, source: str, output: str, target: str, input_: str) -> None:
-    """Drag from an output dot to an input dot with the mouse, as an owner does."""
-    start = page.locator(f"{source} .output[data-handle='{output}']").bounding_box()
-    end = page.locator(f"{target} .input[data-handle='{input_}']").bounding_box()
-    page.mouse.move(start["x"] + start["width"] / 2, start["y"] + start["height"] / 2)
-    page.mouse.down()
-    page.mouse.move(end["x"] + 2, end["y"] + 2, steps=8)
-    page.mouse.move(end["x"] + end["width"] / 2, end["y"] + end["height"] / 2, steps=4)
-    page.mouse.up()
-
-
-def api(page, method: str, path: str, body=None):
-    """A same-origin request from the page (the session and CSRF cookie it has)."""
-    return page.evaluate(
-        """async ([method, path, body]) => {
-            const token = (document.cookie.match(/csrftoken=([^;]+)/) || [])[1] || "";
-            const response = await fetch(path, {method, headers: {"Content-Type": "application/json",
-                "X-CSRFToken": token}, body: body === null ? undefined : JSON.stringify(body)});
-            return {status: response.status, body: await response.json().catch(() => null)};
-        }""",
-        [method, path, body],
-    )
 
 
 def edges_count(page) -> int:

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.browser.test_workflow_builder import NODE, api, drag_from_palette
+from tests.browser.helpers import NODE, api, drag_from_palette
 from tests.processes import REPO_ROOT, chromium_page, running_site
 
 pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.django_db(transaction=True)]

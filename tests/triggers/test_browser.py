@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from tests.browser.test_workflow_builder import NODE, api, drag_from_palette, wire
+from tests.browser.helpers import NODE, api, drag_from_palette, wire
 from tests.chat.helpers import chat_workflow
 from tests.processes import REPO_ROOT, chromium_page, running_site
 
