@@ -77,6 +77,21 @@ class ImageBlock(_Block):
     media_type: StrictStr | None = None
 
 
+class FileBlock(_Block):
+    """An attached file, by reference: the bytes live once in file storage under their SHA-256 (docs/chat.md#files).
+
+    Adapters turn it into the provider's documented form when they build a request, reading the bytes through
+    ``providers.files.read_file_bytes``; the stored conversation never holds the bytes.
+    """
+
+    block_type: ClassVar[str] = "file"
+    type: Literal["file"]
+    sha256: StrictStr
+    media_type: StrictStr
+    name: StrictStr
+    size: int
+
+
 class UnknownBlock:
     """A block whose type this version does not know; kept byte-for-byte so a newer writer loses nothing."""
 
@@ -94,11 +109,20 @@ class UnknownBlock:
         return f"UnknownBlock({self.data!r})"
 
 
-Block = TextBlock | ToolCallBlock | ToolResultBlock | ThinkingBlock | RedactedThinkingBlock | ImageBlock | UnknownBlock
+Block = (
+    TextBlock
+    | ToolCallBlock
+    | ToolResultBlock
+    | ThinkingBlock
+    | RedactedThinkingBlock
+    | ImageBlock
+    | FileBlock
+    | UnknownBlock
+)
 
 BLOCK_CLASSES: dict[str, type[_Block]] = {
     cls.block_type: cls
-    for cls in (TextBlock, ToolCallBlock, ToolResultBlock, ThinkingBlock, RedactedThinkingBlock, ImageBlock)
+    for cls in (TextBlock, ToolCallBlock, ToolResultBlock, ThinkingBlock, RedactedThinkingBlock, ImageBlock, FileBlock)
 }
 
 

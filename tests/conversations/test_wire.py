@@ -53,10 +53,19 @@ image_blocks = st.fixed_dictionaries(
     {"type": st.just("image"), "ref": st.text(min_size=1, max_size=30)},
     optional={"media_type": st.sampled_from(["image/png", "image/jpeg"])},
 )
+file_blocks = st.fixed_dictionaries(
+    {
+        "type": st.just("file"),
+        "sha256": st.text(alphabet="0123456789abcdef", min_size=64, max_size=64),
+        "media_type": st.sampled_from(["image/png", "application/pdf", "text/csv"]),
+        "name": st.text(min_size=1, max_size=30),
+        "size": st.integers(0, 10**8),
+    }
+)
 unknown_blocks = st.builds(
     lambda kind, extra: {**extra, "type": kind},
     st.text(alphabet="abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12).filter(
-        lambda k: k not in {"text", "tool_call", "tool_result", "thinking", "redacted_thinking", "image"}
+        lambda k: k not in {"text", "tool_call", "tool_result", "thinking", "redacted_thinking", "image", "file"}
     ),
     json_objects,
 )
@@ -90,7 +99,7 @@ assistant_messages = st.fixed_dictionaries(
 other_messages = st.fixed_dictionaries(
     {
         "role": st.sampled_from(["system", "user"]),
-        "blocks": st.lists(text_blocks | image_blocks | unknown_blocks, max_size=4),
+        "blocks": st.lists(text_blocks | image_blocks | file_blocks | unknown_blocks, max_size=4),
     },
     optional=optional_fields,
 )
@@ -192,6 +201,10 @@ def test_a_valid_conversation_validates():
         (lambda m: m[3]["blocks"].append(m[4]["blocks"][0]), r"exactly one tool_result block"),
         (lambda m: m[2]["blocks"].append(m[2]["blocks"][0]), r"duplicate tool call id 'c1'"),
         (lambda m: m.__setitem__(0, "text"), r"messages\[0\]: a message must be an object"),
+        (
+            lambda m: m[1]["blocks"].append({"type": "file", "sha256": "ab", "media_type": "image/png", "name": "a"}),
+            r"invalid file block: size",
+        ),
     ],
 )
 def test_invalid_conversations_fail_with_a_clear_message(mutate, expected):
