@@ -8,6 +8,7 @@ tools later changes nothing in a running generation; the panel shows the differe
 from __future__ import annotations
 
 from typing import Literal
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -107,6 +108,22 @@ def _mcp_tools(node: dict) -> list[ToolOffer]:
     ]
 
 
+def mcp_tool_step_label(meta: dict, state: str) -> str | None:
+    """The chat's line for a call: the server's own name for the tool and the server (its stdio name, or the URL's
+    host and path: never a header)."""
+    tool, connection = meta.get("tool"), meta.get("server")
+    if not tool or not isinstance(connection, dict):
+        return None
+    if connection.get("transport") == "stdio":
+        server = connection.get("server") or "a stdio server"
+    else:
+        parts = urlsplit(connection.get("url") or "")
+        server = (parts.netloc + parts.path.rstrip("/")) or "an MCP server"
+    if state == "running":
+        return f"Calling {tool} on {server}…"
+    return f"Called {tool} on {server}" if state == "done" else f"{tool} on {server} failed"
+
+
 MCP_SERVER = NodeSpec(
     type="mcpServer",
     label="MCP server",
@@ -114,6 +131,7 @@ MCP_SERVER = NodeSpec(
     outputs=(Handle("output-tool", KIND_TOOL, label="tool"),),
     tools=_mcp_tools,
     tool_call=mcp_tool_call,
+    tool_step_label=mcp_tool_step_label,
     description="Tools from a Model Context Protocol server (Streamable HTTP or an operator-listed stdio server).",
     new_params={"transport": "http", "url": "", "tools": [], "timeout_seconds": 60},
     extra={"panel": "mcp"},
