@@ -24,26 +24,15 @@ import httpx2
 from django.conf import settings
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
 
-from core.outbound import guarded_async_http_client
 from provider_keys.secrets import SecretUnavailable, owner_secret_values
-from providers.urlguard import UnsafeURLError, check_outbound_url, connection_vet
+
+from .errors import McpFailure, McpStopped
+from .http import HTTP_TRANSPORTS, checked_url, http_session
+
+__all__ = ["McpFailure", "McpStopped", "checked_url", "call_tool", "list_tools", "server_label"]
 
 STOP_POLL_SECONDS = 0.2
-
-
-class McpFailure(Exception):
-    """The server could not be reached or answered nothing usable: `message` is a sentence for the owner (or the
-    model) saying what and where, never a secret."""
-
-    def __init__(self, code: str, message: str):
-        super().__init__(message)
-        self.code, self.message = code, message
-
-
-class McpStopped(Exception):
-    """The owner pressed Stop while the call ran: the SDK abandoned it (sending `notifications/cancelled`)."""
 
 
 @dataclass(frozen=True)
@@ -73,25 +62,6 @@ def tool_digest(name: str, description: str, input_schema: dict) -> str:
 def server_label(connection: dict) -> str:
     """How the owner and the model are told which server: the stdio server's name, or the URL (never a header)."""
     return connection["server"] if connection["transport"] == "stdio" else connection["url"]
-
-
-URL_HINT = "Ask staff to add the host to MCP_HTTP_ALLOWED_HOSTS if it is a server you run."
-
-
-def checked_url(url: str) -> str:
-    """The URL when owners may reach it (providers.urlguard, the check owners' base URLs pass), else McpFailure."""
-    if not url:
-        raise McpFailure("invalid_url", "The MCP server node has no URL.")
-    try:
-        return check_outbound_url(
-            url,
-            allowed_hosts=settings.MCP_HTTP_ALLOWED_HOSTS,
-            allow_http=settings.MCP_HTTP_ALLOW_HTTP,
-            what="MCP server URL",
-            allow_hint=URL_HINT,
-        )
-    except UnsafeURLError as exc:
-        raise McpFailure("unsafe_url", exc.message) from None
 
 
 def stdio_parameters(name: str) -> StdioServerParameters:
@@ -124,50 +94,20 @@ def header_values(owner_id, connection: dict) -> dict[str, str]:
     return {h["name"]: values[h["secret"]] for h in headers}
 
 
-def _guard_hook():
-    async def check(request) -> None:
-        # Every request, redirects and the session's later requests included (docs/security.md).
-        checked_url(str(request.url))
-
-    return check
-
-
-def _connection_vet():
-    vet = connection_vet(allowed_hosts=settings.MCP_HTTP_ALLOWED_HOSTS, what="MCP server URL", allow_hint=URL_HINT)
-
-    def check(host: str, port: int, addresses: list[str]) -> None:
-        try:
-            vet(host, port, addresses)
-        except UnsafeURLError as exc:
-            raise McpFailure("unsafe_url", exc.message) from None
-
-    return check
-
-
-def _size_hook():
-    async def check(response) -> None:
-        length = response.headers.get("content-length")
-        if length and length.isdigit() and int(length) > settings.MCP_RESPONSE_MAX_BYTES:
-            raise McpFailure(
-                "response_too_large",
-                f"The MCP server answered with {int(length)} bytes, more than {settings.MCP_RESPONSE_MAX_BYTES}.",
-            )
-
-    return check
-
-
-def _transport(owner_id, connection: dict, timeout: float):
+def _session(owner_id, connection: dict, timeout: float):
+    """The operation's session: an async context manager yielding an initialized `mcp.Client`. What needs the
+    database (the secrets of the headers) is read here, on the calling thread; the session opens in the loop."""
     if connection["transport"] == "stdio":
-        return stdio_client(stdio_parameters(connection["server"]), errlog=open(os.devnull, "w"))  # noqa: SIM115
-    url = checked_url(connection["url"])
-    # Each connection goes only to an address vetted in its own lookup (DNS rebinding; core/outbound.py).
-    http = guarded_async_http_client(
-        vet=_connection_vet(),
+        transport = stdio_client(stdio_parameters(connection["server"]), errlog=open(os.devnull, "w"))  # noqa: SIM115
+        return Client(transport, read_timeout_seconds=timeout, cache=None)
+    if connection["transport"] not in HTTP_TRANSPORTS:
+        raise McpFailure("invalid_transport", f"Unknown MCP transport {connection['transport']!r}.")
+    return http_session(
+        kind=connection["transport"],
+        url=checked_url(connection["url"]),
         headers=header_values(owner_id, connection),
-        timeout=httpx2.Timeout(min(30.0, timeout), read=timeout),
-        event_hooks={"request": [_guard_hook()], "response": [_size_hook()]},
+        timeout=timeout,
     )
-    return streamable_http_client(url, http_client=http, max_sse_event_size=settings.MCP_RESPONSE_MAX_BYTES)
 
 
 def _in_thread(work, *, timeout: float, should_stop=None):
@@ -221,12 +161,12 @@ async def _watch(cancelled: threading.Event, scope: anyio.CancelScope, stopped: 
 def list_tools(*, owner_id, connection: dict) -> list[ListedTool]:
     """The server's tools (all pages, at most MCP_MAX_TOOLS), as discovery shows them to the owner."""
     timeout = float(connection.get("timeout_seconds") or settings.MCP_CALL_TIMEOUT_SECONDS)
-    transport = _transport(owner_id, connection, timeout)
+    session = _session(owner_id, connection, timeout)
 
     async def work(_cancelled: threading.Event) -> list[ListedTool]:
         listed: list[ListedTool] = []
         with anyio.fail_after(timeout):
-            async with Client(transport, read_timeout_seconds=timeout, cache=None) as client:
+            async with session as client:
                 cursor = None
                 while True:
                     page = await client.list_tools(cursor=cursor)
@@ -252,14 +192,14 @@ def call_tool(*, owner_id, connection: dict, tool: str, arguments: dict, should_
     """One `tools/call`; returns the SDK's CallToolResult. McpFailure when the server cannot be reached or fails at
     the protocol level, McpStopped when the owner pressed Stop meanwhile."""
     timeout = float(connection.get("timeout_seconds") or settings.MCP_CALL_TIMEOUT_SECONDS)
-    transport = _transport(owner_id, connection, timeout)
+    session = _session(owner_id, connection, timeout)
 
     async def work(cancelled: threading.Event):
         stopped: dict = {}
         result = None
         with anyio.fail_after(timeout):
             async with (
-                Client(transport, read_timeout_seconds=timeout, cache=None) as client,
+                session as client,
                 anyio.create_task_group() as group,
             ):
                 group.start_soon(_watch, cancelled, group.cancel_scope, stopped)

@@ -16,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from workflows.nodes import KIND_TOOL, Handle, NodeSpec, ToolOffer
 
 from .calls import mcp_tool_call
-from .client import McpFailure, checked_url, server_label
+from .client import McpFailure, server_label
+from .http import HTTP_TRANSPORTS, checked_url
 
 
 class McpHeader(BaseModel):
@@ -36,11 +37,24 @@ class McpTickedTool(BaseModel):
     annotations: dict = Field(default_factory=dict)
 
 
+TRANSPORT_LABELS = {
+    "http": "Streamable HTTP",
+    "sse": "HTTP+SSE (older servers)",
+    "auto": "HTTP: detect (Streamable HTTP, else HTTP+SSE)",
+    "stdio": "stdio (a server the operator lists)",
+}
+
+
 class McpServerParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    transport: Literal["http", "stdio"] = Field("http", description="Streamable HTTP (a URL) or a stdio server")
-    url: str = Field("", max_length=500, description="http: the server's endpoint, https://…/mcp")
+    transport: Literal["http", "sse", "auto", "stdio"] = Field(
+        "http",
+        description="How to reach the server: a URL (Streamable HTTP, the older HTTP+SSE, or detect which one "
+        "it speaks) or a stdio server the operator lists",
+        json_schema_extra={"x-enum-labels": TRANSPORT_LABELS},
+    )
+    url: str = Field("", max_length=500, description="HTTP: the server's endpoint, https://…/mcp (HTTP+SSE: …/sse)")
     # Edited in the node's MCP section of the editor (a list of the operator's servers, headers, the tick list), not
     # by the generic form: `x-widget: hidden`.
     server: str = Field(
@@ -64,7 +78,7 @@ class McpServerParams(BaseModel):
     def _reachable(self):
         # Checked on every save (and again on every connect: DNS can change): the URL passes the address guard owners'
         # base URLs pass, a stdio server is one the operator lists. An empty URL is a node not set up yet.
-        if self.transport == "http" and self.url:
+        if self.transport in HTTP_TRANSPORTS and self.url:
             try:
                 checked_url(self.url)
             except McpFailure as exc:
@@ -132,7 +146,8 @@ MCP_SERVER = NodeSpec(
     tools=_mcp_tools,
     tool_call=mcp_tool_call,
     tool_step_label=mcp_tool_step_label,
-    description="Tools from a Model Context Protocol server (Streamable HTTP or an operator-listed stdio server).",
+    description="Tools from a Model Context Protocol server (Streamable HTTP, HTTP+SSE or an operator-listed stdio "
+    "server).",
     new_params={"transport": "http", "url": "", "tools": [], "timeout_seconds": 60},
     extra={"panel": "mcp"},
 )

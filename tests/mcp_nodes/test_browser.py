@@ -78,6 +78,17 @@ def test_wire_test_tick_start_and_call_an_mcp_server(cookie, tmp_path, http_serv
         expect(page.locator("#canvas svg.connection")).to_have_count(3)
         shot(page, "00-wired")
         page.locator(mcp).click(position={"x": 100, "y": 12})
+        # The transports in words: Streamable HTTP (the test server's), the older HTTP+SSE, detect, stdio.
+        expect(page.locator("#param-transport option")).to_have_text(
+            [
+                "",
+                "Streamable HTTP",
+                "HTTP+SSE (older servers)",
+                "HTTP: detect (Streamable HTTP, else HTTP+SSE)",
+                "stdio (a server the operator lists)",
+            ]
+        )
+        expect(page.locator("#param-transport")).to_have_value("http")
         page.locator("#param-url").fill(http_server.url)
         page.get_by_role("button", name="Save", exact=True).click()
         expect(page.locator("#save-state")).to_have_text(re.compile(r"Saved · revision \d+"))
