@@ -35,7 +35,7 @@ from .services import fire_deliver
 
 SIGNATURE_HEADER = "X-OpenCompany-Signature"
 DELIVERY_HEADERS = ("Idempotency-Key", "X-Delivery-Id")
-REFUSED_KEY = "triggers:webhook:refused:{status}"
+REFUSED_KEY = "triggers:webhook:refused:{status}:{window}"
 REFUSED_STATUSES = (400, 401, 404, 413, 415, 429)
 
 
@@ -43,15 +43,33 @@ class WebhookRefused(ServiceError):
     """A delivery refused: answered as JSON with its status (and Retry-After for 429)."""
 
 
+def _refusal_window(now: float) -> tuple[int, int]:
+    """(the current counting window's number, seconds until it ends)."""
+    length = settings.TRIGGERS_WEBHOOK_REFUSED_WINDOW_SECONDS
+    return int(now) // length, length - int(now) % length
+
+
 def _refused(status: int, code: str, message: str, **headers) -> WebhookRefused:
-    cache.add(REFUSED_KEY.format(status=status), 0, timeout=None)
-    cache.incr(REFUSED_KEY.format(status=status))
+    # A counter per status and window, gone when its window ends: refusals (an address scanned, a sender with a
+    # wrong secret) leave nothing behind in Redis for ever.
+    for _ in range(2):  # a second try when the window ended (its key expired) between the two calls
+        window, left = _refusal_window(time.time())
+        key = REFUSED_KEY.format(status=status, window=window)
+        cache.add(key, 0, timeout=left + 1)
+        try:
+            cache.incr(key)
+            break
+        except ValueError:
+            continue
     return WebhookRefused(code, message, status=status, headers=headers or None)
 
 
-def refusal_counts() -> dict[int, int]:
-    values = cache.get_many([REFUSED_KEY.format(status=s) for s in REFUSED_STATUSES])
-    return {s: int(values.get(REFUSED_KEY.format(status=s)) or 0) for s in REFUSED_STATUSES}
+def refusal_counts(*, now: float | None = None) -> dict[int, int]:
+    """Deliveries refused in the current window (TRIGGERS_WEBHOOK_REFUSED_WINDOW_SECONDS), by status."""
+    window, _ = _refusal_window(time.time() if now is None else now)
+    keys = {s: REFUSED_KEY.format(status=s, window=window) for s in REFUSED_STATUSES}
+    values = cache.get_many(list(keys.values()))
+    return {s: int(values.get(key) or 0) for s, key in keys.items()}
 
 
 def _digest(token: str) -> str:

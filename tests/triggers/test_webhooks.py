@@ -7,13 +7,14 @@ import json
 import time
 
 import pytest
+from django.core.cache import cache
 from django.test import Client
 
 from chat.models import ChatMessage, ChatRun
 from provider_keys.secrets import owner_secret_set
 from tests.triggers.helpers import webhook_workflow
 from triggers.models import TriggerFire, Webhook
-from triggers.webhooks import refusal_counts, sign
+from triggers.webhooks import REFUSED_KEY, refusal_counts, sign
 from workflows.services import workflow_delete, workflow_stop
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -87,6 +88,26 @@ def test_refusals_are_json_with_their_status_and_record_nothing(settings, inline
     after = refusal_counts()
     assert {s: after[s] - before[s] for s in (413, 415, 400, 404)} == {413: 1, 415: 1, 400: 1, 404: 1}
     assert not TriggerFire.objects.exists() and not ChatRun.objects.exists()
+
+
+def redis_ttl(key: str) -> int:
+    """Seconds the cache key has left in Redis (-1: it never expires, -2: no such key)."""
+    return cache._cache.get_client(key).ttl(cache.make_and_validate_key(key))
+
+
+def test_refusal_counters_expire_with_their_window(settings):
+    settings.TRIGGERS_WEBHOOK_REFUSED_WINDOW_SECONDS = 600
+    now = time.time()
+    before = refusal_counts(now=now)[404]
+    assert post_json("/hooks/" + "C" * 43 + "/", TICKET).status_code == 404
+    window = int(now) // 600
+    key = REFUSED_KEY.format(status=404, window=window)
+    if refusal_counts(now=now)[404] != before + 1:  # the window turned between the two reads: look at the new one
+        key = REFUSED_KEY.format(status=404, window=window + 1)
+    # It lives until its window ends (a second's margin), never for ever.
+    assert 0 < redis_ttl(key) <= 600 - int(now) % 600 + 1
+    # A later window counts afresh.
+    assert refusal_counts(now=now + 600)[404] == 0
 
 
 def test_a_hook_over_its_rate_answers_429_with_retry_after(settings, inline, hook):
