@@ -22,15 +22,17 @@ from django.utils import timezone
 from chat.services import chat_message_send
 from core.errors import ServiceError
 from core.queueing import enqueue_task
+from workflows.graph import trigger_turn_label
 
 from .cron import parse_schedule
 from .locks import schedules_due_for_update, schedules_of_workflow_for_update
 from .models import Schedule, TriggerFire
-from .nodes import SCHEDULE_TRIGGER, render_message
+from .nodes import SCHEDULE_TRIGGER, WEBHOOK_TRIGGER, render_message
 
 logger = logging.getLogger("triggers")
 
 FIRE_TASK = "triggers.fire_deliver"
+_NODE_TYPE = {TriggerFire.Kind.SCHEDULE: SCHEDULE_TRIGGER.type, TriggerFire.Kind.WEBHOOK: WEBHOOK_TRIGGER.type}
 
 
 def _schedule_of(row: Schedule):
@@ -230,7 +232,15 @@ def fire_deliver(*, fire_id: int) -> TriggerFire | None:
     if fire is None or fire.state not in TriggerFire.PENDING_STATES:
         return fire
     workflow = (fire.schedule or fire.webhook).workflow
-    mark = {"kind": fire.kind, "name": fire.name, "node_id": fire.node_id, "fire_id": fire.pk, "missed": fire.missed}
+    node = {"type": _NODE_TYPE[fire.kind], "id": fire.node_id, "params": {"name": fire.name}}
+    mark = {
+        "kind": fire.kind,
+        "name": fire.name,
+        "label": trigger_turn_label(node),  # "Scheduled: morning summary": the run history names the trigger
+        "node_id": fire.node_id,
+        "fire_id": fire.pk,
+        "missed": fire.missed,
+    }
     try:
         _message, run, _created = chat_message_send(
             workflow=workflow,
