@@ -13,10 +13,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count, Q
 from django.utils import timezone
 
 from chat.services import chat_message_send
@@ -24,8 +24,9 @@ from core.errors import ServiceError
 from core.queueing import enqueue_task
 from workflows.graph import trigger_turn_label
 
+from .cron import Schedule as ScheduleTimes
 from .cron import parse_schedule
-from .locks import schedules_due_for_update, schedules_of_workflow_for_update
+from .locks import DueSchedule, schedules_due_for_update, schedules_of_workflow_for_update
 from .models import Schedule, TriggerFire
 from .nodes import SCHEDULE_TRIGGER, WEBHOOK_TRIGGER, render_message
 
@@ -120,95 +121,95 @@ def schedules_sweep(*, now: datetime | None = None, limit: int | None = None) ->
     transaction. A schedule that missed several due times (downtime) fires once, with `missed` saying how many
     more there were. A schedule whose previous turns still wait for a busy agent records a skipped fire.
 
-    A handful of statements whatever the batch: the claim, the waiting turns' count, one UPDATE of the claimed
-    rows and one INSERT of their fires."""
+    Two statements in the transaction whatever the batch: the claim (with each row's waiting turns), and one that
+    moves the claimed rows forward and inserts their fires. The deliveries go on commit; the look for turns to
+    hand again comes after it."""
     now = now or timezone.now()
     limit = limit or settings.TRIGGERS_SWEEP_BATCH
     result = SweepResult()
     with transaction.atomic():
         rows = schedules_due_for_update(now=now, limit=limit)
-        pending = dict(
-            TriggerFire.objects.filter(schedule__in=rows, state__in=TriggerFire.PENDING_STATES)
-            .values_list("schedule_id")
-            .annotate(n=Count("id"))
-        )
-        fires = [_claim(row, now=now, pending=pending.get(row.pk, 0)) for row in rows]
         if rows:
-            _save_claims(rows, fires, now=now)
-            for pk, state in _insert_fires(fires):
+            schedules: dict[tuple, ScheduleTimes] = {}  # parsed once per distinct schedule, not once per row
+            claims = [_claim(row, now=now, schedules=schedules) for row in rows]
+            for pk, state in _record_claims(claims, now=now):
                 (result.fired if state == TriggerFire.State.QUEUED else result.skipped).append(pk)
-        fired = list(result.fired)
-        transaction.on_commit(lambda: [enqueue_task(FIRE_TASK, args=(pk,)) for pk in fired])
+            fired = list(result.fired)
+            transaction.on_commit(lambda: [enqueue_task(FIRE_TASK, args=(pk,)) for pk in fired])
     # Turns that waited for a busy agent, and queued ones whose task was lost, are handed again (delivery is
     # idempotent: a fire hands over one message however often it is sent).
     stale = now - timedelta(seconds=settings.TRIGGERS_RESEND_AFTER_SECONDS)
-    again = TriggerFire.objects.filter(
-        Q(state=TriggerFire.State.WAITING) | Q(state=TriggerFire.State.QUEUED, updated_at__lt=stale)
-    ).values_list("pk", flat=True)
-    result.resent = sorted(set(again) - set(result.fired))
+    with connection.cursor() as cursor:
+        cursor.execute(_AGAIN, [stale])
+        again = {pk for (pk,) in cursor.fetchall()}
+    result.resent = sorted(again - set(result.fired))
     for pk in result.resent:
         enqueue_task(FIRE_TASK, args=(pk,))
     return result
 
 
-# Sent as arrays (one statement each, whatever the batch): Django's bulk_update builds a CASE per row and column,
-# which costs more than the sweep's whole budget at a few hundred rows.
-_SAVE_CLAIMS = f"""
-UPDATE {Schedule._meta.db_table} AS s
-   SET next_due_at = v.next_due_at, last_fired_at = %s, last_missed = v.missed, updated_at = %s
-  FROM unnest(%s::bigint[], %s::timestamptz[], %s::integer[]) AS v(id, next_due_at, missed)
- WHERE s.id = v.id
+_AGAIN = f"""
+SELECT id FROM {TriggerFire._meta.db_table}
+ WHERE state = '{TriggerFire.State.WAITING}' OR (state = '{TriggerFire.State.QUEUED}' AND updated_at < %s)
 """
-_INSERT_FIRES = f"""
+
+# One statement, the claimed rows sent as arrays: Django's bulk_update builds a CASE per row and column, which
+# costs more than the sweep's whole budget at a few hundred rows. The fires take the schedule's own columns from
+# the UPDATE's RETURNING, so only what the sweep computed travels.
+_RECORD_CLAIMS = f"""
+WITH moved AS (
+    UPDATE {Schedule._meta.db_table} AS s
+       SET next_due_at = v.next_due_at, last_fired_at = %(now)s, last_missed = v.missed, updated_at = %(stamp)s
+      FROM unnest(%(ids)s::bigint[], %(next)s::timestamptz[], %(due)s::timestamptz[], %(missed)s::integer[],
+                  %(busy)s::boolean[], %(text)s::text[]) AS v(id, next_due_at, due_at, missed, busy, text)
+     WHERE s.id = v.id
+ RETURNING s.id, s.workflow_id, s.node_id, s.name, v.due_at, v.missed, v.busy, v.text
+)
 INSERT INTO {TriggerFire._meta.db_table}
        (schedule_id, workflow_id, node_id, kind, name, due_at, missed, state, error_code, text, created_at, updated_at)
-SELECT v.schedule_id, v.workflow_id, v.node_id, %s, v.name, v.due_at, v.missed, v.state, v.error_code, v.text, %s, %s
-  FROM unnest(%s::bigint[], %s::bigint[], %s::text[], %s::text[], %s::timestamptz[], %s::integer[], %s::text[],
-              %s::text[], %s::text[])
-       AS v(schedule_id, workflow_id, node_id, name, due_at, missed, state, error_code, text)
+SELECT id, workflow_id, node_id, '{TriggerFire.Kind.SCHEDULE}', name, due_at, missed,
+       CASE WHEN busy THEN '{TriggerFire.State.SKIPPED}' ELSE '{TriggerFire.State.QUEUED}' END,
+       CASE WHEN busy THEN 'busy' ELSE '' END, text, %(stamp)s, %(stamp)s
+  FROM moved
 RETURNING id, state
 """
 
 
-def _save_claims(rows: list[Schedule], fires: list[TriggerFire], *, now: datetime) -> None:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _SAVE_CLAIMS,
-            [now, timezone.now(), [r.pk for r in rows], [r.next_due_at for r in rows], [r.last_missed for r in rows]],
-        )
+class Claim(NamedTuple):
+    pk: int
+    next_due_at: datetime | None
+    due_at: datetime
+    missed: int
+    busy: bool
+    text: str
 
 
-def _insert_fires(fires: list[TriggerFire]) -> list[tuple[int, str]]:
+def _record_claims(claims: list[Claim], *, now: datetime) -> list[tuple[int, str]]:
     stamp = timezone.now()
-    columns = ("schedule_id", "workflow_id", "node_id", "name", "due_at", "missed", "state", "error_code", "text")
+    columns = zip(*claims, strict=True)
+    params = dict(zip(("ids", "next", "due", "missed", "busy", "text"), map(list, columns), strict=True))
     with connection.cursor() as cursor:
-        cursor.execute(
-            _INSERT_FIRES,
-            [TriggerFire.Kind.SCHEDULE, stamp, stamp, *([getattr(f, c) for f in fires] for c in columns)],
-        )
+        cursor.execute(_RECORD_CLAIMS, {**params, "now": now, "stamp": stamp})
         return sorted(cursor.fetchall())
 
 
-def _claim(row: Schedule, *, now: datetime, pending: int) -> TriggerFire:
-    """Move a claimed schedule past `now` (saved by the caller, with the others) and make its fire."""
-    schedule = _schedule_of(row)
+def _claim(row: DueSchedule, *, now: datetime, schedules: dict) -> Claim:
+    """Where a claimed schedule moves (its first due time after `now`) and the fire it records."""
+    key = (row.cron, row.every_minutes, row.timezone)
+    schedule = schedules.get(key)
+    if schedule is None:
+        schedule = schedules[key] = parse_schedule(
+            cron=row.cron or None, every_minutes=row.every_minutes, timezone=row.timezone
+        )
     due_at = row.next_due_at
     missed = max(0, schedule.due_between(due_at, now, anchor=row.anchor_at) - 1)
-    row.next_due_at = schedule.next_after(now, anchor=row.anchor_at)
-    row.last_fired_at = now
-    row.last_missed = missed
-    busy = pending >= settings.TRIGGERS_MAX_QUEUED_TURNS
-    return TriggerFire(
-        text=render_message(row.message, name=row.name, local=due_at.astimezone(schedule.tz), missed=missed),
-        schedule=row,
-        workflow_id=row.workflow_id,
-        node_id=row.node_id,
-        kind=TriggerFire.Kind.SCHEDULE,
-        name=row.name,
+    return Claim(
+        pk=row.pk,
+        next_due_at=schedule.next_after(now, anchor=row.anchor_at),
         due_at=due_at,
         missed=missed,
-        state=TriggerFire.State.SKIPPED if busy else TriggerFire.State.QUEUED,
-        error_code="busy" if busy else "",
+        busy=row.pending >= settings.TRIGGERS_MAX_QUEUED_TURNS,
+        text=render_message(row.message, name=row.name, local=due_at.astimezone(schedule.tz), missed=missed),
     )
 
 
