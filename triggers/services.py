@@ -216,13 +216,17 @@ def _claim(row: DueSchedule, *, now: datetime, schedules: dict) -> Claim:
 # --- delivery ---------------------------------------------------------------------------------------------------
 
 
-def _settle(fire: TriggerFire, *, state: str, error_code: str = "", chat_run_id: int | None = None) -> bool:
-    """Move a pending fire to `state`; False when another delivery settled it first."""
-    return bool(
-        TriggerFire.objects.filter(pk=fire.pk, state__in=TriggerFire.PENDING_STATES).update(
-            state=state, error_code=error_code, chat_run_id=chat_run_id, updated_at=timezone.now()
-        )
+def _settle(fire: TriggerFire, *, state: str, error_code: str = "", chat_run_id: int | None = None) -> None:
+    """Move a pending fire to `state` (the instance too); when another delivery settled it first, the instance
+    reads what that one wrote."""
+    stamp = timezone.now()
+    settled = TriggerFire.objects.filter(pk=fire.pk, state__in=TriggerFire.PENDING_STATES).update(
+        state=state, error_code=error_code, chat_run_id=chat_run_id, updated_at=stamp
     )
+    if settled:
+        fire.state, fire.error_code, fire.chat_run_id, fire.updated_at = state, error_code, chat_run_id, stamp
+    else:
+        fire.refresh_from_db()
 
 
 def fire_deliver(*, fire_id: int) -> TriggerFire | None:
@@ -232,6 +236,41 @@ def fire_deliver(*, fire_id: int) -> TriggerFire | None:
     fire = TriggerFire.objects.filter(pk=fire_id).select_related("schedule__workflow", "webhook__workflow").first()
     if fire is None or fire.state not in TriggerFire.PENDING_STATES:
         return fire
+    return fire_hand_over(fire, workflow=(fire.schedule or fire.webhook).workflow)
+
+
+def fire_hand_over(fire: TriggerFire, *, workflow) -> TriggerFire:
+    """`fire_deliver` for a pending fire the caller holds, with its workflow (a webhook delivery hands over the
+    fire it just recorded, in the same transaction: no second read, one commit)."""
+    node = {"type": _NODE_TYPE[fire.kind], "id": fire.node_id, "params": {"name": fire.name}}
+    mark = {
+        "kind": fire.kind,
+        "name": fire.name,
+        "label": trigger_turn_label(node),  # "Scheduled: morning summary": the run history names the trigger
+        "node_id": fire.node_id,
+        "fire_id": fire.pk,
+        "missed": fire.missed,
+    }
+    try:
+        _message, run, _created = chat_message_send(
+            workflow=workflow,
+            text=fire.text,
+            client_message_id=f"trigger-fire:{fire.pk}",
+            meta={"trigger": mark},
+        )
+    except ServiceError as exc:
+        if exc.code != "run_in_progress":
+            _settle(fire, state=TriggerFire.State.FAILED, error_code=exc.code)
+        elif TriggerFire.objects.filter(pk=fire.pk, state=TriggerFire.State.QUEUED).update(
+            state=TriggerFire.State.WAITING, updated_at=timezone.now()
+        ):
+            fire.state = TriggerFire.State.WAITING
+        else:
+            fire.refresh_from_db()
+        return fire
+    _settle(fire, state=TriggerFire.State.FIRED, chat_run_id=run.pk)
+    logger.info("trigger fired", extra={"fire_id": fire.pk, "run_id": run.pk, "workflow_id": fire.workflow_id})
+    return fire
     workflow = (fire.schedule or fire.webhook).workflow
     node = {"type": _NODE_TYPE[fire.kind], "id": fire.node_id, "params": {"name": fire.name}}
     mark = {

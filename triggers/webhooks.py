@@ -13,12 +13,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 import re
 import secrets
 import time
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
+import redis
 from django.conf import settings
 from django.core.cache import cache
 from django.db import IntegrityError, transaction
@@ -31,7 +33,7 @@ from workflows.selectors import live_generation_snapshot
 
 from .models import TriggerFire, Webhook
 from .nodes import WEBHOOK_TRIGGER
-from .services import fire_deliver
+from .services import fire_hand_over
 
 SIGNATURE_HEADER = "X-OpenCompany-Signature"
 DELIVERY_HEADERS = ("Idempotency-Key", "X-Delivery-Id")
@@ -115,11 +117,30 @@ def _live_hook(token: str) -> LiveHook:
     return LiveHook(hook, WEBHOOK_TRIGGER.params_model.model_validate(node.get("params") or {}))
 
 
+_redis_client: tuple[int, redis.Redis] | None = None
+
+
+def _redis() -> redis.Redis:
+    global _redis_client
+    if _redis_client is None or _redis_client[0] != os.getpid():  # a forked worker must not share its sockets
+        _redis_client = (
+            os.getpid(),
+            redis.Redis.from_url(
+                settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=settings.REDIS_SOCKET_TIMEOUT_SECONDS
+            ),
+        )
+    return _redis_client[1]
+
+
 def _rate_check(hook: Webhook) -> None:
+    # One round trip: the minute's counter made (expiring) when missing, and counted.
     window = int(time.time()) // 60
-    key = f"triggers:webhook:rate:{hook.pk}:{window}"
-    cache.add(key, 0, timeout=120)
-    if cache.incr(key) > settings.TRIGGERS_WEBHOOK_RATE_PER_MINUTE:
+    key = f"opencompany:triggers:webhook:rate:{hook.pk}:{window}"
+    pipe = _redis().pipeline(transaction=False)
+    pipe.set(key, 0, ex=120, nx=True)
+    pipe.incr(key)
+    _, count = pipe.execute()
+    if count > settings.TRIGGERS_WEBHOOK_RATE_PER_MINUTE:
         retry = str(60 - int(time.time()) % 60)
         raise _refused(
             429, "rate_limited", "Too many deliveries to this hook; wait a little.", **{"Retry-After": retry}
@@ -213,7 +234,11 @@ def webhook_receive(
         first = TriggerFire.objects.filter(webhook=live.hook, delivery_key=key).first()
         if first is not None:
             return first, True
+    text = render_delivery(live.params.message, name=live.params.name, body=parsed)
+    empty = not text.strip()
     try:
+        # The fire and its turn in one transaction (one commit): a retry with the same key waits on the unique
+        # index until this commits, then finds the fire with its run.
         with transaction.atomic():
             fire = TriggerFire.objects.create(
                 webhook=live.hook,
@@ -222,15 +247,18 @@ def webhook_receive(
                 kind=TriggerFire.Kind.WEBHOOK,
                 name=live.params.name,
                 delivery_key=key,
-                text=render_delivery(live.params.message, name=live.params.name, body=parsed),
+                text=text,
+                state=TriggerFire.State.FAILED if empty else TriggerFire.State.QUEUED,
+                error_code="empty_message" if empty else "",
             )
+            if not empty:
+                fire_hand_over(fire, workflow=live.hook.workflow)
     except IntegrityError:  # the same delivery, at the same moment, from a retrying sender
-        return TriggerFire.objects.get(webhook=live.hook, delivery_key=key), True
-    if not fire.text.strip():
-        TriggerFire.objects.filter(pk=fire.pk).update(state=TriggerFire.State.FAILED, error_code="empty_message")
-        fire.refresh_from_db()
-        return fire, False
-    return fire_deliver(fire_id=fire.pk), False
+        first = TriggerFire.objects.filter(webhook=live.hook, delivery_key=key).first() if key else None
+        if first is None:
+            raise
+        return first, True
+    return fire, False
 
 
 def webhook_fire_state(*, token: str, fire_id, headers, now: float | None = None) -> dict:

@@ -12,6 +12,7 @@ from django.test import Client
 
 from chat.models import ChatMessage, ChatRun
 from provider_keys.secrets import owner_secret_set
+from tests.race import Competitor, run_before, wait_until_waiting_on_a_lock
 from tests.triggers.helpers import webhook_workflow
 from triggers.models import TriggerFire, Webhook
 from triggers.webhooks import REFUSED_KEY, refusal_counts, sign
@@ -66,6 +67,26 @@ def test_a_delivery_becomes_one_turn_in_the_chat_and_its_retry_none(inline, hook
     state = Client().get(f"{path}runs/{run_id}/").json()
     assert state["state"] == "fired" and state["turn"]["state"] == "finished"
     assert state["turn"]["answer"] == "I see 0 earlier messages. You said: Ticket: Printer on fire / HP 4000"
+
+
+def test_a_retry_racing_the_first_delivery_waits_for_it_and_answers_its_run(broker, hook):
+    """The fire and its turn commit together: a retry with the same key that arrives meanwhile waits on the key's
+    unique index, then answers the first run id, already handed to the chat, and starts nothing."""
+    _, _, path = hook
+    racing: list[Competitor] = []
+
+    def retry_arrives(*args, **kwargs):
+        rival = Competitor(lambda: post_json(path, TICKET, **{"Idempotency-Key": "same"}), name="retry").start()
+        wait_until_waiting_on_a_lock(pid=rival.pid)  # on the first delivery's uncommitted fire
+        racing.append(rival)
+
+    with run_before("triggers.webhooks.fire_hand_over", retry_arrives):
+        first = post_json(path, TICKET, **{"Idempotency-Key": "same"})
+    retry = racing[0].result()
+    assert first.status_code == 202 and first.json()["replayed"] is False
+    assert retry.status_code == 202
+    assert retry.json() == {"run_id": first.json()["run_id"], "state": "fired", "replayed": True}
+    assert TriggerFire.objects.count() == 1 and ChatRun.objects.count() == 1
 
 
 def test_a_form_body_maps_its_fields_too(inline, hook):
