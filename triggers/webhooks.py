@@ -29,7 +29,7 @@ from chat.selectors import chat_run_answer
 from core.errors import NotFoundError, ServiceError
 from provider_keys.secrets import owner_secret_values
 from workflows.graph import nodes_by_id
-from workflows.selectors import live_generation_snapshot
+from workflows.selectors import live_generation_graph_subquery
 
 from .models import TriggerFire, Webhook
 from .nodes import WEBHOOK_TRIGGER
@@ -109,9 +109,15 @@ class LiveHook:
 
 def _live_hook(token: str) -> LiveHook:
     """The hook behind an address, while its workflow runs a generation that has the node; else the one 404."""
-    hook = Webhook.objects.filter(token_hash=_digest(token or "")).select_related("workflow").first()
-    generation = live_generation_snapshot(workflow_id=hook.workflow_id) if hook is not None else None
-    node = nodes_by_id(generation.graph).get(hook.node_id) if generation is not None and generation.live else None
+    # One query: the hook, its workflow and the live generation's graph (a delivery's first round trip).
+    hook = (
+        Webhook.objects.filter(token_hash=_digest(token or ""))
+        .select_related("workflow")
+        .annotate(live_graph=live_generation_graph_subquery("workflow"))
+        .first()
+    )
+    graph = hook.live_graph if hook is not None else None
+    node = nodes_by_id(graph).get(hook.node_id) if isinstance(graph, dict) else None
     if node is None or node.get("type") != WEBHOOK_TRIGGER.type:
         raise _refused(404, "not_found", "No such hook.")
     return LiveHook(hook, WEBHOOK_TRIGGER.params_model.model_validate(node.get("params") or {}))
