@@ -29,11 +29,11 @@ from chat.selectors import chat_run_answer
 from core.errors import NotFoundError, ServiceError
 from provider_keys.secrets import owner_secret_values
 from workflows.graph import nodes_by_id
-from workflows.selectors import live_generation_graph_subquery
 
 from .models import TriggerFire, Webhook
 from .nodes import WEBHOOK_TRIGGER
-from .services import fire_hand_over
+from .selectors import webhook_with_live_graph
+from .services import fire_hand_over, fire_insert
 
 SIGNATURE_HEADER = "X-OpenCompany-Signature"
 DELIVERY_HEADERS = ("Idempotency-Key", "X-Delivery-Id")
@@ -109,14 +109,7 @@ class LiveHook:
 
 def _live_hook(token: str) -> LiveHook:
     """The hook behind an address, while its workflow runs a generation that has the node; else the one 404."""
-    # One query: the hook, its workflow and the live generation's graph (a delivery's first round trip).
-    hook = (
-        Webhook.objects.filter(token_hash=_digest(token or ""))
-        .select_related("workflow")
-        .annotate(live_graph=live_generation_graph_subquery("workflow"))
-        .first()
-    )
-    graph = hook.live_graph if hook is not None else None
+    hook, graph = webhook_with_live_graph(token_hash=_digest(token or ""))
     node = nodes_by_id(graph).get(hook.node_id) if isinstance(graph, dict) else None
     if node is None or node.get("type") != WEBHOOK_TRIGGER.type:
         raise _refused(404, "not_found", "No such hook.")
@@ -246,7 +239,7 @@ def webhook_receive(
         # The fire and its turn in one transaction (one commit): a retry with the same key waits on the unique
         # index until this commits, then finds the fire with its run.
         with transaction.atomic():
-            fire = TriggerFire.objects.create(
+            fire = TriggerFire(
                 webhook=live.hook,
                 workflow_id=live.hook.workflow_id,
                 node_id=live.hook.node_id,
@@ -257,6 +250,7 @@ def webhook_receive(
                 state=TriggerFire.State.FAILED if empty else TriggerFire.State.QUEUED,
                 error_code="empty_message" if empty else "",
             )
+            fire_insert(fire)
             if not empty:
                 fire_hand_over(fire, workflow=live.hook.workflow)
     except IntegrityError:  # the same delivery, at the same moment, from a retrying sender

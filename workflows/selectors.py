@@ -3,7 +3,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from django.db.models import F, JSONField, OuterRef, Subquery, TextField
+from django.db.models import F, OuterRef, Subquery, TextField
 from django.db.models.functions import Cast
 
 from core.errors import NotFoundError
@@ -192,18 +192,6 @@ def live_generation_snapshot(*, workflow_id: int) -> LiveGeneration | None:
         return None
     number, state, graph = row
     return LiveGeneration(number=number, live=state == WorkflowGeneration.State.LIVE, graph=graph or {})
-
-
-def live_generation_graph_subquery(workflow_path: str) -> Subquery:
-    """An annotation: the graph of the generation the workflow at `workflow_path` (a relation of the outer
-    query's model) runs live right now; NULL when it runs none (never started, stopped, reset). Lets a read that
-    starts from another row (a webhook) learn the live graph in the same query."""
-    live = WorkflowGeneration.objects.filter(
-        workflow_id=OuterRef(f"{workflow_path}_id"),
-        number=OuterRef(f"{workflow_path}__live_generation"),
-        state=WorkflowGeneration.State.LIVE,
-    )
-    return Subquery(live.values("graph")[:1], output_field=JSONField())
 
 
 def workflow_never_started(*, workflow_id: int) -> bool:
