@@ -8,6 +8,7 @@ waits for a workflow row while it holds a schedule.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import NamedTuple
 
 from django.db import connection
@@ -26,8 +27,8 @@ class DueSchedule(NamedTuple):
     every_minutes: int | None
     timezone: str
     message: str
-    anchor_at: object  # datetime
-    next_due_at: object  # datetime
+    anchor_at: datetime
+    next_due_at: datetime
     pending: int
 
 
