@@ -179,4 +179,5 @@ def test_add_both_triggers_start_and_a_signed_delivery_shows_in_the_chat(setup, 
         page.get_by_role("button", name="Filter").click()
         rows.first.get_by_role("link").first.click()
         expect(page.locator("body")).to_contain_text("New ticket: Printer on fire")
+        expect(page.locator("body")).to_contain_text("Started by Webhook: Tickets")
         shot(page, f"{width}-06-run-detail")

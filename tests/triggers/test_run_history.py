@@ -94,6 +94,9 @@ def test_the_page_names_the_trigger_and_its_select_filters(owner_client, client,
     # Not one of the choices: every run.
     assert len(client.get(f"/workflows/{workflow.pk}/runs/", {"trigger": "nope"}).context["runs"]) == 3
 
+    detail = client.get(f"/workflows/{workflow.pk}/runs/{filtered.context['runs'][0]['id']}/")
+    assert 'Started by <span class="run-trigger">Webhook: Tickets</span>' in detail.content.decode()
+
     client.force_login(other_owner)
     assert client.get(f"/workflows/{workflow.pk}/runs/", {"trigger": ids["hook"]}).status_code == 404
 
