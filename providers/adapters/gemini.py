@@ -19,6 +19,7 @@ from typing import Any
 from google.genai import errors as genai_errors
 from google.genai import types
 
+from ..attachments import FilePlan
 from ..billing import calls_cost
 from ..catalogue import capabilities
 from ..errors import (
@@ -106,11 +107,25 @@ def _model_parts(message: dict, synthetic: set[str], model: str) -> list[types.P
     return parts
 
 
-def _user_parts(message: dict) -> list[types.Part]:
+def _file_part(block: dict, files: FilePlan) -> types.Part:
+    """An attached file as Gemini documents it: `inline_data` with the file's MIME type (images, PDF), text files as
+    `text/plain` (the document types Gemini lists; JSON and Markdown are not among them); text otherwise."""
+    prepared = files[block]
+    if prepared.form != "native":
+        return types.Part(text=prepared.as_text())
+    mime = prepared.media_type
+    if prepared.kind == "text" and mime != "text/csv":
+        mime = "text/plain"
+    return types.Part(inline_data=types.Blob(mime_type=mime, data=prepared.data))
+
+
+def _user_parts(message: dict, files: FilePlan) -> list[types.Part]:
     parts: list[types.Part] = []
     for block in message.get("blocks", []):
         if block.get("type") == "text" and block["text"]:
             parts.append(types.Part(text=block["text"]))
+        elif block.get("type") == "file":
+            parts.append(_file_part(block, files))
         elif block.get("type") == "image":
             parsed = data_url_parts(block.get("ref", ""))
             if parsed:
@@ -124,14 +139,16 @@ def blocked(message: dict) -> bool:
     return "blocked" in (message.get("meta") or {})
 
 
-def build_contents(messages: list[dict], model: str = "") -> list[types.Content]:
+def build_contents(messages: list[dict], model: str = "", files: FilePlan | None = None) -> list[types.Content]:
+    if files is None:
+        files = FilePlan(PROVIDER, model, messages)
     messages = without_turns(messages, blocked)  # a blocked prompt sent again is blocked again
     synthetic = _synthetic_ids(messages)
     contents: list[types.Content] = []
     for message in messages:
         role = message.get("role")
         if role == "user":
-            parts = _user_parts(message)
+            parts = _user_parts(message, files)
             if parts:
                 contents.append(types.Content(role="user", parts=parts))
         elif role == "assistant":

@@ -21,6 +21,7 @@ from .base import (
     sse_frame,
     stream_of,
 )
+from .media import BadMedia, b64decode, sniff
 
 STATUS_NAMES = {
     400: "INVALID_ARGUMENT",
@@ -40,6 +41,14 @@ MISSING_SIGNATURE = (
     "call `default_api:{name}` , position {position}. Please refer to "
     "https://ai.google.dev/gemini-api/docs/thought-signatures for more details."
 )
+# The image and document understanding guides: the MIME types inline data may have (images: PNG, JPEG, WebP, HEIC,
+# HEIF; documents: PDF and text types), and the inline request limit (larger files go through the Files API).
+INLINE_TYPES = (
+    "image/png", "image/jpeg", "image/webp", "image/heic", "image/heif",
+    "application/pdf", "text/plain", "text/csv", "text/html", "text/css", "text/xml", "text/rtf", "text/md",
+    "text/javascript", "application/x-javascript", "text/x-python", "application/x-python",
+)  # fmt: skip
+MAX_INLINE_BYTES = 100 * 1024 * 1024
 COUNT_MISMATCH = (
     "Please ensure that the number of function response parts is equal to the number of function call parts of the "
     "function call turn."
@@ -78,6 +87,7 @@ class FakeGemini(FakeProviderServer):
         self.issued_continuations: dict[str, str] = {}  # continuation token -> model
         self.cumulative_usage = True  # usageMetadata on every chunk, as running totals (the API's streaming form)
         self.blocked_texts: set[str] = set()  # the user words of each blocked prompt: blocked again when resent
+        self.uploaded: dict[str, dict] = {}  # Files API: file uri -> {"mime_type", "size", "display_name"}
 
     def _signature(self, seed: str, explicit: str | None = None) -> str:
         value = explicit or base64.b64encode(hashlib.sha256(seed.encode()).digest() + b"\xfb\xff\xfe").decode()
@@ -124,6 +134,7 @@ class FakeGemini(FakeProviderServer):
             parts = content.get("parts") or []
             if content.get("role") == "user" and any("functionResponse" not in p for p in parts):
                 start = index + 1
+        self._check_media(contents)
         for index, content in enumerate(contents):
             parts = content.get("parts") or []
             calls = [p for p in parts if "functionCall" in p]
@@ -153,6 +164,44 @@ class FakeGemini(FakeProviderServer):
                 responses = [p for p in (nxt or {}).get("parts", []) if "functionResponse" in p]
                 if nxt is not None and len(responses) != len(calls):
                     raise Rejected(ErrorReply(400, COUNT_MISMATCH))
+
+    def _check_media(self, contents: list[dict]) -> None:
+        inline = 0
+        for index, content in enumerate(contents):
+            for p_index, part in enumerate(content.get("parts") or []):
+                blob = part.get("inlineData") or part.get("inline_data")
+                where = f"contents[{index}].parts[{p_index}]"
+                if blob is not None:
+                    mime = blob.get("mimeType") or blob.get("mime_type")
+                    if mime not in INLINE_TYPES and not str(mime).startswith(("audio/", "video/")):
+                        raise Rejected(ErrorReply(400, f"Unsupported MIME type: {mime}"))
+                    try:
+                        data = b64decode(blob.get("data"))
+                    except BadMedia:
+                        raise Rejected(
+                            ErrorReply(400, f"Invalid value at '{where}.inline_data.data' (TYPE_BYTES)")
+                        ) from None
+                    if str(mime).startswith("image/") and sniff(data) not in (mime, None):
+                        raise Rejected(
+                            ErrorReply(
+                                400,
+                                "Unable to process input image. Please retry or report in https://developers.generativeai.google/guide/troubleshooting",
+                            )
+                        )
+                    inline += len(data)
+                file_data = part.get("fileData") or part.get("file_data")
+                if file_data is not None:
+                    uri = file_data.get("fileUri") or file_data.get("file_uri")
+                    if uri not in self.uploaded:
+                        raise Rejected(
+                            ErrorReply(
+                                403,
+                                f"You do not have permission to access the File {uri} or it may not exist.",
+                                kind="PERMISSION_DENIED",
+                            )
+                        )
+        if inline > MAX_INLINE_BYTES:
+            raise Rejected(ErrorReply(400, f"Request payload size exceeds the limit: {MAX_INLINE_BYTES} bytes."))
 
     @staticmethod
     def _check_thinking(model: str, thinking: dict | None) -> None:
