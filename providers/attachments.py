@@ -458,3 +458,67 @@ def attachments_of(messages: list[dict]) -> list[dict]:
         for b in m.get("blocks", [])
         if b.get("type") == "file"
     ]
+
+
+# --- counting: each provider's documented rule for images and PDF pages -------------------------------------------
+
+# A US-letter page as each provider renders it for a PDF's page image.
+LETTER = (612 * 2, 792 * 2)
+
+
+def image_tokens(provider: str, width: int, height: int) -> int:
+    """Input tokens of one image by the provider's documented rule."""
+    if provider == "openai":
+        # Images guide (detail high/auto): fit in 2048 x 2048, then the shortest side to 768; 170 per 512 px tile
+        # plus 85.
+        scale = min(1.0, 2048 / max(width, height))
+        w, h = width * scale, height * scale
+        scale = min(1.0, 768 / min(w, h))
+        w, h = w * scale, h * scale
+        return 85 + 170 * (-(-int(w) // 512)) * (-(-int(h) // 512))
+    if provider == "gemini":
+        # Token counting guide: 258 when both sides are at most 384 px, else 258 per tile, the tile side being the
+        # smaller side / 1.5 kept between 256 and 768.
+        if width <= 384 and height <= 384:
+            return 258
+        unit = max(256, min(768, int(min(width, height) / 1.5)))
+        return 258 * (-(-width // unit)) * (-(-height // unit))
+    # Anthropic's vision guide (also our estimate for servers that document none): width x height / 750, after
+    # scaling the long side to at most 1568 px and the area to at most 1.15 megapixels.
+    scale = min(1.0, 1568 / max(width, height), (1_150_000 / max(width * height, 1)) ** 0.5)
+    return max(1, int(width * scale) * int(height * scale) // 750)
+
+
+def pdf_page_tokens(provider: str) -> int:
+    """Tokens of one PDF page's image, beside its text (Gemini: the documented flat cost of a page, text included)."""
+    if provider == "gemini":
+        return 258  # document understanding guide: each page is 258 tokens
+    return image_tokens(provider, *LETTER)  # OpenAI and Anthropic send each page's text and its image
+
+
+def file_tokens(block: dict, *, provider: str, model: str, chars_per_token: int = 4) -> int:
+    """Input tokens one attached file adds to a request to `model`, by what it becomes there (FilePlan's rules)."""
+    support = files_support(provider, model)
+    kind = kind_of(str(block.get("media_type", "")))
+    try:
+        data = read_file_bytes(str(block.get("sha256", "")))
+    except FileUnavailable:
+        return 20  # the line saying it is no longer stored
+    if support.workspace:
+        return 30  # a line naming where it is; the agent reads it with its own tools
+    if kind == "image":
+        dims = image_size(str(block["sha256"]), data) if support.images else None
+        if not support.images:
+            return 30
+        return image_tokens(provider, *dims) if dims else 1000
+    if kind == "pdf":
+        pages, text = pdf_info(str(block["sha256"]), data)
+        text_tokens = min(len(text), MAX_TEXT_CHARS) // chars_per_token
+        if not support.documents:
+            return text_tokens + 30
+        if provider == "gemini":
+            return pdf_page_tokens(provider) * max(pages, 1)
+        return text_tokens + pdf_page_tokens(provider) * max(pages, 1)
+    if kind == "text":
+        return min(len(data), MAX_TEXT_CHARS) // chars_per_token + 30
+    return 30

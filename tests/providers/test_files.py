@@ -13,7 +13,7 @@ import openai
 import pytest
 
 from providers import ChatRequest, ChatUnifier, files_support
-from providers.attachments import FileRefused
+from providers.attachments import FileRefused, describe
 from providers.errors import InvalidRequestError
 from providers.wire import text_block, text_message
 from tests.fakes import Text, Turn
@@ -259,3 +259,64 @@ def test_a_file_no_longer_stored_goes_as_a_line_naming_it(anthropic_fake, store)
 
 def test_file_refused_is_an_invalid_request():
     assert issubclass(FileRefused, InvalidRequestError)
+
+
+# --- counting, compaction and the request view -------------------------------------------------------------------
+
+
+def _estimate(provider: str, model: str, messages: list[dict]) -> int:
+    from providers import estimate_tokens
+
+    return estimate_tokens(ChatRequest(provider=provider, model=model, messages=messages))
+
+
+def test_the_estimate_counts_an_image_and_pdf_pages_by_each_providers_rule(store):
+    image = store.add(png(1024, 1024), name="big.png", media_type="image/png")
+    report = store.add(pdf(3), name="report.pdf", media_type="application/pdf")
+    base = {
+        p: _estimate(p, m, [text_message("user", "x")]) for p, m in (("openai", "gpt-5"), ("gemini", "gemini-2.5-pro"))
+    }
+    with_image = [user(text_block("x"), image)]
+    # OpenAI's images guide: 1024 x 1024 at high detail is 4 tiles: 85 + 4 x 170 = 765.
+    assert _estimate("openai", "gpt-5", with_image) - base["openai"] == 765
+    # Anthropic's vision guide: width x height / 750.
+    assert _estimate("anthropic", "claude-sonnet-4-5", with_image) - base["openai"] == 1024 * 1024 // 750
+    # Gemini: 258 per 682 px tile (the smaller side / 1.5): 2 x 2 tiles.
+    assert _estimate("gemini", "gemini-2.5-pro", with_image) - base["gemini"] == 4 * 258
+    # Gemini's document guide: 258 tokens a page.
+    assert _estimate("gemini", "gemini-2.5-pro", [user(text_block("x"), report)]) - base["gemini"] == 3 * 258
+    # A text-only model is sent the extracted text only.
+    text_only = _estimate("openai", "gpt-3.5-turbo", [user(text_block("x"), report)]) - base["openai"]
+    assert 20 < text_only < 3 * 765
+
+
+def test_a_summary_keeps_the_references_of_the_files_it_summarizes_away(anthropic_fake, store):
+    from providers import summarize
+    from providers.summarize import render_transcript
+
+    report = store.add(pdf(1), name="report.pdf", media_type="application/pdf")
+    messages = [user(text_block("here is the invoice"), report), text_message("assistant", "It says 17 EUR.")]
+    assert f"user attached [file {describe(report)} sha256:{report['sha256']}]" in render_transcript(messages)
+    anthropic_fake.push(Turn([Text("The owner sent an invoice of 17 EUR.")]))
+    summary = summarize(
+        provider="anthropic",
+        model="claude-sonnet-4-5",
+        messages=messages,
+        api_key="k",
+        base_url=anthropic_fake.base_url,
+    )
+    assert summary.startswith("The owner sent an invoice of 17 EUR.\n\nFiles attached in the summarized turns")
+    assert summary.endswith(f"- [file {describe(report)} sha256:{report['sha256']}]")
+    assert b64(pdf(1)) not in json.dumps(anthropic_fake.last_body)  # the summary request carries the reference only
+
+
+def test_the_request_view_lists_attachments_by_name_type_and_size_never_bytes(store):
+    from types import SimpleNamespace
+
+    from agents.services.execute import _request_info
+
+    report = store.add(pdf(1), name="report.pdf", media_type="application/pdf")
+    firing = SimpleNamespace(stored_prefix={"length": 1}, pending_messages=[], tool_bindings=[])
+    info = _request_info(firing, [user(text_block("read"), report)])
+    assert info["attachments"] == [{"name": "report.pdf", "media_type": "application/pdf", "size": len(pdf(1))}]
+    assert report["sha256"] not in json.dumps(info)
