@@ -212,6 +212,7 @@ class Prepared:
     text: str = ""  # text: the document's text framed with its name; placeholder: the line
     pages: int = 0  # a PDF's page count, when read
     note: str = ""  # why it is not native, in plain words
+    uri: str = ""  # native, Gemini: the Files API URI it was uploaded to (above the inline limit)
 
     @property
     def media_type(self) -> str:

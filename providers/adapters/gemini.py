@@ -13,13 +13,17 @@ Automatic function calling and automatic continuation are off: the runtime runs 
 from __future__ import annotations
 
 import base64
+import io
 import json
+import threading
+import time
 from typing import Any
 
 from google.genai import errors as genai_errors
 from google.genai import types
 
-from ..attachments import FilePlan
+from .. import config
+from ..attachments import FilePlan, FileRefused, human_size
 from ..billing import calls_cost
 from ..catalogue import capabilities
 from ..errors import (
@@ -28,7 +32,7 @@ from ..errors import (
 )
 from ..types import ChatRequest, ChatResult, Usage
 from ..wire import text_block, tool_call_block
-from .clients import TRANSPORT_ERRORS, connect, map_error
+from .clients import TRANSPORT_ERRORS, connect, key_fingerprint, map_error
 from .common import (
     Stream,
     data_url_parts,
@@ -113,10 +117,61 @@ def _file_part(block: dict, files: FilePlan) -> types.Part:
     prepared = files[block]
     if prepared.form != "native":
         return types.Part(text=prepared.as_text())
+    if prepared.uri:
+        return types.Part(file_data=types.FileData(file_uri=prepared.uri, mime_type=_mime(prepared)))
     mime = prepared.media_type
     if prepared.kind == "text" and mime != "text/csv":
         mime = "text/plain"
     return types.Part(inline_data=types.Blob(mime_type=mime, data=prepared.data))
+
+
+def _mime(prepared) -> str:
+    return "text/plain" if prepared.kind == "text" and prepared.media_type != "text/csv" else prepared.media_type
+
+
+# Files uploaded to the Files API, by (key fingerprint, sha256): their URI and until when to use it. Google keeps an
+# upload 48 hours; it is used for 47, then uploaded again.
+_UPLOADS: dict[tuple[str, str], tuple[str, float]] = {}
+_UPLOADS_LOCK = threading.Lock()
+UPLOAD_KEEP_S = 47 * 3600
+
+
+def upload_over_inline_limit(files: FilePlan, client, request: ChatRequest) -> None:
+    """Gemini takes inline data up to a limit per request (GEMINI_INLINE_LIMIT_BYTES, 100 MB as documented): the
+    largest native files go through the Files API until the rest fits, each uploaded once per key while Google keeps
+    it. Never called inside a lock of ours: it makes network calls."""
+    limit = int(config.setting("GEMINI_INLINE_LIMIT_BYTES"))
+    native = [p for p in files.files() if p.form == "native"]
+    total = sum(len(p.data) for p in native)
+    if total <= limit:
+        return
+    fingerprint = key_fingerprint(request, PROVIDER)
+    for prepared in sorted(native, key=lambda p: len(p.data), reverse=True):
+        if total <= limit:
+            return
+        cache_key = (fingerprint, str(prepared.block.get("sha256")))
+        with _UPLOADS_LOCK:
+            cached = _UPLOADS.get(cache_key)
+        if cached and cached[1] > time.time():
+            prepared.uri = cached[0]
+        else:
+            try:
+                uploaded = client.files.upload(
+                    file=io.BytesIO(prepared.data),
+                    config=types.UploadFileConfig(mime_type=_mime(prepared), display_name=prepared.name),
+                )
+            except Exception as exc:
+                raise map_error(exc, provider=PROVIDER, api_key=request.api_key) from exc
+            if not uploaded.uri:
+                raise FileRefused(
+                    f"{prepared.name} was not sent: Gemini's Files API gave no URI for it "
+                    f"({human_size(len(prepared.data))}).",
+                    provider=PROVIDER,
+                )
+            prepared.uri = uploaded.uri
+            with _UPLOADS_LOCK:
+                _UPLOADS[cache_key] = (uploaded.uri, time.time() + UPLOAD_KEEP_S)
+        total -= len(prepared.data)
 
 
 def _user_parts(message: dict, files: FilePlan) -> list[types.Part]:
@@ -309,7 +364,9 @@ class _Assembler:
 
 def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     client, api_key = connect(request, PROVIDER)
-    contents = build_contents(request.messages, request.model)
+    files = FilePlan(PROVIDER, request.model, request.messages)
+    upload_over_inline_limit(files, client, request)
+    contents = build_contents(request.messages, request.model, files)
     gen_config = build_config(request)
     assembler = _Assembler(stream)
     usage = Usage()
@@ -472,9 +529,11 @@ def _blocked_result(request: ChatRequest, block: dict, usage: Usage, response_id
 
 def count_input_tokens(request: ChatRequest) -> int:
     client, api_key = connect(request, PROVIDER)
+    files = FilePlan(PROVIDER, request.model, request.messages)
+    upload_over_inline_limit(files, client, request)
     try:
         result = client.models.count_tokens(
-            model=request.model, contents=build_contents(request.messages, request.model)
+            model=request.model, contents=build_contents(request.messages, request.model, files)
         )
     except Exception as exc:
         raise map_error(exc, provider=PROVIDER, api_key=api_key) from exc

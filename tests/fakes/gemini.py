@@ -87,7 +87,9 @@ class FakeGemini(FakeProviderServer):
         self.issued_continuations: dict[str, str] = {}  # continuation token -> model
         self.cumulative_usage = True  # usageMetadata on every chunk, as running totals (the API's streaming form)
         self.blocked_texts: set[str] = set()  # the user words of each blocked prompt: blocked again when resent
-        self.uploaded: dict[str, dict] = {}  # Files API: file uri -> {"mime_type", "size", "display_name"}
+        self.uploaded: dict[str, dict] = {}  # Files API: file uri -> the File resource and its bytes
+        self.pending_uploads: dict[str, dict] = {}
+        self.max_inline_bytes = MAX_INLINE_BYTES  # lowered by a test to exercise the Files API path
 
     def _signature(self, seed: str, explicit: str | None = None) -> str:
         value = explicit or base64.b64encode(hashlib.sha256(seed.encode()).digest() + b"\xfb\xff\xfe").decode()
@@ -100,6 +102,8 @@ class FakeGemini(FakeProviderServer):
                     ErrorReply(400, "API key not valid. Please pass a valid API key.", kind="INVALID_ARGUMENT")
                 )
             return json_reply(200, {"models": [{"name": "models/gemini-2.5-pro", "displayName": "Gemini 2.5 Pro"}]})
+        if request.path in ("/upload/v1beta/files", "/upload/v1/files"):
+            return self._upload(request)
         if request.path.endswith(":countTokens"):
             self._check_key(request)
             return json_reply(200, {"totalTokens": max(1, len(json.dumps(request.body)) // 4)})
@@ -165,6 +169,39 @@ class FakeGemini(FakeProviderServer):
                 if nxt is not None and len(responses) != len(calls):
                     raise Rejected(ErrorReply(400, COUNT_MISMATCH))
 
+    def _upload(self, request: RecordedRequest) -> RawReply:
+        """The Files API's resumable upload: a `start` command with the file's metadata answers the upload URL in
+        `x-goog-upload-url`; `upload` commands append the bytes at `x-goog-upload-offset`; `finalize` answers the
+        File (ACTIVE: images and PDFs need no processing) with `x-goog-upload-status: final`."""
+        command = request.headers.get("x-goog-upload-command", "")
+        if command == "start":
+            self._check_key(request)  # the upload URL it answers is the session's credential from then on
+            upload_id = self.next_id("upload")
+            meta = (request.body or {}).get("file") or {}
+            self.pending_uploads[upload_id] = {"meta": meta, "data": bytearray()}
+            url = f"{self.root_url}{request.path}?upload_id={upload_id}"
+            return RawReply(200, b"{}", {"x-goog-upload-url": url, "x-goog-upload-status": "active"})
+        upload_id = (request.query.get("upload_id") or [""])[0]
+        pending = self.pending_uploads.get(upload_id)
+        if pending is None or int(request.headers.get("x-goog-upload-offset", -1)) != len(pending["data"]):
+            return self.render_error(ErrorReply(400, "Invalid upload offset or session."))
+        pending["data"] += request.raw
+        if "finalize" not in command:
+            return RawReply(200, b"", {"x-goog-upload-status": "active"})
+        del self.pending_uploads[upload_id]
+        name = f"files/{upload_id.replace('_', '-')}"
+        meta = pending["meta"]
+        file = {
+            "name": name,
+            "displayName": meta.get("displayName") or meta.get("display_name"),
+            "mimeType": meta.get("mimeType") or meta.get("mime_type"),
+            "sizeBytes": str(len(pending["data"])),
+            "uri": f"{self.root_url}/v1beta/{name}",
+            "state": "ACTIVE",
+        }
+        self.uploaded[file["uri"]] = {**file, "data": bytes(pending["data"])}
+        return RawReply(200, json.dumps({"file": file}).encode(), {"x-goog-upload-status": "final"})
+
     def _check_media(self, contents: list[dict]) -> None:
         inline = 0
         for index, content in enumerate(contents):
@@ -200,8 +237,8 @@ class FakeGemini(FakeProviderServer):
                                 kind="PERMISSION_DENIED",
                             )
                         )
-        if inline > MAX_INLINE_BYTES:
-            raise Rejected(ErrorReply(400, f"Request payload size exceeds the limit: {MAX_INLINE_BYTES} bytes."))
+        if inline > self.max_inline_bytes:
+            raise Rejected(ErrorReply(400, f"Request payload size exceeds the limit: {self.max_inline_bytes} bytes."))
 
     @staticmethod
     def _check_thinking(model: str, thinking: dict | None) -> None:

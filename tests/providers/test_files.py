@@ -320,3 +320,26 @@ def test_the_request_view_lists_attachments_by_name_type_and_size_never_bytes(st
     info = _request_info(firing, [user(text_block("read"), report)])
     assert info["attachments"] == [{"name": "report.pdf", "media_type": "application/pdf", "size": len(pdf(1))}]
     assert report["sha256"] not in json.dumps(info)
+
+
+def test_gemini_moves_files_above_the_inline_limit_to_its_files_api_once(gemini_fake, store, monkeypatch):
+    monkeypatch.setenv("GEMINI_INLINE_LIMIT_BYTES", "1000")
+    gemini_fake.max_inline_bytes = 1000  # the documented limit, scaled down for the test
+    image = store.add(png(), name="shot.png", media_type="image/png")
+    report = store.add(pdf(3), name="report.pdf", media_type="application/pdf")
+    assert len(pdf(3)) > 1000
+    messages = [user(text_block("look"), image, report)]
+    gemini_fake.push(Turn([Text("ok")]), Turn([Text("again")]))
+    step("gemini", gemini_fake, messages, tools=[])
+    [uploaded] = gemini_fake.uploaded.values()
+    assert uploaded["data"] == pdf(3) and uploaded["mimeType"] == "application/pdf"
+    assert uploaded["displayName"] == "report.pdf"
+    parts = _gemini_parts(gemini_fake)
+    assert "inlineData" in parts[1] or "inline_data" in parts[1]  # the small image stays inline
+    file_data = parts[2].get("fileData") or parts[2].get("file_data")
+    assert (file_data.get("fileUri") or file_data.get("file_uri")) == uploaded["uri"]
+    # The next request of the conversation uses the same upload.
+    messages += [text_message("assistant", "ok"), text_message("user", "and the total?")]
+    step("gemini", gemini_fake, messages, tools=[])
+    assert len(gemini_fake.uploaded) == 1
+    assert uploaded["uri"] in json.dumps(gemini_fake.last_body)
