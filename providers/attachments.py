@@ -20,10 +20,13 @@ conversation unanswerable.
 from __future__ import annotations
 
 import base64
+import contextvars
 import io
 import logging
 import struct
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from .catalogue import capabilities
@@ -311,6 +314,28 @@ def files_support(provider: str, model: str) -> FilesSupport:
     )
 
 
+# Set while a request is sent again after the provider refused it with files of earlier turns (ChatUnifier): those
+# files go as their text or a placeholder, so one file the provider will not take cannot block the conversation.
+_earlier_as_text: contextvars.ContextVar[str] = contextvars.ContextVar("earlier_files_as_text", default="")
+
+
+@contextmanager
+def earlier_files_as_text(provider: str) -> Iterator[None]:
+    token = _earlier_as_text.set(f"sent as text: {PROVIDER_NAMES.get(provider, provider)} refused the request with it")
+    try:
+        yield
+    finally:
+        _earlier_as_text.reset(token)
+
+
+def has_earlier_files(messages: list[dict]) -> bool:
+    """Whether a user message before the one being answered holds a file."""
+    start = current_turn_start(messages)
+    return any(
+        b.get("type") == "file" for m in messages[:start] if m.get("role") == "user" for b in m.get("blocks", [])
+    )
+
+
 def current_turn_start(messages: list[dict]) -> int:
     """Index of the user message being answered: the last user message that is more than tool results."""
     for index in range(len(messages) - 1, -1, -1):
@@ -350,6 +375,11 @@ class FilePlan:
                 entries.append((index >= start, prepared))
                 self.prepared[id(block)] = prepared
         self._apply_limits(entries, limits)
+        why = _earlier_as_text.get()
+        if why:
+            for current, prepared in entries:
+                if not current and self[prepared.block].form == "native":
+                    self._degrade(prepared, why)
 
     def __getitem__(self, block: dict) -> Prepared:
         return self.prepared[id(block)]

@@ -343,3 +343,31 @@ def test_gemini_moves_files_above_the_inline_limit_to_its_files_api_once(gemini_
     step("gemini", gemini_fake, messages, tools=[])
     assert len(gemini_fake.uploaded) == 1
     assert uploaded["uri"] in json.dumps(gemini_fake.last_body)
+
+
+def test_a_provider_refusing_an_earlier_file_gets_the_request_again_with_that_file_as_text(anthropic_fake, store):
+    from tests.fakes.base import ErrorReply
+
+    image = store.add(png(), name="shot.png", media_type="image/png")
+    report = store.add(pdf(1), name="report.pdf", media_type="application/pdf")
+    # A rule no documentation foresaw: the provider refuses a file it took before.
+    anthropic_fake.push(ErrorReply(400, "messages.0.content.1.image.source.base64: Could not process image"))
+    anthropic_fake.push(Turn([Text("Still here.")]))
+    messages = [user(text_block("look"), image, report), text_message("assistant", "ok"), text_message("user", "go on")]
+    result = step("anthropic", anthropic_fake, messages, tools=[])
+    assert result.stop_reason == "end_turn" and len(anthropic_fake.requests) == 2
+    resent = anthropic_fake.last_body["messages"][0]["content"]
+    assert [b["type"] for b in resent] == ["text", "text", "text"]
+    assert '[image "shot.png"' in resent[1]["text"] and "Anthropic refused the request with it" in resent[1]["text"]
+    assert "Invoice 42 total 17 EUR page 1" in resent[2]["text"]
+    assert "Could not process image" in result.message["meta"]["notes"][0]
+
+
+def test_a_provider_refusing_a_file_of_the_new_message_ends_the_turn_with_its_reason(anthropic_fake, store):
+    from tests.fakes.base import ErrorReply
+
+    image = store.add(png(), name="shot.png", media_type="image/png")
+    anthropic_fake.push(ErrorReply(400, "messages.0.content.1.image.source.base64: Could not process image"))
+    with pytest.raises(InvalidRequestError, match="Could not process image"):
+        step("anthropic", anthropic_fake, [user(text_block("look"), image)], tools=[])
+    assert len(anthropic_fake.requests) == 1
