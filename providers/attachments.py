@@ -24,6 +24,7 @@ import contextvars
 import io
 import logging
 import struct
+import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -82,21 +83,26 @@ def reference(block: dict) -> str:
 
 
 class _Lru:
+    """A small least-recently-used cache shared by a worker's threads."""
+
     def __init__(self, size: int):
         self.size = size
         self.items: OrderedDict = OrderedDict()
+        self.lock = threading.Lock()
 
     def get(self, key):
-        if key in self.items:
-            self.items.move_to_end(key)
-            return self.items[key]
-        return None
+        with self.lock:
+            if key in self.items:
+                self.items.move_to_end(key)
+                return self.items[key]
+            return None
 
     def put(self, key, value) -> None:
-        self.items[key] = value
-        self.items.move_to_end(key)
-        while len(self.items) > self.size:
-            self.items.popitem(last=False)
+        with self.lock:
+            self.items[key] = value
+            self.items.move_to_end(key)
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
 
 
 _pdf_info = _Lru(64)  # sha256 -> (pages, text)
