@@ -534,28 +534,34 @@ def pdf_page_tokens(provider: str) -> int:
 
 
 def file_tokens(block: dict, *, provider: str, model: str, chars_per_token: int = 4) -> int:
-    """Input tokens one attached file adds to a request to `model`, by what it becomes there (FilePlan's rules)."""
+    """Input tokens one attached file adds to a request to `model`, by what it becomes there (FilePlan's rules).
+    The bytes are read only when neither the block nor the caches by hash can answer (every step estimates)."""
     support = files_support(provider, model)
     kind = kind_of(str(block.get("media_type", "")))
-    try:
-        data = read_file_bytes(str(block.get("sha256", "")))
-    except FileUnavailable:
-        return 20  # the line saying it is no longer stored
-    if support.workspace:
-        return 30  # a line naming where it is; the agent reads it with its own tools
-    if kind == "image":
-        dims = image_size(str(block["sha256"]), data) if support.images else None
-        if not support.images:
-            return 30
-        return image_tokens(provider, *dims) if dims else 1000
-    if kind == "pdf":
-        pages, text = pdf_info(str(block["sha256"]), data)
-        text_tokens = min(len(text), MAX_TEXT_CHARS) // chars_per_token
-        if not support.documents:
-            return text_tokens + 30
-        if provider == "gemini":
-            return pdf_page_tokens(provider) * max(pages, 1)
-        return text_tokens + pdf_page_tokens(provider) * max(pages, 1)
+    sha256 = str(block.get("sha256", ""))
+    size = int(block.get("size") or 0)
+    if support.workspace or (kind == "image" and not support.images) or kind == "other":
+        return 30  # a line naming it (and, for a CLI, where it is: the agent reads it with its own tools)
     if kind == "text":
-        return min(len(data), MAX_TEXT_CHARS) // chars_per_token + 30
-    return 30
+        return min(size, MAX_TEXT_CHARS) // chars_per_token + 30
+    if kind == "image":
+        dims = _image_dims.get(sha256)
+        if dims is None:
+            try:
+                dims = image_size(sha256, read_file_bytes(sha256))
+            except FileUnavailable:
+                return 20  # the line saying it is no longer stored
+        return image_tokens(provider, *dims) if dims else 1000
+    info = _pdf_info.get(sha256)
+    if info is None:
+        try:
+            info = pdf_info(sha256, read_file_bytes(sha256))
+        except FileUnavailable:
+            return 20
+    pages, text = info
+    text_tokens = min(len(text), MAX_TEXT_CHARS) // chars_per_token
+    if not support.documents:
+        return text_tokens + 30
+    if provider == "gemini":
+        return pdf_page_tokens(provider) * max(pages, 1)
+    return text_tokens + pdf_page_tokens(provider) * max(pages, 1)
