@@ -50,7 +50,27 @@ def _file_part(block: dict, files: FilePlan) -> dict:
         return {"type": "input_text", "text": prepared.as_text()}
     if prepared.kind == "image":
         return {"type": "input_image", "image_url": prepared.data_url(), "detail": "auto"}
-    return {"type": "input_file", "filename": prepared.name, "file_data": prepared.data_url()}
+    return {
+        "type": "input_file",
+        "filename": _filename(prepared.name, prepared.media_type),
+        "file_data": prepared.data_url(),
+    }
+
+
+# The API decides how to read an input_file by its filename's extension: a name without the one its type has (a
+# "README" that is plain text) gets it appended.
+EXTENSIONS = {
+    "application/pdf": ".pdf",
+    "text/plain": ".txt",
+    "text/markdown": ".md",
+    "text/csv": ".csv",
+    "application/json": ".json",
+}
+
+
+def _filename(name: str, media_type: str) -> str:
+    extension = EXTENSIONS.get(media_type, "")
+    return name if not extension or name.lower().endswith(extension) else f"{name}{extension}"
 
 
 def _user_content(message: dict, files: FilePlan) -> list[dict]:

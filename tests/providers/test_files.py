@@ -371,3 +371,11 @@ def test_a_provider_refusing_a_file_of_the_new_message_ends_the_turn_with_its_re
     with pytest.raises(InvalidRequestError, match="Could not process image"):
         step("anthropic", anthropic_fake, [user(text_block("look"), image)], tools=[])
     assert len(anthropic_fake.requests) == 1
+
+
+def test_openai_gets_a_filename_with_the_extension_its_type_has(openai_fake, store):
+    readme = store.add(b"plain words", name="README", media_type="text/plain")
+    openai_fake.push(Turn([Text("ok")]))
+    step("openai", openai_fake, [user(text_block("read"), readme)], tools=[])
+    assert parts_of(openai_fake.last_body["input"])[1]["filename"] == "README.txt"
+    assert not openai_fake.rejections  # the API reads an input_file by its extension; "README" alone is refused
