@@ -47,7 +47,10 @@ def render_transcript(messages: list[dict]) -> str:
     return "\n".join(lines)
 
 
-FILES_KEPT_HEAD = "Files attached in the summarized turns (still stored; ask the owner to attach one again to see it):"
+FILES_KEPT_HEAD = (
+    "Files attached in the summarized turns (named here only: they are no longer sent; ask the owner to attach one "
+    "again to see it):"
+)
 
 
 def file_references(messages: list[dict]) -> str:
