@@ -153,13 +153,18 @@ def chat_run_admit(
         # index is the rule, the lock is how we usually avoid hitting it).
         raise refuse("run_in_progress") from None
     reset_run_stream(run.pk)
-    # Queued before the firing's first task (which, run inline, streams the whole answer on this commit); handing
-    # an event to the sender costs nothing, so this delays no worker.
+    # Sent (not just queued) before the firing's first task is: this process takes seq 1 and a worker takes the
+    # later ones, so a worker's first event could otherwise reach the pages first, and a page seeing 2 before 1
+    # refetches its snapshot for nothing. Waiting costs the one send (a millisecond or two, bounded by a setting).
     publish_run_event(
         workflow_id=workflow.pk,
         run_id=run.pk,
         event=run_started_event(workflow_id=workflow.pk, kind=kind, state=run.state, user_message_id=user_message.pk),
+        wait=True,
     )
+    # A message a schedule or webhook sent (and its Try again): the run history names that trigger.
+    trigger = (user_message.meta or {}).get("trigger")
+    trigger = trigger if isinstance(trigger, dict) else {}
     try:
         run.firing_id = firing_start(
             workflow=workflow,
@@ -167,6 +172,8 @@ def chat_run_admit(
             agent_node_id=agent_node_id,
             prompt=user_message.text,
             chat_run=run,
+            trigger_node_id=str(trigger.get("node_id") or ""),
+            trigger_label=str(trigger.get("label") or ""),
         )
     except FiringRefused as exc:
         raise refuse("invalid_request", exc.message) from None

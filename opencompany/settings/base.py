@@ -541,6 +541,8 @@ CHAT_RUN_STREAM_TTL_SECONDS = env_int("CHAT_RUN_STREAM_TTL_SECONDS", 86_400, min
 # How long a run event that cannot take its seq (Redis unreachable) is retried before it is given up on (the next
 # event then shows the gap and pages refetch). A delta batch keeps its text past this and sends it with the next one.
 CHAT_EVENT_RETRY_SECONDS = env_float("CHAT_EVENT_RETRY_SECONDS", 30.0)
+# How long admitting a run waits for its run.started to go out before queuing the firing's first task.
+CHAT_RUN_STARTED_SEND_WAIT_SECONDS = env_float("CHAT_RUN_STARTED_SEND_WAIT_SECONDS", 1.0)
 # The chat watchdog: a run whose firing no worker started, or that outlived every limit, is ended.
 CHAT_RUN_DELIVERY_TIMEOUT_SECONDS = env_int("CHAT_RUN_DELIVERY_TIMEOUT_SECONDS", 330, minimum=5)
 CHAT_RUN_MAX_SECONDS = env_int("CHAT_RUN_MAX_SECONDS", 1800, minimum=10)
@@ -563,6 +565,8 @@ TRIGGERS_RESEND_AFTER_SECONDS = env_int("TRIGGERS_RESEND_AFTER_SECONDS", 60, min
 TRIGGERS_WEBHOOK_MAX_BYTES = env_int("TRIGGERS_WEBHOOK_MAX_BYTES", 64 * 1024, minimum=1024)
 TRIGGERS_WEBHOOK_TOLERANCE_SECONDS = env_int("TRIGGERS_WEBHOOK_TOLERANCE_SECONDS", 300, minimum=10)
 TRIGGERS_WEBHOOK_RATE_PER_MINUTE = env_int("TRIGGERS_WEBHOOK_RATE_PER_MINUTE", 60, minimum=1)
+# Refused deliveries are counted (for /metrics) in windows of this length; a window's counters expire with it.
+TRIGGERS_WEBHOOK_REFUSED_WINDOW_SECONDS = env_int("TRIGGERS_WEBHOOK_REFUSED_WINDOW_SECONDS", 3600, minimum=60)
 CELERY_BEAT_SCHEDULE["triggers-sweep"] = {
     "task": "triggers.sweep",
     "schedule": timedelta(seconds=TRIGGERS_SWEEP_SECONDS),
