@@ -122,11 +122,17 @@ async def http_session(*, kind: str, url: str, headers: dict[str, str], timeout:
     """An initialized `mcp.Client` on the server at `url` (already `checked_url`), `headers` already resolved."""
     notes: dict = {}
     async with AsyncExitStack() as stack:
+
+        def http() -> httpx2.AsyncClient:
+            made = _client(headers, timeout, notes)
+            stack.push_async_callback(made.aclose)  # closed with the session, a failed detect attempt's too
+            return made
+
         client = None
         if kind == DETECT:
             try:
                 client = await stack.enter_async_context(
-                    Client(_streamable(url, _client(headers, timeout, notes)), read_timeout_seconds=timeout, cache=None)
+                    Client(_streamable(url, http()), read_timeout_seconds=timeout, cache=None)
                 )
             except Exception:
                 status = notes.get("status") or 0
@@ -135,8 +141,9 @@ async def http_session(*, kind: str, url: str, headers: dict[str, str], timeout:
                 notes.clear()
         if client is None:
             make = _sse if kind in (SSE, DETECT) else _streamable
-            transport = make(url, _client(headers, timeout, notes))
-            client = await stack.enter_async_context(Client(transport, read_timeout_seconds=timeout, cache=None))
+            client = await stack.enter_async_context(
+                Client(make(url, http()), read_timeout_seconds=timeout, cache=None)
+            )
         try:
             yield client
         except Exception:

@@ -141,7 +141,8 @@ class PooledSession:
 
     def open(self, timeout: float) -> None:
         self._thread.start()
-        self._ready.wait()
+        if not self._ready.wait(START_TIMEOUT_SECONDS):
+            raise McpFailure("server_error", f"The stdio server {self.name!r} could not be started (no event loop).")
         started = threading.Event()
         self._holder = self._portal.start_task_soon(self._hold, started)
         deadline = time.monotonic() + timeout
