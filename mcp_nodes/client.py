@@ -98,10 +98,11 @@ def _session(owner_id, connection: dict, timeout: float):
     )
 
 
-def _operate(owner_id, connection: dict, operation, *, timeout: float, should_stop=None):
+def _operate(owner_id, connection: dict, operation, *, timeout: float, should_stop=None, pooled: bool = True):
     """`operation(client, cancelled)` on a session of the connection's server: a pooled stdio child
-    (mcp_nodes/stdio.py), else a session opened and closed around it. Failures come out as McpFailure/McpStopped."""
-    if connection["transport"] == "stdio" and settings.MCP_STDIO_IDLE_SECONDS > 0:
+    (mcp_nodes/stdio.py) when `pooled`, else a session opened and closed around it. Failures come out as
+    McpFailure/McpStopped."""
+    if pooled and connection["transport"] == "stdio" and settings.MCP_STDIO_IDLE_SECONDS > 0:
         try:
             return stdio_pool.run(connection["server"], operation, timeout=timeout, should_stop=should_stop)
         except BaseException as exc:  # noqa: BLE001 (mapped to what the caller is told)
@@ -183,7 +184,8 @@ def list_tools(*, owner_id, connection: dict) -> list[ListedTool]:
             if not cursor or len(listed) >= settings.MCP_MAX_TOOLS:
                 return listed[: settings.MCP_MAX_TOOLS]
 
-    return _operate(owner_id, connection, listing, timeout=timeout)
+    # Test connection runs in a web process: its stdio child ends with the listing (workers pool theirs, for calls).
+    return _operate(owner_id, connection, listing, timeout=timeout, pooled=False)
 
 
 def call_tool(*, owner_id, connection: dict, tool: str, arguments: dict, should_stop=None):

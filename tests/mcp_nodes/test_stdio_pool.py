@@ -137,3 +137,11 @@ def test_children_end_with_their_worker(tmp_path, ending):
         wait_until(lambda: not _alive(child), timeout=15, what="the child to end with its worker")
     finally:
         worker.stop()
+
+
+def test_test_connection_ends_its_stdio_child_and_keeps_none_in_the_web_process(reporter):
+    from mcp_nodes.client import list_tools
+
+    connection = {"transport": "stdio", "server": "reporter", "url": "", "headers": [], "timeout_seconds": 30}
+    assert "pid" in {t.name for t in list_tools(owner_id=None, connection=connection)}
+    assert stdio_pool._sessions == set()
