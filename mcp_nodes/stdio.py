@@ -117,6 +117,7 @@ class PooledSession:
         self._close_now: anyio.Event | None = None
         self._holder: concurrent.futures.Future | None = None
         self._errlog = open(os.devnull, "w")  # noqa: SIM115 (closed with the session)
+        self.pid: int | None = None
         self._thread = threading.Thread(target=anyio.run, args=(self._loop,), daemon=True, name=f"mcp-stdio-{name}")
 
     async def _loop(self) -> None:
@@ -153,6 +154,30 @@ class PooledSession:
             if time.monotonic() > deadline:
                 self.close()
                 raise TimeoutError()
+        self.pid = self._spawned_pid()
+
+    def _spawned_pid(self) -> int | None:
+        """The child's pid: the one process this session's loop thread started (setpriv and prlimit exec the
+        server, so the pid stays). None where /proc does not list a thread's children."""
+        try:
+            with open(f"/proc/self/task/{self._thread.native_id}/children") as children:
+                pids = children.read().split()
+        except OSError:
+            return None
+        return int(pids[0]) if len(pids) == 1 else None
+
+    def child_gone(self) -> bool:
+        """Whether the child has died, seen from the process table rather than its pipes: a child killed while idle
+        is then replaced before a call is written to it, instead of failing that call as one that may have run."""
+        if self.pid is None:
+            return False
+        try:
+            with open(f"/proc/{self.pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return True
+        state, parent = fields[0], int(fields[1])
+        return state in ("Z", "X") or parent != os.getpid()
 
     @property
     def alive(self) -> bool:
@@ -267,6 +292,8 @@ class StdioPool:
             await anyio.sleep(0)  # one poll of the pipes
             await anyio.wait_all_tasks_blocked()  # the reader and the session have handled what it found
 
+        if session.child_gone():
+            return False
         try:
             session.call(settle)
         except Exception:  # noqa: BLE001 (its loop is gone)
