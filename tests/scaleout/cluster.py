@@ -189,6 +189,8 @@ class Cluster:
 
     def stop(self) -> None:
         for process in self.processes.values():
+            process.terminate()
+        for process in self.processes.values():
             process.stop()
         self._services("stop")
 
