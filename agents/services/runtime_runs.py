@@ -32,6 +32,10 @@ from providers.types import RUNTIMES, ToolDefinition
 logger = logging.getLogger("agents.runtime")
 
 RESUMABLE = ("claude_code", "vertex_agent")
+RUNTIME_ASK_TEXT = (
+    "Not run: `{name}` asks the owner before each call, and this agent's runtime cannot wait for a decision. "
+    "Tell the owner what you wanted to do with it instead."
+)
 # Runtimes whose binding is kept per stored cursor (a rewind continues from the point it returns to).
 POINTED = ("vertex_agent",)
 
@@ -96,6 +100,10 @@ def _project_tool(firing: Firing, binding: dict):
         # Runs on a thread of the runtime's event loop, while the CLI waits for the answer: its own connection,
         # closed after, and the same tool contract (and receipt key per call) as a native tool call.
         tool_call = {"id": call_id, "name": binding["name"], "arguments": arguments}
+        if binding.get("approval"):
+            # An agent runtime's run cannot be parked between its own tool calls: a tool that asks first is refused
+            # (never called unapproved) until the runtime's bridge waits for the decision (docs/tools.md#approvals).
+            return RUNTIME_ASK_TEXT.format(name=binding["name"]), True
         try:
             if binding.get("remote"):
                 # An MCP server's tool: one attempt inside the run's one step (never re-sent, like the step).
