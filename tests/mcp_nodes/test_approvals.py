@@ -303,3 +303,45 @@ def test_a_retried_decision_with_its_idempotency_key_replays_the_first_answer(ow
     assert first.status_code == second.status_code == 200
     assert second["Idempotency-Replayed"] == "true" and second.json()["id"] == first.json()["id"]
     assert len(http_server.calls("wipe")) == 1
+
+
+# --- teammates ---------------------------------------------------------------------------------------------------
+
+
+def test_a_teammates_call_that_asks_first_shows_in_the_owners_chat_and_the_answer_waits_for_it(
+    owner, owner_client, inline, http_server
+):
+    from tests.agents.factories import agent_node, edge, started_workflow
+    from tests.mcp_nodes.helpers import mcp_node
+
+    nodes = [
+        {"id": "trigger", "type": "chatTrigger", "params": {}},
+        agent_node("lead", "Lead"),
+        {"id": "ctx", "type": "context", "params": {}},
+        agent_node("helper", "Helper"),
+        {"id": "ctx2", "type": "context", "params": {}},
+        mcp_node(**_params(owner, http_server, "wipe")),
+    ]
+    edges = [
+        edge("trigger", "output-main", "lead", "input-main"),
+        edge("ctx", "output-context", "lead", "input-context"),
+        edge("helper", "output-tool", "lead", "input-tools"),
+        edge("ctx2", "output-context", "helper", "input-context"),
+        edge("mcp", "output-tool", "helper", "input-tools"),
+    ]
+    workflow, generation, ids = started_workflow(owner, nodes, edges)
+    task = json.dumps({"task": 'call wipe: {"target": "the old logs"}'})
+    assert _send(owner_client, workflow, f"call helper: {task}").status_code == 201
+    lead = Firing.objects.get(workflow=workflow, parent__isnull=True)
+    helper = Firing.objects.get(workflow=workflow, parent=lead)
+    assert lead.state == Firing.State.WAITING and helper.state == Firing.State.AWAITING_APPROVAL
+    thread = _thread(owner_client, workflow)
+    (card,) = thread["active_run"]["approvals"]  # under the answering run, naming the teammate
+    assert card["teammate"] is True and card["agent_name"] == "Helper" and card["tool"] == "wipe"
+    assert _send(owner_client, workflow, "and?").json()["code"] == "approval_pending"
+    assert _decide(owner_client, card["id"], "approve").status_code == 200
+    lead.refresh_from_db()
+    assert lead.state == Firing.State.FINISHED and "wiped the old logs" in lead.final_text
+    assert http_server.calls("wipe") == [{"tool": "wipe", "arguments": {"target": "the old logs"}}]
+    reply = _thread(owner_client, workflow)["messages"][-1]
+    assert reply["run"]["approvals"][0]["state"] == "approved" and reply["run"]["approvals"][0]["teammate"]
