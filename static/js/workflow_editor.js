@@ -755,6 +755,26 @@
   // --- an MCP server node: its stdio server, headers (secret names), Test connection and the tick list ---------------
 
   const KEPT_TOOL_FIELDS = ["name", "description", "input_schema", "digest", "annotations"];
+  // Run / ask first / never, per ticked tool (docs/tools.md#approvals); unset, the default its annotations suggest
+  // (mcp_nodes/policy.py): read-only runs, everything else asks first.
+  const POLICIES = [["run", "Run"], ["ask", "Ask me first"], ["never", "Never (not offered)"]];
+
+  function defaultPolicy(annotations) {
+    const hints = annotations || {};
+    return hints.readOnlyHint === true && hints.destructiveHint !== true ? "run" : "ask";
+  }
+
+  function policySelect(dfId, name, annotations, enabled) {
+    const ticked = (nodeData(dfId).params.tools || []).find((t) => t.name === name);
+    const select = el("select", { id: `mcp-policy-${name}`, className: "mcp-policy", "aria-label": `When the agent calls ${name}`, disabled: !enabled });
+    POLICIES.forEach(([value, words]) => select.append(el("option", { value }, words)));
+    select.value = (ticked && ticked.policy) || defaultPolicy(annotations);
+    select.addEventListener("change", () => {
+      const tools = (nodeData(dfId).params.tools || []).map((t) => (t.name === name ? Object.assign({}, t, { policy: select.value }) : t));
+      setMcpParams(dfId, { tools });
+    });
+    return select;
+  }
 
   function setMcpParams(dfId, changes) {
     const params = Object.assign({}, nodeData(dfId).params, changes);
@@ -825,7 +845,11 @@
     const drawTicked = () => {
       // Before a test: the ticked tools as the node pinned them.
       tools.textContent = "";
-      (nodeData(dfId).params.tools || []).forEach((tool) => tools.append(el("li", {}, `✓ ${tool.name}`)));
+      (nodeData(dfId).params.tools || []).forEach((tool) => {
+        const row = el("li", { className: "mcp-tool" }, `✓ ${tool.name} `);
+        row.append(policySelect(dfId, tool.name, tool.annotations, true));
+        tools.append(row);
+      });
     };
     drawTicked();
     test.addEventListener("click", async () => {
@@ -862,11 +886,13 @@
       if (hints.readOnlyHint) label.append(el("span", { className: "badge" }, "read-only"));
       if (hints.destructiveHint) label.append(el("span", { className: "badge danger" }, "destructive"));
       if (tool.changed) label.append(el("span", { className: "badge warn" }, "changed since ticked"));
-      row.append(tick, label);
+      const policy = policySelect(dfId, tool.name, tool.annotations, tool.ticked);
+      row.append(tick, label, policy);
       if (tool.description) row.append(el("p", { className: "help" }, tool.description));
       tick.addEventListener("change", () => {
         const kept = (nodeData(dfId).params.tools || []).filter((t) => t.name !== tool.name);
-        if (tick.checked) kept.push(Object.fromEntries(KEPT_TOOL_FIELDS.map((k) => [k, tool[k]])));
+        if (tick.checked) kept.push(Object.assign(Object.fromEntries(KEPT_TOOL_FIELDS.map((k) => [k, tool[k]])), { policy: policy.value }));
+        policy.disabled = !tick.checked;
         setMcpParams(dfId, { tools: kept });
       });
       list.append(row);
