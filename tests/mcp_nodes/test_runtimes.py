@@ -109,3 +109,30 @@ def test_claude_code_calls_an_mcp_tool_through_the_project_tool_bridge(
     result = stored[3]["blocks"][0]
     assert result["name"] == "mcp__project__echo" and not result["is_error"]
     assert "echo: from claude code" in json.dumps(result["content"])
+
+
+def test_a_runtime_never_calls_a_tool_that_asks_first(owner, settings, tmp_path, http_server, vertex_fake):  # noqa: F811
+    """A runtime's own tool loop cannot be parked for the owner's decision: the tool is answered `Not run`, and the
+    server never sees the call (docs/tools.md#approvals)."""
+    from agents.services.runtime_runs import RUNTIME_ASK_TEXT
+    from tests.mcp_nodes.helpers import ticked
+
+    from .test_calls import _listing
+
+    settings.AGENT_EXECUTION_MODE = "inline"
+    settings.AGENT_RUNTIME_DIR = str(tmp_path / "runtimes")
+    connection = {"transport": "http", "url": http_server.url, "server": ""}
+    params = {"url": http_server.url, "tools": ticked(_listing(owner, connection), "wipe", policy=None)}
+    runtime = {"project": "P", "location": "L", "agent": "antigravity-preview-05-2026", "environment": "remote"}
+    workflow, generation, ids = mcp_workflow(owner, params, provider="vertex_agent", model="gemini-3-flash", **runtime)
+    vertex_fake.push(
+        Turn([Call("wipe", json.dumps({"target": "the old logs"}), id="call-1")]),
+        Turn([Text("I was not allowed to.")]),
+    )
+    firing = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="wipe the logs")
+    )
+    assert firing.state == Firing.State.FINISHED, (firing.error_code, firing.error_message)
+    [result] = vertex_fake.creates()[1].body["input"]
+    assert result["result"] == RUNTIME_ASK_TEXT.format(name="wipe")
+    assert http_server.calls("wipe") == []
