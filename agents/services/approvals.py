@@ -28,6 +28,9 @@ CANCELLED_REASON = "The answer was stopped before a decision."
 
 
 def hours(seconds: int) -> str:
+    """A timeout in words: "24 hours", "5 minutes", "30 seconds"."""
+    if seconds < 60:
+        return f"{seconds} second" + ("s" if seconds != 1 else "")
     if seconds % 3600 == 0:
         count = seconds // 3600
         return f"{count} hour" + ("s" if count != 1 else "")

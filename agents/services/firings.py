@@ -123,9 +123,9 @@ def firing_end(
 
     if firing.is_terminal:
         return
-    if firing.state == Firing.State.AWAITING_APPROVAL:
-        # Ended while calls waited for the owner (a reset, the watchdog): they are closed, so a late decision finds
-        # them decided and acts on nothing.
+    if any(b.get("approval") for b in firing.tool_bindings or []):
+        # Ended while calls waited for the owner (a reset, the watchdog, a runtime's run cut off): they are closed,
+        # so a late decision finds them decided and acts on nothing.
         firing_write_along(firing, [_approvals_cancelled(firing)])
     firing.state = state
     firing.end_reason = end_reason or state
