@@ -143,6 +143,12 @@ def test_a_call_that_asks_first_parks_the_firing_and_approve_makes_it_once(
     (decision,) = detail["approvals"]
     assert decision["state"] == "approved" and decision["decided_by"] == owner.get_username()
     assert decision["decided_at"]
+    from django.test import Client
+
+    browser = Client()
+    browser.force_login(owner)
+    history = browser.get(f"/workflows/{workflow.pk}/runs/{firing.pk}/").content.decode()
+    assert "Asked the owner first" in history and f"approved by {owner.get_username()}" in history
     # A second Approve (another tab) is 409 with the decision that stands, and calls nothing.
     again = _decide(owner_client, approval.pk, "deny", "too late")
     assert again.status_code == 409 and again.json()["code"] == "already_decided"
