@@ -239,7 +239,7 @@ def fire_deliver(*, fire_id: int) -> TriggerFire | None:
             meta={"trigger": mark},
         )
     except ServiceError as exc:
-        if exc.code == "run_in_progress":
+        if exc.code in ("run_in_progress", "approval_pending"):  # busy (a card waiting too): try again later
             TriggerFire.objects.filter(pk=fire.pk, state=TriggerFire.State.QUEUED).update(
                 state=TriggerFire.State.WAITING, updated_at=timezone.now()
             )

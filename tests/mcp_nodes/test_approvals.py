@@ -351,3 +351,34 @@ def test_a_teammates_call_that_asks_first_shows_in_the_owners_chat_and_the_answe
     assert http_server.calls("wipe") == [{"tool": "wipe", "arguments": {"target": "the old logs"}}]
     reply = _thread(owner_client, workflow)["messages"][-1]
     assert reply["run"]["approvals"][0]["state"] == "approved" and reply["run"]["approvals"][0]["teammate"]
+
+
+def test_a_webhook_delivery_while_a_card_waits_waits_too(owner, owner_client, inline, http_server):
+    """The lane is taken while a card waits: a trigger's turn waits for the next sweep, as behind any answer, and is
+    not failed."""
+    from django.test import Client
+
+    from tests.agents.factories import agent_node, edge, started_workflow
+    from tests.mcp_nodes.helpers import mcp_node
+    from triggers.models import TriggerFire
+
+    hook_params = {"name": "Tickets", "message": "Ticket: {body.title}", "signing_secret": ""}
+    nodes = [
+        {"id": "trigger", "type": "chatTrigger", "params": {}},
+        {"id": "hook", "type": "webhookTrigger", "params": hook_params},
+        agent_node("lead", "Lead"),
+        {"id": "ctx", "type": "context", "params": {}},
+        mcp_node(**_params(owner, http_server, "wipe")),
+    ]
+    edges = [
+        edge("trigger", "output-main", "lead", "input-main"),
+        edge("hook", "output-main", "lead", "input-main"),
+        edge("ctx", "output-context", "lead", "input-context"),
+        edge("mcp", "output-tool", "lead", "input-tools"),
+    ]
+    workflow, generation, ids = started_workflow(owner, nodes, edges)
+    url = owner_client.post(f"/api/workflows/{workflow.pk}/hooks/{ids['hook']}/").json()["url"]
+    assert _send(owner_client, workflow, 'call wipe: {"target": "the old logs"}').status_code == 201
+    delivered = Client().post(url[url.index("/hooks/") :], {"title": "Printer"}, content_type="application/json")
+    assert delivered.status_code == 202 and delivered.json()["state"] == "waiting"
+    assert TriggerFire.objects.get().state == "waiting"
