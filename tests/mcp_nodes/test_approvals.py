@@ -382,3 +382,30 @@ def test_a_webhook_delivery_while_a_card_waits_waits_too(owner, owner_client, in
     delivered = Client().post(url[url.index("/hooks/") :], {"title": "Printer"}, content_type="application/json")
     assert delivered.status_code == 202 and delivered.json()["state"] == "waiting"
     assert TriggerFire.objects.get().state == "waiting"
+
+
+def test_switching_versions_while_a_card_waits_ends_the_run_first(owner, owner_client, inline, http_server):
+    workflow, generation, ids = mcp_workflow(owner, _params(owner, http_server, "echo", "wipe"))
+    assert _send(owner_client, workflow, 'call echo: {"text": "first version"}').status_code == 201
+    first = _thread(owner_client, workflow)["messages"][0]
+    edited = owner_client.post(
+        f"/api/workflows/{workflow.pk}/chat/messages/{first['id']}/edit/",
+        {"text": 'call wipe: {"target": "the old logs"}'},
+        format="json",
+    )
+    assert edited.status_code == 201, edited.content
+    waiting = Firing.objects.get(workflow=workflow, state=Firing.State.AWAITING_APPROVAL)
+    thread = _thread(owner_client, workflow)
+    version = thread["messages"][0]
+    assert version["siblings"]["previous_id"] == first["id"]
+    switched = owner_client.post(
+        f"/api/workflows/{workflow.pk}/chat/messages/{first['id']}/switch/",
+        {"expected_revision": thread["revision"]},
+        format="json",
+    )
+    assert switched.status_code == 200, switched.content
+    waiting.refresh_from_db()
+    assert waiting.state == Firing.State.STOPPED and http_server.calls("wipe") == []
+    assert ToolApproval.objects.get(firing=waiting).state == "cancelled"
+    shown = _thread(owner_client, workflow)["messages"]
+    assert shown[0]["id"] == first["id"] and "echo: first version" in shown[-1]["text"]
