@@ -154,7 +154,16 @@
     if (params.model) return `${params.provider || ""} · ${params.model}`;
     if (params.reset_policy) return `${type.toolName ? "tool " + type.toolName + " · " : ""}reset: ${params.reset_policy}`;
     if (type.toolName) return `tool ${type.toolName}`;
+    if (type.panel === "mcp" && Array.isArray(params.tools) && params.tools.length) return mcpToolsLine(params.tools);
     return type.description.split(";")[0].split(".")[0];
+  }
+
+  // An MCP server node on the canvas: how many tools it offers and how many ask the owner first.
+  function mcpToolsLine(tools) {
+    const policies = tools.map((t) => t.policy || defaultPolicy(t.annotations));
+    const offered = policies.filter((p) => p !== "never").length;
+    const asking = policies.filter((p) => p === "ask").length;
+    return `${offered} tool${offered === 1 ? "" : "s"}` + (asking ? ` · ${asking} ask${asking === 1 ? "s" : ""} first` : "");
   }
 
   function nodeHtml(data) {
@@ -779,6 +788,8 @@
   function setMcpParams(dfId, changes) {
     const params = Object.assign({}, nodeData(dfId).params, changes);
     editor.updateNodeDataFromId(dfId, Object.assign({}, nodeData(dfId), { params }));
+    const sub = $(`node-${dfId}`) && $(`node-${dfId}`).querySelector(".node-sub");
+    if (sub) { sub.textContent = nodeSubtitle(nodeData(dfId)); sub.title = sub.textContent; } // the canvas says it too
     if (state.form) state.form.refresh(params); // the generic form keeps a copy of the params: hand it the new ones
     changed();
   }

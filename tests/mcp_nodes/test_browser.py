@@ -95,6 +95,10 @@ def test_wire_test_tick_start_and_call_an_mcp_server(cookie, tmp_path, http_serv
         expect(page.locator("#mcp-policy-measure")).to_have_value("ask")  # no annotations: ask first
         expect(page.locator("#mcp-policy-wipe")).to_be_disabled()  # not ticked
         page.locator("#mcp-policy-measure").select_option("never")
+        expect(page.locator(f"{mcp} .node-sub")).to_have_text("1 tool")  # on the canvas: measure is never offered
+        page.locator("#mcp-policy-echo").select_option("ask")
+        expect(page.locator(f"{mcp} .node-sub")).to_have_text("1 tool · 1 asks first")
+        page.locator("#mcp-policy-echo").select_option("run")
         shot(page, "01-tools-ticked-1280")
         page.get_by_role("button", name="Save", exact=True).click()
         expect(page.locator("#save-state")).to_have_text(re.compile(r"Saved · revision \d+"))
