@@ -27,7 +27,7 @@ from conversations import store
 CANCELLED_REASON = "The answer was stopped before a decision."
 
 
-def hours(seconds: int) -> str:
+def duration_words(seconds: int) -> str:
     """A timeout in words: "24 hours", "5 minutes", "30 seconds"."""
     if seconds < 60:
         return f"{seconds} second" + ("s" if seconds != 1 else "")
@@ -39,7 +39,7 @@ def hours(seconds: int) -> str:
 
 
 def expired_reason() -> str:
-    return f"No decision within {hours(settings.TOOL_APPROVAL_TIMEOUT_SECONDS)}: counted as declined."
+    return f"No decision within {duration_words(settings.TOOL_APPROVAL_TIMEOUT_SECONDS)}: counted as declined."
 
 
 def asks_first(binding: dict | None, call: dict) -> bool:

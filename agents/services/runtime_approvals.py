@@ -15,7 +15,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from agents.models import Firing, ToolApproval
-from agents.services.approvals import approval_request, declined_outcome, hours
+from agents.services.approvals import approval_request, declined_outcome, duration_words
 from agents.services.heartbeat import stop_requested
 from agents.tools import ToolOutcome
 
@@ -39,7 +39,7 @@ def runtime_call_decision(firing: Firing, binding: dict, call: dict) -> ToolOutc
             pending.update(state=ToolApproval.State.CANCELLED, decided_at=timezone.now(), reason=STOPPED_TEXT)
             break
         if time.monotonic() >= give_up_at:
-            reason = f"No decision within {hours(int(wait))}: counted as declined."
+            reason = f"No decision within {duration_words(int(wait))}: counted as declined."
             pending.update(state=ToolApproval.State.EXPIRED, decided_at=timezone.now(), reason=reason)
             break
         time.sleep(settings.AGENT_STOP_POLL_SECONDS)
