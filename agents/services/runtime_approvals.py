@@ -1,5 +1,5 @@
-"""A tool that asks first, called from inside an agent runtime's run (Claude Code and Codex through the tool bridge,
-Vertex and RLM from the worker): the run cannot be parked between its own tool calls, so the tool's thread waits
+"""A tool that asks first, called from inside an agent runtime's run (Claude Code through the tool bridge, Vertex
+and RLM from the worker): the run cannot be parked between its own tool calls, so the tool's thread waits
 for the owner's decision while the run waits for the tool (docs/tools.md#approvals).
 
 The call gets its `ToolApproval` and its card like a native one; the thread polls the row. No decision within
