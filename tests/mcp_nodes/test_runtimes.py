@@ -207,6 +207,12 @@ def test_claude_codes_bridge_waits_for_the_owners_decision(owner, settings, tmp_
         )
         time.sleep(3)  # the CLI is waiting on the bridge meanwhile
         assert http_server.calls("wipe") == []
+        # The CLI was told it may wait on a project tool as long as the run has left (not its own shorter default).
+        pid = next((tmp_path / "runtimes").glob("claude_code/*/proc/pid")).read_text().strip()
+        environ = dict(
+            part.split("=", 1) for part in open(f"/proc/{pid}/environ", "rb").read().decode().split("\0") if "=" in part
+        )
+        assert int(environ["MCP_TOOL_TIMEOUT"]) >= settings.TOOL_APPROVAL_RUNTIME_TIMEOUT_SECONDS * 1000
         return tool_approval_decide(approval_id=pending.pk, owner=owner, decision="approve", reason="go ahead")
 
     approver = Competitor(owner_approves_after_a_while, name="owner").start()
