@@ -409,3 +409,25 @@ def test_switching_versions_while_a_card_waits_ends_the_run_first(owner, owner_c
     assert ToolApproval.objects.get(firing=waiting).state == "cancelled"
     shown = _thread(owner_client, workflow)["messages"]
     assert shown[0]["id"] == first["id"] and "echo: first version" in shown[-1]["text"]
+
+
+def test_several_calls_in_one_step_get_a_card_each_and_the_firing_continues_once_all_are_decided(
+    owner, owner_client, inline, http_server
+):
+    prompt = 'call wipe: {"target": "the old logs"}\ncall wipe: {"target": "the backups"}'
+    workflow, generation, ids, firing = _parked(owner, owner_client, http_server, prompt)
+    cards = _thread(owner_client, workflow)["active_run"]["approvals"]
+    assert [json.loads(c["arguments"])["target"] for c in cards] == ["the old logs", "the backups"]
+    assert _decide(owner_client, cards[0]["id"], "approve").status_code == 200
+    firing.refresh_from_db()
+    # The approved call is made; the answer waits for the other decision.
+    assert firing.state == Firing.State.AWAITING_APPROVAL
+    assert http_server.calls("wipe") == [{"tool": "wipe", "arguments": {"target": "the old logs"}}]
+    assert _send(owner_client, workflow, "and?").json()["code"] == "approval_pending"
+    assert _decide(owner_client, cards[1]["id"], "deny", "Not the backups.").status_code == 200
+    firing.refresh_from_db()
+    assert firing.state == Firing.State.FINISHED
+    first, second = _results(workflow, generation, ids)
+    assert first["content"] == "wiped the old logs"
+    assert second["content"] == "Not run: the owner declined this call. Their reason: Not the backups."
+    assert len(http_server.calls("wipe")) == 1
