@@ -1286,13 +1286,18 @@
     box.hidden = false;
     box.className = "test-answer pending";
     box.textContent = "Running (generation 0)…";
+    delete box.dataset.approvals;
     $("test-run").disabled = true;
     try {
       const started = await api("POST", config.api + "test-run/", { prompt });
       let run = null;
-      for (let i = 0; i < 600; i += 1) {
+      for (let i = 0; ; i += 1) {
         run = await api("GET", started.run_url);
         if (TERMINAL.has(run.state)) break;
+        // A call that asks the owner first waits for a decision here (no time limit but its own timeout).
+        const waiting = pendingApprovals(run);
+        showTestApprovals(waiting);
+        if (i >= 600 && !waiting.length) break;
         await new Promise((resolve) => setTimeout(resolve, 500));
       }
       showTestAnswer(run, started.firing_id);
@@ -1303,6 +1308,47 @@
       $("test-run").disabled = false;
     }
   });
+
+  // The test run's calls that wait for the owner's decision (its teammates' too), as the run detail lists them.
+  function pendingApprovals(run) {
+    const own = (run.approvals || []).filter((a) => a.state === "pending");
+    return own.concat(...(run.delegations || []).map(pendingApprovals));
+  }
+
+  function showTestApprovals(waiting) {
+    const box = $("test-answer");
+    const key = waiting.map((a) => a.id).join(",");
+    if (box.dataset.approvals === key) return; // unchanged: keep what the owner is typing
+    box.dataset.approvals = key;
+    if (!waiting.length) { box.textContent = "Running (generation 0)…"; return; }
+    box.textContent = "";
+    box.append(el("p", { className: "meta" }, "Waiting for your decision:"));
+    waiting.forEach((approval) => {
+      const card = el("div", { className: "test-approval", "data-approval": approval.id });
+      const title = el("p");
+      title.append(el("strong", {}, approval.agent_name), " wants to run ", el("code", {}, approval.tool));
+      if (approval.server) title.append(" on ", el("span", { className: "tool-server" }, approval.server));
+      let shown = approval.arguments;
+      try { shown = JSON.stringify(JSON.parse(approval.arguments), null, 2); } catch (_) { /* shown as sent */ }
+      const reason = el("input", { type: "text", maxlength: 2000, "aria-label": `Reason for ${approval.tool} (optional)`, placeholder: "Reason (optional)" });
+      const buttons = el("div", { className: "test-approval-actions" });
+      [["approve", "Approve"], ["deny", "Deny"]].forEach(([decision, words]) => {
+        const button = el("button", { type: "button", className: decision }, words);
+        button.addEventListener("click", async () => {
+          buttons.querySelectorAll("button").forEach((b) => { b.disabled = true; });
+          try {
+            await api("POST", `/api/tool-approvals/${encodeURIComponent(approval.id)}/decision/`, { decision, reason: reason.value });
+            card.replaceChildren(el("p", { className: "meta" }, decision === "approve" ? `Approved: ${approval.tool} runs now.` : `Declined: the agent is told.`));
+          } catch (error) {
+            card.append(el("p", { className: "error" }, error.message));
+          }
+        });
+        buttons.append(button);
+      });
+      card.append(title, el("pre", { className: "tool-io" }, shown), reason, buttons);
+      box.append(card);
+    });
+  }
 
   function showTestAnswer(run, firingId) {
     const box = $("test-answer");

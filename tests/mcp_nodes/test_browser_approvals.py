@@ -98,3 +98,29 @@ def test_approve_then_deny_a_tool_call_in_the_chat(setup, tmp_path, http_server)
         page.set_viewport_size({"width": 1280, "height": 900})
         shot(page, "approval-05-denied-1280")
     assert [c["arguments"]["target"] for c in http_server.calls("wipe")] == ["the old logs"]
+
+
+def test_a_test_run_in_the_editor_asks_before_a_call_too(setup, tmp_path, http_server):
+    """The editor's Test run (generation 0) parks like a chat answer: the panel shows the waiting call with Approve
+    and Deny, and the answer comes once decided."""
+    from playwright.sync_api import expect
+
+    workflow, cookie = setup
+    with (
+        running_site(tmp_path, web_env=MCP_ENV, OFFLINE_PROVIDER_DELAY_MS="20", **MCP_ENV) as site,
+        chromium_page(tmp_path / "profile", width=1280, height=900) as page,
+    ):
+        page.context.add_cookies([{**cookie, "url": site}])
+        page.goto(f"{site}/workflows/{workflow.pk}/")
+        expect(page.locator("#editor")).to_have_attribute("data-state", "ready")
+        page.locator("#test-prompt").fill('call wipe: {"target": "the test logs"}')
+        page.get_by_role("button", name="Test run").click()
+        card = page.locator("#test-answer .test-approval")
+        expect(card).to_contain_text("Lead wants to run wipe on " + http_server.url, timeout=30_000)
+        expect(card.locator("pre")).to_contain_text('"target": "the test logs"')
+        assert http_server.calls("wipe") == []
+        card.locator("#test-answer input, input").first.fill("Only the test logs.")
+        shot(page, "approval-06-test-run-1280")
+        card.get_by_role("button", name="Approve").click()
+        expect(page.locator("#test-answer")).to_contain_text("wiped the test logs", timeout=30_000)
+    assert http_server.calls("wipe") == [{"tool": "wipe", "arguments": {"target": "the test logs"}}]
