@@ -431,3 +431,16 @@ def test_several_calls_in_one_step_get_a_card_each_and_the_firing_continues_once
     assert first["content"] == "wiped the old logs"
     assert second["content"] == "Not run: the owner declined this call. Their reason: Not the backups."
     assert len(http_server.calls("wipe")) == 1
+
+
+def test_a_reset_while_a_card_waits_ends_the_answer_and_closes_the_call(owner, owner_client, inline, http_server):
+    workflow, generation, ids, firing = _parked(owner, owner_client, http_server)
+    reset = owner_client.post(f"/api/workflows/{workflow.pk}/reset/", {}, format="json")
+    assert reset.status_code == 200, reset.content
+    firing.refresh_from_db()
+    assert firing.state == Firing.State.FAILED and firing.error_code == "reset"
+    approval = ToolApproval.objects.get(firing=firing)
+    assert approval.state == "cancelled"
+    late = _decide(owner_client, approval.pk, "approve")
+    assert late.status_code == 409 and late.json()["approval"]["state"] == "cancelled"
+    assert http_server.calls("wipe") == []
