@@ -571,6 +571,8 @@ TRIGGERS_RESEND_AFTER_SECONDS = env_int("TRIGGERS_RESEND_AFTER_SECONDS", 60, min
 TRIGGERS_WEBHOOK_MAX_BYTES = env_int("TRIGGERS_WEBHOOK_MAX_BYTES", 64 * 1024, minimum=1024)
 TRIGGERS_WEBHOOK_TOLERANCE_SECONDS = env_int("TRIGGERS_WEBHOOK_TOLERANCE_SECONDS", 300, minimum=10)
 TRIGGERS_WEBHOOK_RATE_PER_MINUTE = env_int("TRIGGERS_WEBHOOK_RATE_PER_MINUTE", 60, minimum=1)
+# Refused deliveries are counted (for /metrics) in windows of this length; a window's counters expire with it.
+TRIGGERS_WEBHOOK_REFUSED_WINDOW_SECONDS = env_int("TRIGGERS_WEBHOOK_REFUSED_WINDOW_SECONDS", 3600, minimum=60)
 CELERY_BEAT_SCHEDULE["triggers-sweep"] = {
     "task": "triggers.sweep",
     "schedule": timedelta(seconds=TRIGGERS_SWEEP_SECONDS),

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agents', '0006_tool_call_state'),
+        ('agents', '0007_firing_trigger'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
