@@ -11,10 +11,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from core.errors import NotFoundError, ServiceError
+from core.idempotency import idempotent
 from workflows.apis import ErrorOutput, InvalidGraphOutput
 from workflows.selectors import access_workflow
 
-from .selectors import workflow_run_detail, workflow_runs
+from .selectors import approval_card, workflow_run_detail, workflow_runs
+from .services.approval_decisions import owned_approval, tool_approval_decide
 from .services.editor_runs import firing_test_run
 
 _NOT_FOUND = {404: ErrorOutput}
@@ -96,6 +98,23 @@ class RunListItemOutput(RunSummaryOutput):
     failed_steps = serializers.IntegerField(help_text="Steps that failed or are ambiguous (a worker lost mid-call).")
 
 
+class ToolApprovalOutput(serializers.Serializer):
+    id = serializers.CharField()
+    state = serializers.CharField(help_text="pending, approved, denied, expired (no decision in time) or cancelled")
+    agent_node_id = serializers.CharField()
+    agent_name = serializers.CharField()
+    teammate = serializers.BooleanField(help_text="The call is a teammate's, inside the answer.")
+    name = serializers.CharField(help_text="The tool's name as the model called it")
+    tool = serializers.CharField(help_text="The tool's own name on its server")
+    server = serializers.CharField(allow_blank=True, help_text="An MCP tool's server: its URL or stdio name")
+    arguments = serializers.CharField(help_text="The call's arguments as the model wrote them (JSON, secrets hidden)")
+    created_at = serializers.DateTimeField()
+    expires_at = serializers.DateTimeField(help_text="Without a decision by then, the call counts as declined")
+    decided_by = serializers.CharField(allow_null=True)
+    decided_at = serializers.DateTimeField(allow_null=True)
+    reason = serializers.CharField(allow_blank=True)
+
+
 class RunDetailOutput(RunSummaryOutput):
     steps = RunStepOutput(many=True)
     tool_calls = RunToolCallOutput(many=True)
@@ -104,6 +123,7 @@ class RunDetailOutput(RunSummaryOutput):
     output_tokens = serializers.IntegerField()
     answer = serializers.CharField(allow_blank=True)
     delegations = serializers.ListField(child=serializers.JSONField(), help_text="Nested run details of teammates.")
+    approvals = ToolApprovalOutput(many=True, help_text="The calls that asked the owner first, and who decided, when.")
 
 
 class WorkflowTestRunApi(APIView):
@@ -199,3 +219,51 @@ def _trigger_param(request) -> str | None:
     if len(raw) > 200:
         raise ServiceError("invalid_request", "`trigger` is a node id (at most 200 characters) or `chat`.")
     return raw
+
+
+# --- tool calls that ask first ---------------------------------------------------------------------------------
+
+
+class ToolApprovalApi(APIView):
+    @extend_schema(
+        operation_id="tool_approval_get",
+        responses={200: ToolApprovalOutput, **_NOT_FOUND},
+        description="One tool call that asks the owner first: the agent, the tool and its server, the arguments, and "
+        "the decision once made. Another owner's is 404.",
+    )
+    def get(self, request, approval_id: str):
+        approval = owned_approval(approval_id=approval_id, owner=request.user)
+        return Response(ToolApprovalOutput(approval_card(approval)).data)
+
+
+class ToolApprovalDecisionApi(APIView):
+    class InputSerializer(serializers.Serializer):
+        class Meta:
+            ref_name = "ToolApprovalDecisionInput"
+
+        decision = serializers.ChoiceField(choices=["approve", "deny"])
+        reason = serializers.CharField(required=False, allow_blank=True, max_length=10_000)
+
+    class ConflictOutput(serializers.Serializer):
+        class Meta:
+            ref_name = "ToolApprovalConflict"
+
+        code = serializers.CharField(help_text="already_decided")
+        message = serializers.CharField()
+        approval = serializers.DictField(help_text="The decision that stands: state, decided_by, decided_at, reason")
+
+    @extend_schema(
+        operation_id="tool_approval_decide",
+        request=InputSerializer,
+        responses={200: ToolApprovalOutput, 400: ErrorOutput, 409: ConflictOutput, **_NOT_FOUND},
+        description="Approve (the call is made once) or deny (the model is told the owner declined, with the reason) "
+        "one waiting call. The decision is saved before anything acts on it; exactly one decision stands: a later "
+        "one, or one after the timeout or a Stop, is 409 `already_decided` with the decision that stands.",
+    )
+    @idempotent
+    def post(self, request, approval_id: str):
+        owned_approval(approval_id=approval_id, owner=request.user)  # a stranger's 404 before the body is read
+        payload = self.InputSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        approval = tool_approval_decide(approval_id=approval_id, owner=request.user, **payload.validated_data)
+        return Response(ToolApprovalOutput(approval_card(approval)).data)

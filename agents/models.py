@@ -6,6 +6,7 @@ firing id and the step number only.
 
 import uuid
 
+from django.conf import settings
 from django.db import models
 
 
@@ -14,6 +15,8 @@ class Firing(models.Model):
         QUEUED = "queued"
         RUNNING = "running"
         WAITING = "waiting"  # a teammate it delegated to is still working
+        # A call of its latest step waits for the owner's decision (ToolApproval): no worker, lease or task holds it.
+        AWAITING_APPROVAL = "awaiting_approval"
         FINISHED = "finished"
         FAILED = "failed"
         STOPPED = "stopped"
@@ -37,7 +40,7 @@ class Firing(models.Model):
     trigger_label = models.CharField(max_length=300, blank=True, default="")
     prompt = models.TextField()
 
-    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED, db_index=True)
+    state = models.CharField(max_length=24, choices=State.choices, default=State.QUEUED, db_index=True)
     stop_requested = models.BooleanField(default=False)
     iteration = models.PositiveIntegerField(default=0)
     # A compaction between steps is due or running: it, not a step, continues the firing (execute refuses until
@@ -156,3 +159,43 @@ class ToolCallResult(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} result for {self.tool_call_id}"
+
+
+class ToolApproval(models.Model):
+    """The owner's decision on one tool call that asks first (docs/tools.md#approvals).
+
+    Created `pending` when persist reaches the call, in the transaction that parks the firing; decided once, by one
+    conditional update (`pending` -> approved / denied), so two racing decisions give one outcome; `expired` when no
+    decision came within TOOL_APPROVAL_TIMEOUT_SECONDS (counted as a denial), `cancelled` when the answer was
+    stopped (or ended) first. The call itself is the one the model sent, kept on its step (`LlmStep.result`);
+    `arguments` is that call's arguments as JSON text, for the card."""
+
+    class State(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        DENIED = "denied"
+        EXPIRED = "expired"
+        CANCELLED = "cancelled"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    firing = models.ForeignKey(Firing, on_delete=models.CASCADE, related_name="approvals")
+    iteration = models.PositiveIntegerField()
+    tool_call_id = models.CharField(max_length=200)
+    name = models.CharField(max_length=200)  # the name the model called
+    node_id = models.CharField(max_length=200, blank=True, default="")
+    arguments = models.TextField(default="")
+    state = models.CharField(max_length=16, choices=State.choices, default=State.PENDING)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="tool_approvals"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    reason = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["firing", "tool_call_id"], name="tool_approval_once_per_call")]
+        indexes = [models.Index(fields=["state", "expires_at"])]
+
+    def __str__(self) -> str:
+        return f"approval of {self.name} ({self.state})"

@@ -33,6 +33,10 @@ class FiringObserver:
     def tool_step(self, *, firing, tool_call: dict, phase: str, result: dict | None = None) -> None:
         """A tool call `started` or `finished`; inside persist's transaction (send on commit)."""
 
+    def approval(self, *, firing, approval) -> None:
+        """A tool call asks the owner first (`approval` pending) or was decided; inside the transaction that recorded
+        it (send on commit)."""
+
     def ended(self, *, firing) -> None:
         """The firing reached a terminal state; inside the transaction that ended it."""
 
@@ -70,6 +74,10 @@ def notify_stream_event(*, firing, event: dict) -> None:
 
 def notify_tool_step(*, firing, tool_call: dict, phase: str, result: dict | None = None) -> None:
     _each("tool_step", firing=firing, tool_call=tool_call, phase=phase, result=result)
+
+
+def notify_approval(*, firing, approval) -> None:
+    _each("approval", firing=firing, approval=approval)
 
 
 def notify_ended(*, firing) -> None:

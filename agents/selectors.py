@@ -14,8 +14,9 @@ from datetime import datetime
 from decimal import Decimal
 
 from django.db.models import Count, Max, Q
+from django.utils import timezone
 
-from agents.models import Firing, LlmStep, ToolCallResult
+from agents.models import Firing, LlmStep, ToolApproval, ToolCallResult
 from conversations.models import UsageRecord
 from conversations.selectors import usage_by_keys
 from provider_keys.secrets import SecretUnavailable, owner_secret_values
@@ -42,6 +43,10 @@ class FiringOutcome:
     @property
     def queued(self) -> bool:
         return self.state == Firing.State.QUEUED
+
+    @property
+    def awaiting_approval(self) -> bool:
+        return self.state == Firing.State.AWAITING_APPROVAL
 
 
 def firing_outcome_of(firing: Firing) -> FiringOutcome:
@@ -390,6 +395,7 @@ def _firing_detail(firing: Firing, depth: int) -> dict:
     data = _firing_summary(firing)
     data["steps"] = _step_rows(firing, usage)
     data["tool_calls"] = _tool_rows(firing)
+    data["approvals"] = firing_approvals(firing=firing)
     costs = [row["cost"] for row in data["steps"] if row["cost"] is not None]
     data["cost"] = sum(costs, Decimal(0)) if costs else None
     data["input_tokens"] = sum(row["input_tokens"] for row in data["steps"])
@@ -413,3 +419,70 @@ def workflow_run_detail(*, workflow, firing_id) -> dict | None:
     if firing is None:
         return None
     return _firing_detail(firing, 0)
+
+
+# --- tool calls that ask first (agents/services/approvals.py) ---------------------------------------------------
+
+
+def approval_wait_seconds(*, firing_id) -> float:
+    """How long the firing was parked for decisions in all (each step's first request to its last decision, or
+    now): time the firing's run did not work, which its limits do not count."""
+    now = timezone.now()
+    spans: dict[int, list] = {}
+    for iteration, created, decided in ToolApproval.objects.filter(firing_id=firing_id).values_list(
+        "iteration", "created_at", "decided_at"
+    ):
+        span = spans.setdefault(iteration, [created, decided or now])
+        span[0] = min(span[0], created)
+        span[1] = max(span[1], decided or now)
+    return sum((end - start).total_seconds() for start, end in spans.values())
+
+
+def chat_run_waits_for_approval(*, chat_run_id) -> bool:
+    """Whether a call of the run (its answering firing's or a teammate's) waits for the owner's decision."""
+    return ToolApproval.objects.filter(firing__chat_run_id=chat_run_id, state=ToolApproval.State.PENDING).exists()
+
+
+def approval_card(approval: ToolApproval, firing: Firing | None = None) -> dict:
+    """One call that asks first, as the chat's card and the API show it."""
+    firing = firing or approval.firing
+    bindings = {b["name"]: b for b in firing.tool_bindings or []}
+    binding = bindings.get(approval.name) or {}
+    meta = binding.get("meta") or {}
+    server = meta.get("server") or {}
+    return {
+        "id": str(approval.pk),
+        "state": approval.state,
+        "agent_node_id": firing.agent_node_id,
+        "agent_name": (firing.agent_config or {}).get("name") or firing.agent_node_id,
+        "teammate": firing.parent_id is not None,
+        "name": approval.name,
+        "tool": meta.get("tool") or approval.name,
+        "server": (server.get("server") if server.get("transport") == "stdio" else server.get("url")) or "",
+        # As the model wrote them, the values of the server's secrets hidden (as run history shows them).
+        "arguments": _redacted(approval.arguments, firing, binding) if binding.get("remote") else approval.arguments,
+        "created_at": approval.created_at,
+        "expires_at": approval.expires_at,
+        "decided_by": approval.decided_by.get_username() if approval.decided_by is not None else None,
+        "decided_at": approval.decided_at,
+        "reason": approval.reason,
+    }
+
+
+def chat_runs_approvals(*, chat_run_ids) -> dict[int, list[dict]]:
+    """{chat run id: its calls that asked first, oldest first}, teammates' included (one query for a thread)."""
+    found: dict[int, list[dict]] = {}
+    rows = (
+        ToolApproval.objects.filter(firing__chat_run_id__in=list(chat_run_ids))
+        .select_related("firing", "firing__workflow", "decided_by")
+        .order_by("created_at", "pk")
+    )
+    for approval in rows:
+        found.setdefault(int(approval.firing.chat_run_id), []).append(approval_card(approval, approval.firing))
+    return found
+
+
+def firing_approvals(*, firing: Firing) -> list[dict]:
+    """Run history: who decided which call of the firing, when, and why."""
+    rows = ToolApproval.objects.filter(firing=firing).select_related("decided_by").order_by("created_at", "pk")
+    return [approval_card(approval, firing) for approval in rows]

@@ -10,4 +10,10 @@ urlpatterns = [
         apis.WorkflowRunDetailApi.as_view(),
         name="workflows-run-detail",
     ),
+    path("tool-approvals/<str:approval_id>/", apis.ToolApprovalApi.as_view(), name="tool-approval"),
+    path(
+        "tool-approvals/<str:approval_id>/decision/",
+        apis.ToolApprovalDecisionApi.as_view(),
+        name="tool-approval-decision",
+    ),
 ]

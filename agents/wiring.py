@@ -27,6 +27,7 @@ class ToolBinding:
     parameters: dict | None = None
     meta: dict = field(default_factory=dict)
     remote: bool = False
+    approval: bool = False  # each call waits for the owner's approval (agents/services/approvals.py)
 
     def to_dict(self) -> dict:
         data = {
@@ -41,6 +42,8 @@ class ToolBinding:
             data["meta"] = self.meta
         if self.remote:
             data["remote"] = True
+        if self.approval:
+            data["approval"] = True
         return data
 
 
@@ -101,6 +104,7 @@ def _tool_bindings(source: dict, spec) -> list[ToolBinding]:
             parameters=offer.parameters,
             meta=dict(offer.meta),
             remote=offer.remote,
+            approval=offer.approval,
         )
         for offer in offers
     ]

@@ -6,6 +6,9 @@ from workflows.graph import NO_ANSWERING_AGENT_MESSAGE
 
 PLAIN_WORDS = {
     "run_in_progress": "An answer is still being worked on. Wait for it or press Stop, then try again.",
+    "approval_pending": (
+        "The answer is waiting for your decision on a tool call. Approve or deny it, or press Stop, then send again."
+    ),
     "revision_conflict": "The chat changed in another tab or window. The page has been refreshed; try again.",
     "cannot_rewind": (
         "The agent's conversation was summarized or cleared since then, so it cannot go back to that point."

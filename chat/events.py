@@ -40,6 +40,18 @@ def run_step_event(*, workflow_id: int, step, phase: str, label: str = "") -> di
     }
 
 
+def run_approval_event(*, workflow_id: int, approval) -> dict:
+    """A tool call of the run asks the owner first, or was decided (`approval`: its ToolApproval row): the page
+    refetches the snapshot, which carries the card."""
+    return {
+        "type": "run.approval",
+        "workflow_id": workflow_id,
+        "approval_id": str(approval.pk),
+        "state": approval.state,
+        "name": approval.name,
+    }
+
+
 def run_ended_event(
     *, workflow_id: int, state: str, outcome: str, reply_message_id: int, status: str, revision: int, code: str = ""
 ) -> dict:

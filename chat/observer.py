@@ -12,7 +12,12 @@ from django.db import transaction
 
 from agents.observers import FiringObserver, PrepareContribution
 from chat.delta_batcher import DeltaBatcher
-from chat.services.run_progress import chat_run_ended, chat_run_prepared, chat_run_step_record
+from chat.services.run_progress import (
+    chat_run_approval_record,
+    chat_run_ended,
+    chat_run_prepared,
+    chat_run_step_record,
+)
 
 
 class ChatObserver(FiringObserver):
@@ -62,6 +67,9 @@ class ChatObserver(FiringObserver):
 
     def tool_step(self, *, firing, tool_call: dict, phase: str, result: dict | None = None) -> None:
         chat_run_step_record(firing=firing, tool_call=tool_call, phase=phase, result=result)
+
+    def approval(self, *, firing, approval) -> None:
+        chat_run_approval_record(firing=firing, approval=approval)
 
     def ended(self, *, firing) -> None:
         if firing.parent_id is not None:

@@ -6,7 +6,7 @@ import json
 
 from django.db.models import Q
 
-from agents.selectors import firing_request_view
+from agents.selectors import chat_runs_approvals, firing_request_view
 from agents.wiring import AgentNotFound, agent_wiring
 from chat.models import ChatFeedback, ChatMarker, ChatMessage, ChatRun, ChatRunStep, ChatSession
 from chat.provenance import chat_memory_marks
@@ -123,6 +123,7 @@ def run_data(
     workflow,
     stream: bool = False,
     tools: StepTools | None = None,
+    approvals: list[dict] | None = None,
 ) -> dict:
     """A run as the page and API clients read it. `tools` finds the node type behind each step (a thread's runs
     share one)."""
@@ -143,6 +144,8 @@ def run_data(
         "finished_at": run.finished_at,
         "duration_ms": _duration_ms(run),
         "steps": [step_data(s, tools.spec_of(run, s), tools.meta_of(run, s)) for s in steps],
+        # Calls that asked the owner first (a teammate's too): the card while one waits, who decided what after.
+        "approvals": chat_runs_approvals(chat_run_ids=[run.pk]).get(run.pk, []) if approvals is None else approvals,
         "seq": run.seq,
         "partial_text": "",
         "partial_html": "",
@@ -187,6 +190,10 @@ def chat_thread(*, workflow) -> dict:
     by_reply = {r.reply_message_id: r for r in runs if r.reply_message_id}
     ratings = dict(ChatFeedback.objects.filter(session=session).values_list("message_id", "rating"))
     active = next((r for r in runs if r.is_active), None)
+    approvals = chat_runs_approvals(chat_run_ids=[r.pk for r in runs])
+    # An answer waiting for a decision can be left by an edit or a switch (which ends it first, like Stop).
+    waits = active is not None and any(a["state"] == "pending" for a in approvals.get(active.pk, []))
+    movable = active is None or waits
     latest_answer = path[-1].pk if path and path[-1].role == ChatMessage.Role.ASSISTANT else None
     tools = StepTools(workflow)
     out = []
@@ -220,10 +227,14 @@ def chat_thread(*, workflow) -> dict:
                     "next_id": siblings[index + 1] if index + 1 < len(siblings) else None,
                 },
                 "rating": ratings.get(message.pk),
-                "run": run_data(run, steps.get(run.pk, []), workflow=workflow, tools=tools) if run else None,
+                "run": run_data(
+                    run, steps.get(run.pk, []), workflow=workflow, tools=tools, approvals=approvals.get(run.pk, [])
+                )
+                if run
+                else None,
                 "can_edit": message.role == ChatMessage.Role.USER
                 and message.generation == workflow.live_generation
-                and active is None,
+                and movable,
                 "can_regenerate": message.pk == latest_answer
                 and message.generation == workflow.live_generation
                 and active is None,
@@ -237,7 +248,16 @@ def chat_thread(*, workflow) -> dict:
         if m.after_message_id is None or m.after_message_id in on_path
     ]
     base["active_run"] = (
-        run_data(active, steps.get(active.pk, []), workflow=workflow, stream=True, tools=tools) if active else None
+        run_data(
+            active,
+            steps.get(active.pk, []),
+            workflow=workflow,
+            stream=True,
+            tools=tools,
+            approvals=approvals.get(active.pk, []),
+        )
+        if active
+        else None
     )
     # Provenance hook (chat/provenance.py): the memory each answer saved, and what left versions saved.
     base["memory"] = chat_memory_marks(workflow=workflow, path=path, messages=messages, children=children, runs=runs)

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from agents.selectors import firing_outcome
+from agents.selectors import approval_wait_seconds, firing_outcome
 from agents.services.firings import firing_request_stop
 from chat.locks import chat_run_for_update
 from chat.models import ChatRun
@@ -54,8 +54,10 @@ def chat_watchdog_sweep() -> dict:
             return "from_firing" if firing.finished_at and now - firing.finished_at > lost_grace else None
         if firing.queued and age > delivery:
             return "not_delivered"
-        if age > max_age:
-            return "timed_out"
+        if firing.awaiting_approval:
+            return None  # parked for the owner's decision: its own timeout (the runtime's watchdog) ends the wait
+        if age > max_age and age - timedelta(seconds=approval_wait_seconds(firing_id=run.firing_id)) > max_age:
+            return "timed_out"  # time spent waiting for the owner's decisions does not count
         return None
 
     candidates = ChatRun.objects.filter(state__in=ChatRun.ACTIVE_STATES, updated_at__lt=now - lost_grace)

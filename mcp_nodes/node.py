@@ -18,6 +18,7 @@ from workflows.nodes import KIND_TOOL, Handle, NodeSpec, ToolOffer
 from .calls import mcp_tool_call
 from .client import McpFailure, server_label
 from .http import HTTP_TRANSPORTS, checked_url
+from .policy import ASK, NEVER, Policy, effective_policy
 
 
 class McpHeader(BaseModel):
@@ -35,6 +36,8 @@ class McpTickedTool(BaseModel):
     input_schema: dict = Field(default_factory=lambda: {"type": "object", "properties": {}})
     digest: str = Field("", max_length=64, description="sha256 of the listed name, description and schema")
     annotations: dict = Field(default_factory=dict)
+    # Run / ask first / never (mcp_nodes/policy.py); unset: the default the server's annotations suggest.
+    policy: Policy | None = Field(None, description="run, ask (the owner approves each call first) or never")
 
 
 TRANSPORT_LABELS = {
@@ -117,8 +120,11 @@ def _mcp_tools(node: dict) -> list[ToolOffer]:
             parameters=tool.input_schema or {"type": "object", "properties": {}},
             meta={"tool": tool.name, "digest": tool.digest, "server": connection},
             remote=True,
+            approval=policy == ASK,
         )
         for tool in params.tools
+        # A tool set to `never` is not offered: the model never sees it.
+        if (policy := effective_policy(tool.policy, tool.annotations)) != NEVER
     ]
 
 

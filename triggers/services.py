@@ -286,7 +286,7 @@ def fire_hand_over(fire: TriggerFire, *, workflow) -> TriggerFire:
             meta={"trigger": mark},
         )
     except ServiceError as exc:
-        if exc.code != "run_in_progress":
+        if exc.code not in ("run_in_progress", "approval_pending"):  # busy (a card waiting too): try again later
             _settle(fire, state=TriggerFire.State.FAILED, error_code=exc.code)
         elif TriggerFire.objects.filter(pk=fire.pk, state=TriggerFire.State.QUEUED).update(
             state=TriggerFire.State.WAITING, updated_at=timezone.now()

@@ -13,7 +13,7 @@ from django.utils import timezone
 from agents import observers
 from agents.dispatch import enqueue_step
 from agents.locks import firing_for_update, firings_live_for_update
-from agents.models import Firing
+from agents.models import Firing, ToolApproval
 from agents.rows import execute_statements, insert, update_fields
 from agents.services.runtime_dirs import runtime_dirs_on_firing_end
 from conversations import store
@@ -128,6 +128,10 @@ def firing_end(
 
     if firing.is_terminal:
         return
+    if any(b.get("approval") for b in firing.tool_bindings or []):
+        # Ended while calls waited for the owner (a reset, the watchdog, a runtime's run cut off): they are closed,
+        # so a late decision finds them decided and acts on nothing.
+        firing_write_along(firing, [_approvals_cancelled(firing)])
     firing.state = state
     firing.end_reason = end_reason or state
     firing.error_code = error_code
@@ -163,6 +167,15 @@ def firing_end(
             "iterations": firing.iteration,
             "tokens": firing.tokens_used,
         },
+    )
+
+
+def _approvals_cancelled(firing: Firing) -> tuple[str, str, list]:
+    return (
+        "approvals_cancelled",
+        f"UPDATE {ToolApproval._meta.db_table} SET state = %s, decided_at = now(), reason = %s "
+        "WHERE firing_id = %s AND state = %s RETURNING 1",
+        [ToolApproval.State.CANCELLED, "The answer ended before a decision.", firing.pk, ToolApproval.State.PENDING],
     )
 
 

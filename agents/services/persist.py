@@ -31,6 +31,15 @@ from agents.usage import llm_usage_statements, record_llm_usage
 from conversations import store
 from conversations.selectors import owner_tool_result_max_chars
 
+from .approvals import (
+    approval_request,
+    approvals_cancel_pending,
+    approvals_of,
+    asks_first,
+    declined_outcome,
+    firing_park,
+    firing_unpark,
+)
 from .compaction import compaction_request, pressure_record_after_turn
 from .delegation import teammate_delegate
 from .remote_tools import remote_calls, remote_calls_pending, remote_tool_calls_run
@@ -73,6 +82,8 @@ def _persist_pass(firing_id: str, iteration: int) -> bool:
             # A duplicate delivery after this step's commit (a redelivered message, a second teammate's end): the
             # results are in the list and the next step was started (or, lost, is found by the watchdog).
             return False
+        elif firing.state == Firing.State.AWAITING_APPROVAL and _remote_calls_wait(firing, step):
+            return True  # a call the owner approved goes to its server outside the lock, like any remote call
         _advance_tools(firing, step)
         firing_save_changes(firing)
         return False
@@ -82,7 +93,7 @@ def _remote_calls_wait(firing: Firing, step: LlmStep) -> bool:
     if not remote_calls(firing, step.result["message"]) or "observed" in step.result:
         return False  # no query for a turn without remote calls
     answered = {r.tool_call_id: r for r in ToolCallResult.objects.filter(firing=firing, iteration=step.iteration)}
-    return remote_calls_pending(firing, step, answered)
+    return remote_calls_pending(firing, step, answered, approvals_of(firing, step.iteration))
 
 
 def _bill_orphan_step(firing: Firing, step: LlmStep) -> None:
@@ -148,14 +159,24 @@ def _advance_tools(firing: Firing, step: LlmStep) -> None:
         else {}
     )
     bindings = {b["name"]: b for b in firing.tool_bindings}
+    approvals = approvals_of(firing, step.iteration) if calls else {}
+    waiting = 0  # calls that wait for the owner's decision: the others are answered meanwhile
     cap = None  # the owner's tool-result cap, read once when a tool answers
     for call in calls:
         if call["id"] in answered:
             continue
+        binding = bindings.get(call.get("name"))
+        approval = None
+        if not stopped and asks_first(binding, call):
+            approval = approvals.get(call["id"]) or approval_request(firing, step.iteration, call, binding)
+            if approval.state == approval.State.PENDING:
+                waiting += 1
+                continue
         if stopped:
             outcome = ToolOutcome(STOPPED_TOOL_TEXT, is_error=True)
+        elif approval is not None and declined_outcome(approval) is not None:
+            outcome = declined_outcome(approval)
         else:
-            binding = bindings.get(call.get("name"))
             if binding is None:
                 outcome = unknown_tool_outcome(call.get("name", ""), list(bindings))
             elif binding["is_teammate"]:
@@ -181,6 +202,13 @@ def _advance_tools(firing: Firing, step: LlmStep) -> None:
             observers.notify_tool_step(
                 firing=firing, tool_call=call, phase="finished", result={"is_error": outcome.is_error}
             )
+    if stopped and any(a.state == a.State.PENDING for a in approvals.values()):
+        approvals_cancel_pending(firing)
+    if waiting:
+        firing_park(firing)  # until every call of this step is decided; the decisions send persist again
+        return
+    if firing.state == Firing.State.AWAITING_APPROVAL and not firing_unpark(firing, step.iteration, stopped=stopped):
+        return  # another firing holds the conversation's lease: the watchdog sends persist again
     results = [
         {
             "role": "tool",

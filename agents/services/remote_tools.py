@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from agents import observers
 from agents.models import Firing, LlmStep, ToolCallResult
+from agents.services.approvals import approvals_of, may_call
 from agents.services.heartbeat import stop_checker, stop_requested
 from agents.tools import run_remote_tool
 from conversations import store
@@ -47,13 +48,14 @@ def remote_calls(firing: Firing, message: dict) -> list[tuple[dict, dict]]:
     ]
 
 
-def remote_calls_pending(firing: Firing, step: LlmStep, answered: dict) -> bool:
-    """Whether a remote call of this step still has to be made (and Stop was not pressed), or is running (`started`)
-    in some worker: persist must then leave the lock and let `remote_tool_calls_run` do it."""
+def remote_calls_pending(firing: Firing, step: LlmStep, answered: dict, approvals: dict) -> bool:
+    """Whether a remote call of this step still has to be made (and Stop was not pressed; one that asks first only
+    once approved), or is running (`started`) in some worker: persist must then leave the lock and let
+    `remote_tool_calls_run` do it."""
     stopped = firing.stop_requested or (step.result or {}).get("stop_reason") == "stopped"
-    for call, _ in remote_calls(firing, step.result["message"]):
+    for call, binding in remote_calls(firing, step.result["message"]):
         record = answered.get(call["id"])
-        if record is None and not stopped:
+        if record is None and not stopped and may_call(binding, call, approvals):
             return True
         if record is not None and record.state == ToolCallResult.State.STARTED:
             return True
@@ -65,9 +67,14 @@ def remote_tool_calls_run(firing_id, iteration: int) -> bool:
     running in another worker (whose answer continues the turn) or was just claimed by one: persist stops there."""
     firing = Firing.objects.select_related("workflow").filter(pk=firing_id).first()
     step = LlmStep.objects.filter(firing_id=firing_id, iteration=iteration).first()
-    if firing is None or firing.is_terminal or step is None or step.state != LlmStep.State.COMPLETED:
+    if firing is None or firing.is_terminal or step is None:
+        return True
+    # A parked firing's step was saved before it parked: its approved calls are made now.
+    parked = firing.state == Firing.State.AWAITING_APPROVAL and step.state == LlmStep.State.PERSISTED
+    if step.state != LlmStep.State.COMPLETED and not parked:
         return True
     calls = remote_calls(firing, step.result["message"])
+    approvals = approvals_of(firing, iteration)
     records = {
         r.tool_call_id: r
         for r in ToolCallResult.objects.filter(firing_id=firing_id, tool_call_id__in=[c["id"] for c, _ in calls])
@@ -75,6 +82,8 @@ def remote_tool_calls_run(firing_id, iteration: int) -> bool:
     stopped = step.result.get("stop_reason") == "stopped"
     for call, binding in calls:
         record = records.get(call["id"])
+        if record is None and not may_call(binding, call, approvals):
+            continue  # waits for the owner's decision (or was declined): persist answers it
         if record is None:
             if stopped or stop_requested(firing_id):
                 return True  # persist answers this call and the rest "not run"

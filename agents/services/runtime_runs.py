@@ -19,6 +19,7 @@ from django.utils import timezone
 from agents.models import Firing, LlmStep
 from agents.services.firings import firing_key
 from agents.services.heartbeat import stop_checker
+from agents.services.runtime_approvals import runtime_call_decision
 from agents.services.runtime_paths import conversation_runtime_home, firing_runtime_home
 from agents.services.teammates import teammate_call_in_thread
 from agents.tools import prepare_tool_calls, run_remote_tool, run_tool
@@ -32,6 +33,7 @@ from providers.types import RUNTIMES, ToolDefinition
 logger = logging.getLogger("agents.runtime")
 
 RESUMABLE = ("claude_code", "vertex_agent")
+
 # Runtimes whose binding is kept per stored cursor (a rewind continues from the point it returns to).
 POINTED = ("vertex_agent",)
 
@@ -97,6 +99,12 @@ def _project_tool(firing: Firing, binding: dict):
         # closed after, and the same tool contract (and receipt key per call) as a native tool call.
         tool_call = {"id": call_id, "name": binding["name"], "arguments": arguments}
         try:
+            if binding.get("approval"):
+                # A run cannot be parked between its own tool calls: this thread waits for the owner's decision
+                # while the run waits for the tool (agents/services/runtime_approvals.py).
+                declined = runtime_call_decision(firing, binding, tool_call)
+                if declined is not None:
+                    return declined.content, True
             if binding.get("remote"):
                 # An MCP server's tool: one attempt inside the run's one step (never re-sent, like the step).
                 outcome = run_remote_tool(

@@ -18,7 +18,8 @@ from django.utils import timezone
 
 from agents.dispatch import enqueue_step
 from agents.locks import firing_for_update
-from agents.models import Firing, LlmStep
+from agents.models import Firing, LlmStep, ToolApproval
+from agents.services.approval_decisions import tool_approvals_expire
 from agents.services.compaction import compaction_lost_resume
 from agents.services.firings import firing_end
 from agents.usage import record_llm_usage
@@ -168,10 +169,30 @@ def _resend_once_per_grace(firing_id, cutoff, now, task_name: str, *args) -> int
     return 1
 
 
+def _decided_parked(now) -> int:
+    """A parked firing none of whose calls waits any more: the decisions (or the timeout) were committed, but the
+    persist their commit sent was lost (a web process killed right after it, a broker that restarted empty). Sent
+    again once per grace period; persist makes an approved call once (recorded `started` first) and never again."""
+    cutoff = now - timedelta(seconds=settings.AGENT_PERSIST_GRACE_SECONDS)
+    step_approvals = ToolApproval.objects.filter(firing=OuterRef("pk"), iteration=OuterRef("iteration"))
+    waiting = step_approvals.filter(state=ToolApproval.State.PENDING)
+    just_decided = step_approvals.filter(decided_at__gte=cutoff)  # its own persist is on its way
+    decided = Firing.objects.filter(state=Firing.State.AWAITING_APPROVAL, updated_at__lt=cutoff).filter(
+        ~Exists(waiting), ~Exists(just_decided)
+    )
+    count = 0
+    for firing_id, iteration in decided.values_list("pk", "iteration"):
+        count += _resend_once_per_grace(firing_id, cutoff, now, "agent.persist_turn", str(firing_id), iteration)
+    return count
+
+
+_WORKING = [Firing.State.QUEUED, Firing.State.RUNNING, Firing.State.WAITING, Firing.State.AWAITING_APPROVAL]
+
+
 def _stalled_parents(now) -> int:
     cutoff = now - timedelta(seconds=settings.AGENT_PERSIST_GRACE_SECONDS)
     parents = Firing.objects.filter(state=Firing.State.WAITING, updated_at__lt=cutoff).exclude(
-        children__state__in=[Firing.State.QUEUED, Firing.State.RUNNING, Firing.State.WAITING]
+        children__state__in=_WORKING
     )
     count = 0
     for firing_id, iteration in parents.values_list("pk", "iteration"):
@@ -194,7 +215,9 @@ def _undelivered(now) -> int:
 def _timed_out(now) -> int:
     cutoff = now - timedelta(seconds=settings.AGENT_TIMEOUT_GRACE_SECONDS)
     count = 0
-    running = Firing.objects.filter(state__in=[Firing.State.RUNNING, Firing.State.WAITING], deadline_at__lt=cutoff)
+    running = Firing.objects.filter(
+        state__in=[Firing.State.RUNNING, Firing.State.WAITING], deadline_at__lt=cutoff
+    ).exclude(children__state=Firing.State.AWAITING_APPROVAL)  # waiting for a teammate that waits for the owner
     for firing_id in running.values_list("pk", flat=True):
         if LlmStep.objects.filter(firing_id=firing_id, state=LlmStep.State.STARTED).exists():
             continue  # a live call is still beating; the lost-step rule or the call itself ends it
@@ -211,6 +234,8 @@ def watchdog_sweep() -> dict:
         "restarted_steps": _unstarted_steps(now),
         "resent_prepares": _unprepared(now),
         "resumed_parents": _stalled_parents(now),
+        "approvals_expired": tool_approvals_expire(now=now),
+        "resumed_after_decisions": _decided_parked(now),
         "not_delivered": _undelivered(now),
         "timed_out": _timed_out(now),
     }

@@ -7,6 +7,8 @@ from django.core.validators import RegexValidator
 from drf_spectacular.utils import inline_serializer
 from rest_framework import serializers
 
+from agents.apis import ToolApprovalOutput
+
 from .. import selectors
 
 ERROR_RESPONSE = inline_serializer(
@@ -15,6 +17,7 @@ ERROR_RESPONSE = inline_serializer(
         "code": serializers.ChoiceField(
             choices=[
                 "run_in_progress",
+                "approval_pending",
                 "revision_conflict",
                 "cannot_rewind",
                 "branch_unavailable",
@@ -31,7 +34,9 @@ ERROR_RESPONSE = inline_serializer(
             ]
         ),
         "message": serializers.CharField(help_text="Plain words for the owner."),
-        "run_id": serializers.IntegerField(required=False, help_text="With run_in_progress: the run in the lane."),
+        "run_id": serializers.IntegerField(
+            required=False, help_text="With run_in_progress or approval_pending: the run in the lane."
+        ),
         "revision": serializers.IntegerField(required=False, help_text="With revision_conflict: the current one."),
         "field": serializers.CharField(required=False, help_text="With invalid_text: where the unstorable text is."),
         "errors": serializers.JSONField(required=False, help_text="With invalid_request: the field errors."),
@@ -85,6 +90,11 @@ class RunOutputSerializer(serializers.Serializer):
     partial_text = serializers.CharField(allow_blank=True, help_text="Text streamed so far (active runs only).")
     partial_html = serializers.CharField(
         allow_blank=True, help_text="partial_text rendered like a finished answer (active runs only)."
+    )
+    approvals = ToolApprovalOutput(
+        many=True,
+        help_text="Tool calls that asked the owner first (teammates' too): `pending` ones wait for a decision at "
+        "/api/tool-approvals/<id>/decision/; decided ones say who decided what, when.",
     )
 
 

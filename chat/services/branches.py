@@ -16,6 +16,7 @@ import logging
 from django.conf import settings
 from django.db import transaction
 
+from agents.selectors import chat_run_waits_for_approval
 from chat.errors import refuse
 from chat.events import publish_chat_updated
 from chat.locks import chat_message_for_update
@@ -24,6 +25,7 @@ from chat.services.notes import chat_note_put, note_line
 from chat.services.runs import (
     answering_target,
     chat_answer_start,
+    chat_run_stop,
     chat_session_bump,
     chat_session_lock,
     check_lane,
@@ -222,6 +224,29 @@ def _check_current_generation(message: ChatMessage, workflow) -> None:
         raise refuse("older_generation")
 
 
+def _end_run_waiting_for_approval(
+    workflow, *, expected_revision: int | None, client_message_id: str | None = None
+) -> int | None:
+    """A branch move while an answer waits for the owner's decision on a tool call ends that answer first, as Stop
+    does (its waiting calls are answered `Not run`): the owner moved on. Not for a request the move will refuse
+    as stale, nor for a retried one that already moved. Returns the revision the move now expects (the stop's own
+    change of the thread is not a conflict)."""
+    session = ChatSession.objects.filter(workflow=workflow).first()
+    if session is None or (expected_revision is not None and int(expected_revision) != session.revision):
+        return expected_revision
+    if client_message_id and sent_before(session, client_message_id) is not None:
+        return expected_revision
+    run_id = (
+        ChatRun.objects.filter(session=session, state__in=ChatRun.ACTIVE_STATES).values_list("pk", flat=True).first()
+    )
+    if run_id is None or not chat_run_waits_for_approval(chat_run_id=run_id):
+        return expected_revision
+    chat_run_stop(workflow=workflow, run_id=run_id)
+    if expected_revision is None:
+        return None
+    return ChatSession.objects.filter(pk=session.pk).values_list("revision", flat=True).first()
+
+
 # --- edit ---------------------------------------------------------------------------------------------------
 
 
@@ -229,6 +254,9 @@ def chat_message_edit(
     *, workflow, message_id, text: str, expected_revision: int | None = None, client_message_id: str | None = None
 ) -> tuple[ChatMessage, ChatRun]:
     """Put a new version of the owner's message beside it and answer that; the agents forget the old branch."""
+    expected_revision = _end_run_waiting_for_approval(
+        workflow, expected_revision=expected_revision, client_message_id=client_message_id
+    )
     with transaction.atomic():
         session = chat_session_lock(workflow=workflow)
         message = session_message(session, message_id)
@@ -293,6 +321,7 @@ def chat_message_regenerate(*, workflow, message_id, expected_revision: int | No
 
 def chat_message_switch(*, workflow, message_id, expected_revision: int | None = None) -> ChatSession:
     """Show another version (`message_id`, a sibling of a message on the path) and bring its conversation back."""
+    expected_revision = _end_run_waiting_for_approval(workflow, expected_revision=expected_revision)
     with transaction.atomic():
         session = chat_session_lock(workflow=workflow)
         target = session_message(session, message_id)

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from agents.observers import PrepareContribution
 from agents.selectors import firing_outcome_of, tool_call_result_content
-from chat.events import publish_run_event, run_step_event
+from chat.events import publish_run_event, run_approval_event, run_step_event
 from chat.locks import chat_run_for_update
 from chat.models import ChatRun, ChatRunStep
 from chat.selectors import step_label
@@ -112,6 +112,16 @@ def _label(firing, step: ChatRunStep) -> str:
     if binding is None:
         return step.name
     return step_label(step, get_node_spec(binding.get("node_type")), binding.get("meta"))
+
+
+def chat_run_approval_record(*, firing, approval) -> None:
+    """A call of the run (a teammate's too) asks the owner first, or was decided: tell open pages on commit (ids and
+    states only; the card comes with the snapshot)."""
+    publish_run_event(
+        workflow_id=firing.workflow_id,
+        run_id=int(firing.chat_run_id),
+        event=run_approval_event(workflow_id=firing.workflow_id, approval=approval),
+    )
 
 
 def chat_run_ended(*, firing) -> ChatRun | None:

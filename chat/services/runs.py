@@ -14,7 +14,8 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from agents.selectors import FiringOutcome, firing_outcome, firing_saved_a_turn
+from agents.selectors import FiringOutcome, chat_run_waits_for_approval, firing_outcome, firing_saved_a_turn
+from agents.services.approval_decisions import firing_stop
 from agents.services.firings import FiringRefused, firing_start
 from chat.errors import refuse
 from chat.events import (
@@ -78,6 +79,8 @@ def check_lane(session: ChatSession) -> None:
     active = ChatRun.objects.filter(session=session, state__in=ChatRun.ACTIVE_STATES).values_list("pk", flat=True)
     run_id = active.first()
     if run_id is not None:
+        if chat_run_waits_for_approval(chat_run_id=run_id):
+            raise refuse("approval_pending", run_id=run_id)
         raise refuse("run_in_progress", run_id=run_id)
 
 
@@ -299,10 +302,9 @@ def chat_run_stop(*, workflow, run_id) -> ChatRun:
     if not run.is_active:
         return run
     if run.firing_id is not None:
-        from agents.services.firings import firing_request_stop
-
-        # Outside any chat lock: a queued firing ends right here, and its `ended` hook finishes the run.
-        firing_request_stop(firing_id=run.firing_id)
+        # Outside any chat lock: a queued firing, or one parked for the owner's decision on a tool call, ends right
+        # here, and its `ended` hook finishes the run.
+        firing_stop(firing_id=run.firing_id)
     with transaction.atomic():
         run = chat_run_for_update(run.pk)
         if run.state in (ChatRun.State.PENDING, ChatRun.State.QUEUED, ChatRun.State.RUNNING):

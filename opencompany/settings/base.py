@@ -518,6 +518,12 @@ AGENT_TIMEOUT_GRACE_SECONDS = env_int("AGENT_TIMEOUT_GRACE_SECONDS", 30, minimum
 # reservation and its claim being seen) stops counting after the TTL.
 BUDGET_RESERVATION_OUTPUT_TOKENS = env_int("BUDGET_RESERVATION_OUTPUT_TOKENS", 4096, minimum=1)
 BUDGET_RESERVATION_TTL_SECONDS = env_int("BUDGET_RESERVATION_TTL_SECONDS", 3600, minimum=60)
+# Tool calls that ask first (docs/tools.md#approvals): how long a call waits for the owner's decision before it
+# counts as declined (the watchdog expires it), and the longest reason a decision may carry.
+TOOL_APPROVAL_TIMEOUT_SECONDS = env_int("TOOL_APPROVAL_TIMEOUT_SECONDS", 24 * 3600, minimum=10)
+# An agent runtime's run waits inside its one step for a decision on a tool that asks first: shorter, then denied.
+TOOL_APPROVAL_RUNTIME_TIMEOUT_SECONDS = env_int("TOOL_APPROVAL_RUNTIME_TIMEOUT_SECONDS", 300, minimum=1)
+TOOL_APPROVAL_REASON_MAX_CHARS = env_int("TOOL_APPROVAL_REASON_MAX_CHARS", 2000, minimum=10)
 CELERY_BEAT_SCHEDULE["agent-watchdog"] = {
     "task": "agents.watchdog",
     "schedule": timedelta(seconds=env_int("AGENT_WATCHDOG_INTERVAL_SECONDS", 5, minimum=1)),

@@ -39,6 +39,7 @@
   let renderTimer = null;
   let renderInFlight = false;
   let reconnectTimer = null;
+  const composerPlaceholder = el.composer.placeholder;
   const RENDER_EVERY_MS = 200;
 
   const timeFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
@@ -74,7 +75,7 @@
     el.notice.textContent = words;
     el.notice.dataset.code = error.code || "";
     el.notice.hidden = false;
-    if (error.code === "revision_conflict" || error.code === "run_in_progress") refetch();
+    if (["revision_conflict", "run_in_progress", "approval_pending", "already_decided"].includes(error.code)) refetch();
   }
 
   function clearNotice(code) {
@@ -226,6 +227,8 @@
     }
     const steps = isUser ? null : stepsDisclosure(message.run);
     if (steps) li.appendChild(steps);
+    // Approvals hook (static/chat/approvals.js): who decided which tool call, when.
+    if (!isUser && window.ocApprovals) li.append(...window.ocApprovals.history(message.run));
     const tools = node("div", { class: "msg-tools", hidden: beingEdited });
     const sw = switcher(message);
     if (sw) tools.appendChild(sw);
@@ -276,6 +279,8 @@
     li.appendChild(body);
     const steps = stepsDisclosure({ ...live, duration_ms: null }, { live: true });
     li.appendChild(steps || node("p", { class: "steps flat", text: live.state === "stopping" ? "Stopping…" : "" }));
+    // Approvals hook: a card per tool call that waits for the owner's decision.
+    if (window.ocApprovals) li.append(...window.ocApprovals.cards(live));
     return li;
   }
 
@@ -317,6 +322,10 @@
     el.empty.hidden = thread.messages.length > 0 || !!live;
     el.stop.hidden = !live;
     el.send.disabled = !!live;
+    // While a card waits, the composer says so: a new message is refused until the owner decides or stops.
+    const waiting = !!(window.ocApprovals && window.ocApprovals.waiting(live));
+    el.composer.placeholder = waiting ? "A tool call is waiting for your decision above: approve or deny it, or press Stop." : composerPlaceholder;
+    el.form.classList.toggle("awaiting-approval", waiting);
     if (wasAtBottom) scrollToLatest();
     updateJump();
   }
@@ -351,8 +360,8 @@
     if (snapshot.hub_epoch) hubEpoch = snapshot.hub_epoch;
     if (run) {
       const same = live && live.id === run.id && live.epoch === snapshot.hub_epoch && live.seq >= run.seq;
-      live = same ? { ...live, state: run.state, steps: run.steps }
-        : { id: run.id, seq: run.seq, epoch: snapshot.hub_epoch, text: run.partial_text || "", html: run.partial_html || "", htmlText: run.partial_text || "", state: run.state, steps: run.steps };
+      live = same ? { ...live, state: run.state, steps: run.steps, approvals: run.approvals || [] }
+        : { id: run.id, seq: run.seq, epoch: snapshot.hub_epoch, text: run.partial_text || "", html: run.partial_html || "", htmlText: run.partial_text || "", state: run.state, steps: run.steps, approvals: run.approvals || [] };
     } else {
       live = null;
       clearNotice("run_in_progress");
@@ -371,7 +380,7 @@
   }
 
   function newLive(run) {
-    return { id: run.id, seq: Math.max(run.seq || 0, 0), epoch: hubEpoch, text: "", html: "", htmlText: "", state: run.state, steps: [] };
+    return { id: run.id, seq: Math.max(run.seq || 0, 0), epoch: hubEpoch, text: "", html: "", htmlText: "", state: run.state, steps: [], approvals: [] };
   }
 
   // While an answer streams, ask the server for the text so far rendered like the final answer (at most one
@@ -512,6 +521,7 @@
     if (summary && summary.parentElement.tagName === "DETAILS") toggledByOwner.add(disclosureKey(summary.parentElement));
     const target = event.target.closest("button[data-action]");
     if (!target) return;
+    if (window.ocApprovals && window.ocApprovals.handle(target)) return;
     const li = target.closest("li.msg");
     const message = li ? messageById(li.dataset.id) : null;
     const action = target.dataset.action;
@@ -543,6 +553,7 @@
   });
   el.stop.addEventListener("click", stop);
   document.addEventListener("keydown", (event) => {
+    if (event.target.closest && event.target.closest(".approval-card")) return; // Esc in a reason box is no Stop
     if (event.key === "Escape" && live && !editing) { event.preventDefault(); stop(); }
   });
   el.clear.addEventListener("click", async () => {
@@ -580,6 +591,8 @@
       else live.steps.push({ id: event.step_id, name: event.name, label: event.label || event.name, state: event.phase, is_error: event.is_error, arguments: {}, summary: "", result: "" });
       if (event.phase === "finished") refetchSoon(100); // the step's arguments and result come with the snapshot
       render();
+    } else if (event.type === "run.approval") {
+      refetchSoon(50); // a call waits for the owner's decision, or was decided: the card comes with the snapshot
     } else if (event.type === "run.stopping") {
       live.state = "stopping";
       render();
@@ -632,6 +645,7 @@
 
   // Provenance hook: the helpers static/chat/provenance.js acts through (it never keeps a snapshot of its own).
   if (window.ocProvenance) window.ocProvenance.attach({ api, refetch, render, announce, showRefusal, config });
+  if (window.ocApprovals) window.ocApprovals.attach({ refetch, render, announce, showRefusal, csrfToken });
   adopt(thread);
   scrollToLatest();
   el.composer.focus();

@@ -154,7 +154,16 @@
     if (params.model) return `${params.provider || ""} · ${params.model}`;
     if (params.reset_policy) return `${type.toolName ? "tool " + type.toolName + " · " : ""}reset: ${params.reset_policy}`;
     if (type.toolName) return `tool ${type.toolName}`;
+    if (type.panel === "mcp" && Array.isArray(params.tools) && params.tools.length) return mcpToolsLine(params.tools);
     return type.description.split(";")[0].split(".")[0];
+  }
+
+  // An MCP server node on the canvas: how many tools it offers and how many ask the owner first.
+  function mcpToolsLine(tools) {
+    const policies = tools.map((t) => t.policy || defaultPolicy(t.annotations));
+    const offered = policies.filter((p) => p !== "never").length;
+    const asking = policies.filter((p) => p === "ask").length;
+    return `${offered} tool${offered === 1 ? "" : "s"}` + (asking ? ` · ${asking} ask${asking === 1 ? "s" : ""} first` : "");
   }
 
   function nodeHtml(data) {
@@ -755,10 +764,32 @@
   // --- an MCP server node: its stdio server, headers (secret names), Test connection and the tick list ---------------
 
   const KEPT_TOOL_FIELDS = ["name", "description", "input_schema", "digest", "annotations"];
+  // Run / ask first / never, per ticked tool (docs/tools.md#approvals); unset, the default its annotations suggest
+  // (mcp_nodes/policy.py): read-only runs, everything else asks first.
+  const POLICIES = [["run", "Run"], ["ask", "Ask me first"], ["never", "Never (not offered)"]];
+
+  function defaultPolicy(annotations) {
+    const hints = annotations || {};
+    return hints.readOnlyHint === true && hints.destructiveHint !== true ? "run" : "ask";
+  }
+
+  function policySelect(dfId, name, annotations, enabled) {
+    const ticked = (nodeData(dfId).params.tools || []).find((t) => t.name === name);
+    const select = el("select", { id: `mcp-policy-${name}`, className: "mcp-policy", "aria-label": `When the agent calls ${name}`, disabled: !enabled });
+    POLICIES.forEach(([value, words]) => select.append(el("option", { value }, words)));
+    select.value = (ticked && ticked.policy) || defaultPolicy(annotations);
+    select.addEventListener("change", () => {
+      const tools = (nodeData(dfId).params.tools || []).map((t) => (t.name === name ? Object.assign({}, t, { policy: select.value }) : t));
+      setMcpParams(dfId, { tools });
+    });
+    return select;
+  }
 
   function setMcpParams(dfId, changes) {
     const params = Object.assign({}, nodeData(dfId).params, changes);
     editor.updateNodeDataFromId(dfId, Object.assign({}, nodeData(dfId), { params }));
+    const sub = $(`node-${dfId}`) && $(`node-${dfId}`).querySelector(".node-sub");
+    if (sub) { sub.textContent = nodeSubtitle(nodeData(dfId)); sub.title = sub.textContent; } // the canvas says it too
     if (state.form) state.form.refresh(params); // the generic form keeps a copy of the params: hand it the new ones
     changed();
   }
@@ -825,7 +856,11 @@
     const drawTicked = () => {
       // Before a test: the ticked tools as the node pinned them.
       tools.textContent = "";
-      (nodeData(dfId).params.tools || []).forEach((tool) => tools.append(el("li", {}, `✓ ${tool.name}`)));
+      (nodeData(dfId).params.tools || []).forEach((tool) => {
+        const row = el("li", { className: "mcp-tool" }, `✓ ${tool.name} `);
+        row.append(policySelect(dfId, tool.name, tool.annotations, true));
+        tools.append(row);
+      });
     };
     drawTicked();
     test.addEventListener("click", async () => {
@@ -862,11 +897,13 @@
       if (hints.readOnlyHint) label.append(el("span", { className: "badge" }, "read-only"));
       if (hints.destructiveHint) label.append(el("span", { className: "badge danger" }, "destructive"));
       if (tool.changed) label.append(el("span", { className: "badge warn" }, "changed since ticked"));
-      row.append(tick, label);
+      const policy = policySelect(dfId, tool.name, tool.annotations, tool.ticked);
+      row.append(tick, label, policy);
       if (tool.description) row.append(el("p", { className: "help" }, tool.description));
       tick.addEventListener("change", () => {
         const kept = (nodeData(dfId).params.tools || []).filter((t) => t.name !== tool.name);
-        if (tick.checked) kept.push(Object.fromEntries(KEPT_TOOL_FIELDS.map((k) => [k, tool[k]])));
+        if (tick.checked) kept.push(Object.assign(Object.fromEntries(KEPT_TOOL_FIELDS.map((k) => [k, tool[k]])), { policy: policy.value }));
+        policy.disabled = !tick.checked;
         setMcpParams(dfId, { tools: kept });
       });
       list.append(row);
@@ -1249,13 +1286,18 @@
     box.hidden = false;
     box.className = "test-answer pending";
     box.textContent = "Running (generation 0)…";
+    delete box.dataset.approvals;
     $("test-run").disabled = true;
     try {
       const started = await api("POST", config.api + "test-run/", { prompt });
       let run = null;
-      for (let i = 0; i < 600; i += 1) {
+      for (let i = 0; ; i += 1) {
         run = await api("GET", started.run_url);
         if (TERMINAL.has(run.state)) break;
+        // A call that asks the owner first waits for a decision here (no time limit but its own timeout).
+        const waiting = pendingApprovals(run);
+        showTestApprovals(waiting);
+        if (i >= 600 && !waiting.length) break;
         await new Promise((resolve) => setTimeout(resolve, 500));
       }
       showTestAnswer(run, started.firing_id);
@@ -1266,6 +1308,47 @@
       $("test-run").disabled = false;
     }
   });
+
+  // The test run's calls that wait for the owner's decision (its teammates' too), as the run detail lists them.
+  function pendingApprovals(run) {
+    const own = (run.approvals || []).filter((a) => a.state === "pending");
+    return own.concat(...(run.delegations || []).map(pendingApprovals));
+  }
+
+  function showTestApprovals(waiting) {
+    const box = $("test-answer");
+    const key = waiting.map((a) => a.id).join(",");
+    if (box.dataset.approvals === key) return; // unchanged: keep what the owner is typing
+    box.dataset.approvals = key;
+    if (!waiting.length) { box.textContent = "Running (generation 0)…"; return; }
+    box.textContent = "";
+    box.append(el("p", { className: "meta" }, "Waiting for your decision:"));
+    waiting.forEach((approval) => {
+      const card = el("div", { className: "test-approval", "data-approval": approval.id });
+      const title = el("p");
+      title.append(el("strong", {}, approval.agent_name), " wants to run ", el("code", {}, approval.tool));
+      if (approval.server) title.append(" on ", el("span", { className: "tool-server" }, approval.server));
+      let shown = approval.arguments;
+      try { shown = JSON.stringify(JSON.parse(approval.arguments), null, 2); } catch (_) { /* shown as sent */ }
+      const reason = el("input", { type: "text", maxlength: 2000, "aria-label": `Reason for ${approval.tool} (optional)`, placeholder: "Reason (optional)" });
+      const buttons = el("div", { className: "test-approval-actions" });
+      [["approve", "Approve"], ["deny", "Deny"]].forEach(([decision, words]) => {
+        const button = el("button", { type: "button", className: decision }, words);
+        button.addEventListener("click", async () => {
+          buttons.querySelectorAll("button").forEach((b) => { b.disabled = true; });
+          try {
+            await api("POST", `/api/tool-approvals/${encodeURIComponent(approval.id)}/decision/`, { decision, reason: reason.value });
+            card.replaceChildren(el("p", { className: "meta" }, decision === "approve" ? `Approved: ${approval.tool} runs now.` : `Declined: the agent is told.`));
+          } catch (error) {
+            card.append(el("p", { className: "error" }, error.message));
+          }
+        });
+        buttons.append(button);
+      });
+      card.append(title, el("pre", { className: "tool-io" }, shown), reason, buttons);
+      box.append(card);
+    });
+  }
 
   function showTestAnswer(run, firingId) {
     const box = $("test-answer");

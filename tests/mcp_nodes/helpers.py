@@ -43,10 +43,12 @@ def mcp_node(node_id: str = "mcp", **params) -> dict:
     return {"id": node_id, "type": "mcpServer", "params": params}
 
 
-def ticked(listing: dict, *names: str) -> list[dict]:
-    """The tools of a discovery answer the owner ticks, as the panel stores them in the node's params."""
+def ticked(listing: dict, *names: str, policy: str | None = "run") -> list[dict]:
+    """The tools of a discovery answer the owner ticks, as the panel stores them in the node's params. `policy`: set
+    on each (the tests of calls let them run; None leaves the default the server's annotations suggest)."""
     keep = ("name", "description", "input_schema", "digest", "annotations")
-    return [{k: t[k] for k in keep} for t in listing["tools"] if t["name"] in names]
+    chosen = {"policy": policy} if policy else {}
+    return [{**{k: t[k] for k in keep}, **chosen} for t in listing["tools"] if t["name"] in names]
 
 
 def mcp_workflow(owner, mcp_params: dict, *, context: bool = True, provider: str = "offline", **agent_params):

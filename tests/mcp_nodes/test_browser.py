@@ -102,13 +102,29 @@ def test_wire_test_tick_start_and_call_an_mcp_server(cookie, tmp_path, http_serv
         expect(page.locator("label[for='mcp-tool-echo']")).to_contain_text("read-only")
         page.locator("#mcp-tool-echo").check()
         page.locator("#mcp-tool-hang").check()
+        page.locator("#mcp-tool-measure").check()
+        # Each ticked tool's policy (docs/tools.md#approvals): the annotations' default, which the owner may change.
+        expect(page.locator("#mcp-policy-echo")).to_have_value("run")  # read-only
+        expect(page.locator("#mcp-policy-hang")).to_have_value("ask")  # no annotations: ask first
+        expect(page.locator("#mcp-policy-measure")).to_have_value("ask")
+        expect(page.locator("#mcp-policy-wipe")).to_be_disabled()  # not ticked
+        page.locator("#mcp-policy-hang").select_option("run")
+        page.locator("#mcp-policy-measure").select_option("never")
+        expect(page.locator(f"{mcp} .node-sub")).to_have_text("2 tools")  # on the canvas: measure is never offered
+        page.locator("#mcp-policy-echo").select_option("ask")
+        expect(page.locator(f"{mcp} .node-sub")).to_have_text("2 tools · 1 asks first")
+        page.locator("#mcp-policy-echo").select_option("run")
         shot(page, "01-tools-ticked-1280")
         page.get_by_role("button", name="Save", exact=True).click()
         expect(page.locator("#save-state")).to_have_text(re.compile(r"Saved · revision \d+"))
         expect(page.locator("#issues")).to_contain_text("No problems found.")
         saved = api(page, "GET", f"/api/workflows/{workflow_id}/")["body"]["graph"]["nodes"]
         (node,) = [n for n in saved if n["type"] == "mcpServer"]
-        assert [t["name"] for t in node["params"]["tools"]] == ["echo", "hang"]
+        assert [(t["name"], t["policy"]) for t in node["params"]["tools"]] == [
+            ("echo", "run"),
+            ("hang", "run"),
+            ("measure", "never"),
+        ]
 
         page.set_viewport_size({"width": 390, "height": 844})
         page.locator(mcp).click(position={"x": 60, "y": 12})

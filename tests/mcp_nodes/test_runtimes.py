@@ -150,3 +150,121 @@ def test_codex_calls_an_mcp_tool_through_the_project_tool_bridge(owner, settings
     assert call["name"] == "echo" and json.loads(call["arguments_raw"]) == {"text": "from codex"}
     assert result["name"] == "echo" and not result["is_error"] and result["content"] == "echo: from codex"
     assert firing.final_text == "Echoed."
+
+
+def _vertex_asking(owner, settings, tmp_path, http_server, vertex_fake):
+    from tests.mcp_nodes.helpers import ticked
+
+    from .test_calls import _listing
+
+    settings.AGENT_EXECUTION_MODE = "inline"
+    settings.AGENT_RUNTIME_DIR = str(tmp_path / "runtimes")
+    connection = {"transport": "http", "url": http_server.url, "server": ""}
+    params = {"url": http_server.url, "tools": ticked(_listing(owner, connection), "wipe", policy=None)}
+    runtime = {"project": "P", "location": "L", "agent": "antigravity-preview-05-2026", "environment": "remote"}
+    workflow, generation, ids = mcp_workflow(owner, params, provider="vertex_agent", model="gemini-3-flash", **runtime)
+    vertex_fake.push(
+        Turn([Call("wipe", json.dumps({"target": "the old logs"}), id="call-1")]),
+        Turn([Text("Done asking.")]),
+    )
+    return workflow, generation, ids
+
+
+def test_a_runtimes_call_that_asks_first_waits_for_the_owner_inside_the_run(
+    owner, settings, tmp_path, http_server, vertex_fake
+):
+    """A runtime's run cannot be parked: its tool thread waits for the decision (the card shows meanwhile), then
+    makes the approved call once (docs/tools.md#approvals)."""
+    from agents.models import ToolApproval
+    from agents.services.approval_decisions import tool_approval_decide
+    from tests.race import Competitor
+    from tests.waiting import wait_until
+
+    workflow, generation, ids = _vertex_asking(owner, settings, tmp_path, http_server, vertex_fake)
+
+    def owner_approves():
+        pending = wait_until(
+            lambda: ToolApproval.objects.filter(state="pending").first(), timeout=30, what="the call to wait"
+        )
+        assert http_server.calls("wipe") == []  # nothing reached the server before the decision
+        return tool_approval_decide(approval_id=pending.pk, owner=owner, decision="approve")
+
+    approver = Competitor(owner_approves, name="owner").start()
+    firing = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="wipe the logs")
+    )
+    assert approver.result().state == "approved"
+    assert firing.state == Firing.State.FINISHED, (firing.error_code, firing.error_message)
+    [result] = vertex_fake.creates()[1].body["input"]
+    assert result["result"] == "wiped the old logs" and not result.get("is_error")
+    assert http_server.calls("wipe") == [{"tool": "wipe", "arguments": {"target": "the old logs"}}]
+
+
+def test_no_decision_within_the_runtimes_shorter_timeout_counts_as_deny(
+    owner, settings, tmp_path, http_server, vertex_fake
+):
+    from agents.models import ToolApproval
+
+    settings.TOOL_APPROVAL_RUNTIME_TIMEOUT_SECONDS = 1
+    workflow, generation, ids = _vertex_asking(owner, settings, tmp_path, http_server, vertex_fake)
+    firing = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="wipe the logs")
+    )
+    assert firing.state == Firing.State.FINISHED, (firing.error_code, firing.error_message)
+    [result] = vertex_fake.creates()[1].body["input"]
+    assert result["result"] == (
+        "Not run: the owner did not approve this call. No decision within 1 second: counted as declined."
+    )
+    assert ToolApproval.objects.get(firing=firing).state == "expired"
+    assert http_server.calls("wipe") == []
+
+
+def test_claude_codes_bridge_waits_for_the_owners_decision(owner, settings, tmp_path, http_server, anthropic_fake):  # noqa: F811
+    """Through the project-tool bridge the CLI waits while the owner decides (a few seconds here), then gets the
+    approved call's result; the call was made once, after the decision."""
+    import time
+
+    from agents.models import ToolApproval
+    from agents.services.approval_decisions import tool_approval_decide
+    from tests.mcp_nodes.helpers import ticked
+    from tests.race import Competitor
+    from tests.waiting import wait_until
+
+    from .test_calls import _listing
+
+    settings.AGENT_EXECUTION_MODE = "inline"
+    settings.AGENT_RUNTIME_DIR = str(tmp_path / "runtimes")
+    connection = {"transport": "http", "url": http_server.url, "server": ""}
+    params = {"url": http_server.url, "tools": ticked(_listing(owner, connection), "wipe", policy=None)}
+    workflow, generation, ids = mcp_workflow(owner, params, provider="claude_code", model="claude-sonnet-4-5")
+    anthropic_fake.push(
+        Turn([Think("Wipe them."), Call("mcp__project__wipe", json.dumps({"target": "the old logs"}))]),
+        Turn([Text("Wiped, with your approval.")]),
+    )
+
+    def owner_approves_after_a_while():
+        pending = wait_until(
+            lambda: ToolApproval.objects.filter(state="pending").first(), timeout=60, what="the call to wait"
+        )
+        time.sleep(3)  # the CLI is waiting on the bridge meanwhile
+        assert http_server.calls("wipe") == []
+        # The CLI was told it may wait on a project tool as long as the run has left (not its own shorter default).
+        pid = next((tmp_path / "runtimes").glob("claude_code/*/proc/pid")).read_text().strip()
+        environ = dict(
+            part.split("=", 1) for part in open(f"/proc/{pid}/environ", "rb").read().decode().split("\0") if "=" in part
+        )
+        assert int(environ["MCP_TOOL_TIMEOUT"]) >= settings.TOOL_APPROVAL_RUNTIME_TIMEOUT_SECONDS * 1000
+        return tool_approval_decide(approval_id=pending.pk, owner=owner, decision="approve", reason="go ahead")
+
+    approver = Competitor(owner_approves_after_a_while, name="owner").start()
+    firing = Firing.objects.get(
+        pk=firing_start(workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="wipe the logs")
+    )
+    assert approver.result(timeout=60).state == "approved"
+    assert firing.state == Firing.State.FINISHED, (firing.error_code, firing.error_message)
+    assert firing.final_text == "Wiped, with your approval."
+    assert http_server.calls("wipe") == [{"tool": "wipe", "arguments": {"target": "the old logs"}}]
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    result = stored[3]["blocks"][0]
+    assert result["name"] == "mcp__project__wipe" and not result["is_error"]
+    assert "wiped the old logs" in json.dumps(result["content"])

@@ -116,6 +116,23 @@ def webhook_node(world: World) -> str:
     return webhook_node(world)
 
 
+def tool_approval(world: World) -> str:
+    """A call of the world's answer waiting for the owner's decision (one row, made once; the runtime's own path to
+    it is tests/mcp_nodes/test_approvals.py)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from agents.models import ToolApproval
+
+    approval, _ = ToolApproval.objects.get_or_create(
+        firing_id=firing_of_run(world),
+        tool_call_id="matrix-call",
+        defaults={"iteration": 1, "name": "wipe", "arguments": "{}", "expires_at": timezone.now() + timedelta(days=1)},
+    )
+    return str(approval.pk)
+
+
 MADE_UP_HOOK = "/hooks/not-a-real-token-0123456789abcdef0123456789abcdef/"
 
 
@@ -224,6 +241,15 @@ MATRIX: dict[str, Entry] = {
     "api/workflows/<int:workflow_id>/runs/": Entry(API, lambda w: wf(w) + "runs/", ("get",)),
     "api/workflows/<int:workflow_id>/runs/<str:firing_id>/": Entry(
         API, lambda w: f"{wf(w)}runs/{firing_of_run(w)}/", ("get",)
+    ),
+    # A tool call that asks first: its card and its decision (another owner's is a 404 like a missing one).
+    "api/tool-approvals/<str:approval_id>/": Entry(API, lambda w: f"/api/tool-approvals/{tool_approval(w)}/", ("get",)),
+    "api/tool-approvals/<str:approval_id>/decision/": Entry(
+        API,
+        lambda w: f"/api/tool-approvals/{tool_approval(w)}/decision/",
+        ("post",),
+        bodies={"post": {"decision": "deny", "reason": "matrix"}},
+        order={"post": MUTATE},
     ),
     "api/workflows/<int:workflow_id>/generations/": Entry(API, lambda w: wf(w) + "generations/", ("get",)),
     "api/workflows/<int:workflow_id>/duplicate/": Entry(

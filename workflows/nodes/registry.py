@@ -92,6 +92,8 @@ class ToolOffer:
     # Answered by a remote server: the runtime calls it outside any transaction, records it `started` before the
     # call, and never sends it again once it may have reached the server (docs/tools.md#never-re-sent).
     remote: bool = False
+    # Each call waits for the owner's approval before it runs (docs/tools.md#approvals); the firing parks meanwhile.
+    approval: bool = False
 
 
 @dataclass(frozen=True)

@@ -93,7 +93,13 @@ def prepare_launch(request: ChatRequest, run: RuntimeRun, system: str, session: 
     config_dir.mkdir(parents=True, exist_ok=True)
     api_key = config.api_key_for(PROVIDER, request.api_key) or "missing-api-key"
     base_url = config.base_url_for(PROVIDER, request.base_url)
-    env = {"ANTHROPIC_API_KEY": api_key, "CLAUDE_CONFIG_DIR": str(config_dir)}
+    env = {
+        "ANTHROPIC_API_KEY": api_key,
+        "CLAUDE_CONFIG_DIR": str(config_dir),
+        # A project tool may take as long as the run has left: one that asks the owner first waits for the decision
+        # on the bridge (docs/tools.md#approvals), and the CLI must not give up on the call before the run does.
+        "MCP_TOOL_TIMEOUT": str(int(max(run.wall_seconds, 1.0) * 1000)),
+    }
     if base_url:
         env["ANTHROPIC_BASE_URL"] = base_url
     launcher = clean_env_launcher(
