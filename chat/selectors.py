@@ -132,6 +132,21 @@ def run_data(
     return data
 
 
+def _files_shown(meta: dict | None) -> list[dict]:
+    """The files a message carries as the page shows them: name, type, size and the owner-only download."""
+    return [
+        {
+            "id": f.get("id"),
+            "name": f.get("name", ""),
+            "media_type": f.get("media_type", ""),
+            "size": f.get("size", 0),
+            "url": f"/api/files/{f['id']}/" if f.get("id") else "",
+            "is_image": str(f.get("media_type", "")).startswith("image/"),
+        }
+        for f in ((meta or {}).get("files") or [])
+    ]
+
+
 def chat_thread(*, workflow) -> dict:
     session = ChatSession.objects.filter(workflow=workflow).first()
     base = {
@@ -187,6 +202,7 @@ def chat_thread(*, workflow) -> dict:
                 "error_code": (message.meta or {}).get("error_code", ""),
                 # A turn a schedule or webhook sent: {"kind", "name"} (docs/triggers.md); None for the owner's own.
                 "trigger": _trigger_mark(message.meta),
+                "files": _files_shown(message.meta),
                 # The reason in words the run detail shows too ("openai: connection failed").
                 "error_message": (run.error_message if run else "") or "",
                 "siblings": {
