@@ -89,6 +89,9 @@ def test_an_idempotency_key_replays_the_upload(owner_client):
     assert first.status_code == again.status_code == 201
     assert again["Idempotency-Replayed"] == "true" and again.json()["id"] == first.json()["id"]
     assert StoredFile.objects.count() == 1
+    # The key names that upload: other bytes under the same name are another request.
+    other = upload(owner_client, "a.png", png(seed=2), "image/png", HTTP_IDEMPOTENCY_KEY="upload-1")
+    assert other.status_code == 409 and other.json()["code"] == "idempotency_key_reused"
 
 
 def test_uploads_are_throttled(owner_client, settings):

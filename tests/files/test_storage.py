@@ -150,3 +150,16 @@ def test_clearing_the_chat_and_the_context_or_deleting_the_workflow_lets_the_swe
     workflow_delete(workflow=workflow)
     assert files_sweep_orphans(now=after_grace).hashes_removed == 1
     assert not StoredFile.objects.exists() and stored_objects(file_storage_dir) == []
+
+
+def test_beat_sends_the_sweep_to_housekeeping_and_the_task_sweeps(owner, settings, file_storage_dir):
+    from files.tasks import sweep_orphans
+
+    entry = settings.CELERY_BEAT_SCHEDULE["files-sweep-orphans"]
+    assert entry["task"] == sweep_orphans.name == "files.sweep_orphans"
+    assert entry["options"]["queue"] == settings.CELERY_QUEUE_HOUSEKEEPING
+    file_upload(owner=owner, name="never sent.png", data=png(3, 3))
+    settings.FILE_ORPHAN_GRACE_SECONDS = 60
+    StoredFile.objects.update(created_at=timezone.now() - timedelta(seconds=61))
+    assert sweep_orphans.apply().get() == {"rows_removed": 1, "hashes_removed": 1}
+    assert stored_objects(file_storage_dir) == []
