@@ -38,6 +38,13 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 STORAGE_DIR = tempfile.mkdtemp(prefix="oc-bench-files-")
 os.environ["FILE_STORAGE_DIR"] = STORAGE_DIR  # this process and the web server and worker it starts (their env)
+# The socket listener says it comes from http://127.0.0.1 (the port-less origin chat_latency's listener sends).
+os.environ.setdefault("WEBSOCKET_ALLOWED_ORIGINS", "http://127.0.0.1")
+os.environ.setdefault("ALLOWED_HOSTS", "127.0.0.1,localhost")
+os.environ.setdefault("SECURE_SSL_REDIRECT", "0")  # plain http on loopback
+# One owner sends hundreds of messages and uploads a minute here: the rate limits are not what this measures.
+os.environ.setdefault("THROTTLE_RATE_CHAT_SEND", "100000/minute")
+os.environ.setdefault("THROTTLE_RATE_FILE_UPLOAD", "100000/minute")
 
 from chat_latency import SocketListener, free_port, make_workflow, start, wait_port  # noqa: E402
 from django.conf import settings  # noqa: E402
