@@ -30,6 +30,10 @@ ERROR = inline_serializer(
                 "file_truncated",
                 "file_quota_exceeded",
                 "invalid_request",
+                "invalid_json",
+                "unsupported_media_type",
+                "invalid_idempotency_key",
+                "idempotency_key_reused",
                 "not_found",
             ]
         ),
@@ -72,7 +76,7 @@ class FileUploadApi(APIView):
         operation_id="file_upload",
         summary="Upload a file to attach to a chat message (its bytes are kept once, by their SHA-256)",
         request={"multipart/form-data": InputSerializer},
-        responses={201: FileOutputSerializer, 400: ERROR, 413: ERROR},
+        responses={201: FileOutputSerializer, 400: ERROR, 409: ERROR, 413: ERROR, 415: ERROR},
     )
     @idempotent
     def post(self, request):
