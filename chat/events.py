@@ -62,9 +62,10 @@ def chat_updated_event(*, workflow_id: int, revision: int, reason: str) -> dict:
     return {"type": "chat.updated", "workflow_id": workflow_id, "revision": revision, "reason": reason}
 
 
-def publish_run_event(*, workflow_id: int, run_id: int, event: dict) -> None:
-    """Send a run event once the current transaction commits (a rolled-back change never announces itself)."""
-    transaction.on_commit(lambda: send_run_event_now(workflow_id=workflow_id, run_id=run_id, event=event))
+def publish_run_event(*, workflow_id: int, run_id: int, event: dict, wait: bool = False) -> None:
+    """Send a run event once the current transaction commits (a rolled-back change never announces itself).
+    `wait`: the commit's later hooks (the firing's first task) run only once the event went out."""
+    transaction.on_commit(lambda: send_run_event_now(workflow_id=workflow_id, run_id=run_id, event=event, wait=wait))
 
 
 def publish_chat_updated(*, workflow_id: int, revision: int, reason: str) -> None:

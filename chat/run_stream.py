@@ -205,9 +205,14 @@ def retry_delay(attempt: int) -> float:
     return min(2.0, 0.1 * 2**attempt)
 
 
-def send_run_event_now(*, workflow_id: int, run_id: int, event: dict, append_text: str | None = None) -> None:
+def send_run_event_now(
+    *, workflow_id: int, run_id: int, event: dict, append_text: str | None = None, wait: bool = False
+) -> None:
     """Send now (in order, from the sender thread), taking the run's next seq when the event goes out. Redis
-    unreachable: tried again with backoff for CHAT_EVENT_RETRY_SECONDS, then given up (a gap in the seq)."""
+    unreachable: tried again with backoff for CHAT_EVENT_RETRY_SECONDS, then given up (a gap in the seq).
+
+    `wait`: return only once the event went out (at most CHAT_RUN_STARTED_SEND_WAIT_SECONDS), for a run's first
+    event, which is sent from the admitting process while the run's later events come from a worker."""
     deadline = time.monotonic() + settings.CHAT_EVENT_RETRY_SECONDS
 
     def build(attempt=0):
@@ -224,4 +229,7 @@ def send_run_event_now(*, workflow_id: int, run_id: int, event: dict, append_tex
             return None
         return workflow_id, {**event, "run_id": run_id, "seq": seq, "hub_epoch": stream_epoch()}
 
-    sender.submit(build)
+    if wait:
+        sender.submit_and_wait(build, timeout=settings.CHAT_RUN_STARTED_SEND_WAIT_SECONDS)
+    else:
+        sender.submit(build)

@@ -82,7 +82,7 @@ class EventSender:
 
         layer = get_channel_layer()
         while True:
-            build = await queue.get()
+            build, delivered = await queue.get()
             try:
                 built = build()
                 if isinstance(built, SocketControl):
@@ -92,15 +92,28 @@ class EventSender:
                     await layer.group_send(workflow_group_name(workflow_id), {"type": "workflow.event", "event": event})
             except Exception:  # a broadcast never fails the caller; clients refetch on a gap or a new epoch
                 logger.warning("event not sent", exc_info=True)
+            finally:
+                if delivered is not None:
+                    delivered.set()
 
     def submit(self, build: Callable[[], tuple[int, dict] | None]) -> None:
         loop = self._ensure()
-        loop.call_soon_threadsafe(lambda: self._queue.put_nowait(build))
+        loop.call_soon_threadsafe(lambda: self._queue.put_nowait((build, None)))
+
+    def submit_and_wait(self, build: Callable[[], tuple[int, dict] | None], *, timeout: float) -> bool:
+        """Queue `build` and wait (at most `timeout` s) until it has been sent, failed, or was put off for a retry.
+
+        For an event another process must not overtake: a run's first event is sent before its first task is
+        queued, so a worker's events (which take later seqs) cannot reach a page before it."""
+        delivered = threading.Event()
+        loop = self._ensure()
+        loop.call_soon_threadsafe(lambda: self._queue.put_nowait((build, delivered)))
+        return delivered.wait(timeout)
 
     def submit_later(self, delay: float, build: Callable[[], tuple[int, dict] | None]) -> None:
         """Queue `build` after `delay` seconds (a retry with backoff), without holding up the events behind it."""
         loop = self._ensure()
-        loop.call_soon_threadsafe(lambda: loop.call_later(delay, lambda: self._queue.put_nowait(build)))
+        loop.call_soon_threadsafe(lambda: loop.call_later(delay, lambda: self._queue.put_nowait((build, None))))
 
 
 sender = EventSender()

@@ -2,6 +2,7 @@
 OpenAI-compatible
 Chat Completions and the built-in offline provider. See providers/README.md."""
 
+from .attachments import FileRefused, FilesSupport, files_support
 from .catalogue import Capabilities, capabilities
 from .context import Pressure, estimate_tokens, measure_active_context, measure_pressure, output_headroom
 from .errors import (
@@ -27,6 +28,8 @@ __all__ = [
     "ChatSettings",
     "ChatUnifier",
     "ContextTooLongError",
+    "FileRefused",
+    "FilesSupport",
     "InvalidRequestError",
     "NetworkError",
     "Pressure",
@@ -41,6 +44,7 @@ __all__ = [
     "capabilities",
     "check_credentials",
     "estimate_tokens",
+    "files_support",
     "measure_active_context",
     "measure_pressure",
     "output_headroom",

@@ -49,6 +49,10 @@ class Capabilities:
     # Gemini 3 and later: Google recommends the default temperature (1.0; lower values can make the model loop), so
     # an owner's temperature is sent only when they confirmed it (ChatSettings.temperature_confirmed).
     temperature_confirm: bool = False
+    # Attached files (providers/README.md#files): the model takes images / documents (PDF, text files) natively;
+    # otherwise documents go as their extracted text and images as a line naming them.
+    images: bool = False
+    documents: bool = False
 
     def cost(
         self, *, input_tokens: int, cached_tokens: int = 0, output_tokens: int = 0, cache_creation_tokens: int = 0
@@ -109,4 +113,6 @@ def capabilities(provider: str, model: str) -> Capabilities:
         fallback_prices=entry.get("prices"),
         price_provider=entry.get("price_provider"),
         temperature_confirm=bool(entry.get("temperature_confirm", False)),
+        images=bool(entry.get("images", False)),
+        documents=bool(entry.get("documents", False)),
     )

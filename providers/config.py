@@ -15,6 +15,8 @@ DEFAULTS: dict[str, Any] = {
     "PROVIDER_READ_TIMEOUT_S": 300.0,
     "PROVIDER_DEFAULT_MAX_OUTPUT_TOKENS": 8192,
     "OFFLINE_PROVIDER_DELAY_MS": 0,
+    # Gemini's inline data limit per request: attached files above it go through its Files API.
+    "GEMINI_INLINE_LIMIT_BYTES": 100 * 1024 * 1024,
 }
 
 KEY_SETTINGS = {

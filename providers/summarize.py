@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from .attachments import reference
 from .types import ChatRequest, ChatSettings, UrlPolicy, Usage
 from .unifier import ChatUnifier
 from .wire import text_message, text_of
@@ -39,9 +40,30 @@ def render_transcript(messages: list[dict]) -> str:
                 lines.append(f"tool {block['name']} {status}: {block.get('content', '')}")
             elif kind == "image":
                 lines.append(f"{role}: [image {block.get('ref', '')}]")
+            elif kind == "file":
+                lines.append(f"{role} attached {reference(block)}")
             elif kind not in ("thinking", "redacted_thinking"):
                 lines.append(f"{role}: {json.dumps(block)}")
     return "\n".join(lines)
+
+
+FILES_KEPT_HEAD = (
+    "Files attached in the summarized turns (named here only: they are no longer sent; ask the owner to attach one "
+    "again to see it):"
+)
+
+
+def file_references(messages: list[dict]) -> str:
+    """The references of every file attached in `messages`, each once, as a paragraph that ends a summary: the
+    summary replaces those turns, and with them the file blocks, so their names and hashes stay in its text."""
+    seen: set[str] = set()
+    lines = []
+    for message in messages:
+        for block in message.get("blocks", []):
+            if block.get("type") == "file" and block.get("sha256") not in seen:
+                seen.add(block.get("sha256"))
+                lines.append(f"- {reference(block)}")
+    return f"{FILES_KEPT_HEAD}\n" + "\n".join(lines) if lines else ""
 
 
 @dataclass
@@ -84,7 +106,12 @@ def summarize_call(
 
         request.runtime = RuntimeRun(home=Path(tempfile.gettempdir()), params=dict(runtime_params))
     result = ChatUnifier().chat(request)
-    return Summary(text=text_of(result.message).strip(), usage=result.usage)
+    text = text_of(result.message).strip()
+    # Kept by us, not left to the model: a summary that forgot a file would lose the last trace of it.
+    kept = file_references(messages)
+    if kept and kept not in text:
+        text = f"{text}\n\n{kept}" if text else kept
+    return Summary(text=text, usage=result.usage)
 
 
 class SummaryText(str):

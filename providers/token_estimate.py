@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+from .attachments import file_tokens
 from .types import ChatRequest
 
 CHARS_PER_TOKEN = 4
@@ -14,7 +15,8 @@ PER_MESSAGE_OVERHEAD = 4
 
 
 def estimate_tokens(request: ChatRequest) -> int:
-    """Local estimate, ~4 characters per token over everything the request would carry (blocks and tools)."""
+    """Local estimate, ~4 characters per token over everything the request would carry (blocks and tools); an
+    attached file by its provider's documented rule for images and PDF pages."""
     chars = 0
     for message in request.messages:
         for block in message.get("blocks", []):
@@ -29,6 +31,10 @@ def estimate_tokens(request: ChatRequest) -> int:
                 chars += len(block.get("data", "")) // 4
             elif kind == "image":
                 chars += 1000 * CHARS_PER_TOKEN  # providers bill an image at roughly a thousand tokens
+            elif kind == "file":
+                # By the provider's documented rule for images and PDF pages (providers/attachments.py).
+                tokens = file_tokens(block, provider=request.provider, model=request.model)
+                chars += tokens * CHARS_PER_TOKEN
             else:
                 chars += len(json.dumps(block))
         chars += PER_MESSAGE_OVERHEAD * CHARS_PER_TOKEN

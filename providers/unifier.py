@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 
 from .adapters.common import Stream
+from .attachments import FileRefused, earlier_files_as_text, has_earlier_files
 from .errors import InvalidRequestError, UnknownProviderError
 from .readonly import ReadOnlyDict
 from .types import PROVIDERS, ChatRequest, ChatResult, EventCallback, StopCheck
@@ -44,7 +45,34 @@ class ChatUnifier:
                 MessageWire.from_dict(message)
             except WireError as exc:
                 raise InvalidRequestError(f"messages[{index}]: {exc}", provider=request.provider) from None
-        return adapter.chat(request, Stream(on_event, should_stop))
+        try:
+            return adapter.chat(request, Stream(on_event, should_stop))
+        except InvalidRequestError as exc:
+            if not _may_be_a_file(request, exc):
+                raise
+            refused = exc
+        # The provider refused a request carrying files of earlier turns, before any work (nothing billed): once
+        # more with those files as their text, so a file it will not take cannot make the stored conversation
+        # unanswerable. A file of the message being answered is not retried: that turn ends with the reason.
+        with earlier_files_as_text(request.provider):
+            result = adapter.chat(request, Stream(on_event, should_stop))
+        meta = result.message.setdefault("meta", {})
+        meta.setdefault("notes", []).append(
+            "Files attached earlier in this conversation were sent as their text (or a line naming them): the "
+            f"provider refused the request with them as files ({refused.message})."
+        )
+        return result
+
+
+_FILE_WORDS = ("image", "pdf", "document", "file", "media", "mime", "page", "payload", "too large")
+NATIVE = ("openai", "anthropic", "gemini", "openai_compatible")
+
+
+def _may_be_a_file(request: ChatRequest, exc: InvalidRequestError) -> bool:
+    """A provider's refusal that may be about a file of an earlier turn: worth one more request without them."""
+    if isinstance(exc, FileRefused) or request.provider not in NATIVE or not has_earlier_files(request.messages):
+        return False
+    return any(word in exc.message.lower() for word in _FILE_WORDS)
 
 
 def check_credentials(request: ChatRequest) -> None:

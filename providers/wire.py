@@ -78,7 +78,7 @@ class ImageBlock(_Block):
 
 
 class FileBlock(_Block):
-    """An attached file, by reference: the bytes live once in file storage under their SHA-256 (docs/chat.md#files).
+    """An attached file, by reference: the bytes live once in file storage under their SHA-256.
 
     Adapters turn it into the provider's documented form when they build a request, reading the bytes through
     ``providers.files.read_file_bytes``; the stored conversation never holds the bytes.

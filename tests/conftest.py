@@ -4,11 +4,13 @@ import sys
 
 import pytest
 
+from tests.flush import install_fast_flush
 from tests.network_guard import guard_the_network
 
 
 def pytest_configure(config):
     guard_the_network()
+    install_fast_flush()
 
 
 @pytest.fixture(autouse=True)

@@ -31,7 +31,9 @@ class EventCapture:
         def workflow_event(*, workflow_id: int, event: dict) -> None:
             self.sent.append(SentEvent(workflow_id, dict(event)))
 
-        def run_event(*, workflow_id: int, run_id: int, event: dict, append_text: str | None = None) -> None:
+        def run_event(
+            *, workflow_id: int, run_id: int, event: dict, append_text: str | None = None, wait: bool = False
+        ) -> None:
             self.sent.append(SentEvent(workflow_id, dict(event), run_id=run_id))
 
         monkeypatch.setattr("core.realtime.send_workflow_event_now", workflow_event)

@@ -247,9 +247,9 @@ def running_site(tmp_path: Path, *, web_env: dict | None = None, **worker_env: s
         wait_for_port(port, web, timeout=60)
         yield f"http://127.0.0.1:{port}"
     finally:
+        # Killed, not asked to stop: a warm Celery shutdown waits for its tasks, and nothing here needs a clean exit.
         stopping = [process for process in (web, worker) if process is not None]
         for process in stopping:
-            if process.process.poll() is None:
-                process.kill(signal.SIGTERM)
+            process.kill(signal.SIGKILL)
         for process in stopping:
             process.stop()

@@ -32,6 +32,7 @@ from agents.usage import record_llm_usage
 from conversations import store
 from conversations.store import is_compaction_summary
 from providers import ChatUnifier
+from providers.attachments import attachments_of
 from providers.errors import ProviderError
 
 from .persist import firing_end_for_limit
@@ -226,7 +227,8 @@ def _fail_step(firing: Firing, step: LlmStep, exc, *, duration_ms: int, called: 
 
 
 def _request_info(firing: Firing, messages: list[dict]) -> dict:
-    """Counts and names of what a request carried, for "what this answer was sent" (no message is copied)."""
+    """Counts and names of what a request carried, for "what this answer was sent" (no message is copied, no file's
+    bytes)."""
     prefix = firing.stored_prefix or {}
     return {
         "messages": len(messages),
@@ -234,4 +236,6 @@ def _request_info(firing: Firing, messages: list[dict]) -> dict:
         "unsaved_messages": len(firing.pending_messages),
         "compaction_summary": any(is_compaction_summary(m) for m in messages[:2]),
         "tools": [binding["name"] for binding in firing.tool_bindings],
+        # Name, media type and size of each attached file the request carried (never the bytes).
+        "attachments": attachments_of(messages),
     }

@@ -154,12 +154,14 @@ def chat_run_admit(
         # index is the rule, the lock is how we usually avoid hitting it).
         raise refuse("run_in_progress") from None
     reset_run_stream(run.pk)
-    # Queued before the firing's first task (which, run inline, streams the whole answer on this commit); handing
-    # an event to the sender costs nothing, so this delays no worker.
+    # Sent (not just queued) before the firing's first task is: this process takes seq 1 and a worker takes the
+    # later ones, so a worker's first event could otherwise reach the pages first, and a page seeing 2 before 1
+    # refetches its snapshot for nothing. Waiting costs the one send (a millisecond or two, bounded by a setting).
     publish_run_event(
         workflow_id=workflow.pk,
         run_id=run.pk,
         event=run_started_event(workflow_id=workflow.pk, kind=kind, state=run.state, user_message_id=user_message.pk),
+        wait=True,
     )
     try:
         run.firing_id = firing_start(

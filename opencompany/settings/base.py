@@ -543,6 +543,8 @@ CHAT_RUN_STREAM_TTL_SECONDS = env_int("CHAT_RUN_STREAM_TTL_SECONDS", 86_400, min
 # How long a run event that cannot take its seq (Redis unreachable) is retried before it is given up on (the next
 # event then shows the gap and pages refetch). A delta batch keeps its text past this and sends it with the next one.
 CHAT_EVENT_RETRY_SECONDS = env_float("CHAT_EVENT_RETRY_SECONDS", 30.0)
+# How long admitting a run waits for its run.started to go out before queuing the firing's first task.
+CHAT_RUN_STARTED_SEND_WAIT_SECONDS = env_float("CHAT_RUN_STARTED_SEND_WAIT_SECONDS", 1.0)
 # The chat watchdog: a run whose firing no worker started, or that outlived every limit, is ended.
 CHAT_RUN_DELIVERY_TIMEOUT_SECONDS = env_int("CHAT_RUN_DELIVERY_TIMEOUT_SECONDS", 330, minimum=5)
 CHAT_RUN_MAX_SECONDS = env_int("CHAT_RUN_MAX_SECONDS", 1800, minimum=10)

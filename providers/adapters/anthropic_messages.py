@@ -13,6 +13,7 @@ from typing import Any
 import anthropic
 
 from .. import config
+from ..attachments import FilePlan
 from ..catalogue import capabilities
 from ..errors import (
     ProviderError,
@@ -89,17 +90,39 @@ def _assistant_content(message: dict) -> list[dict]:
     return content
 
 
-def _user_content(message: dict) -> list[dict]:
+def _file(block: dict, files: FilePlan) -> dict:
+    """An attached file as Anthropic documents it: an `image` block with a base64 source; a `document` block with
+    a base64 PDF source or, for a text file, a plain-text source (titled with the file's name); text otherwise."""
+    prepared = files[block]
+    if prepared.form != "native":
+        return {"type": "text", "text": prepared.as_text()}
+    if prepared.kind == "image":
+        source = {"type": "base64", "media_type": prepared.media_type, "data": prepared.b64()}
+        return {"type": "image", "source": source}
+    if prepared.kind == "pdf":
+        source = {"type": "base64", "media_type": "application/pdf", "data": prepared.b64()}
+    else:
+        source = {"type": "text", "media_type": "text/plain", "data": prepared.data.decode("utf-8", errors="replace")}
+    return {"type": "document", "source": source, "title": prepared.name}
+
+
+def _user_content(message: dict, files: FilePlan) -> list[dict]:
     content: list[dict] = []
     for block in message.get("blocks", []):
         if block.get("type") == "text" and block["text"]:
             content.append({"type": "text", "text": block["text"]})
         elif block.get("type") == "image":
             content.append(_image(block))
+        elif block.get("type") == "file":
+            content.append(_file(block, files))
     return content
 
 
-def build_messages(messages: list[dict]) -> list[dict]:
+def build_messages(messages: list[dict], files: FilePlan | None = None) -> list[dict]:
+    """The Messages API list for `messages`; `files` what each attached file becomes (built for an unknown model
+    when not given)."""
+    if files is None:
+        files = FilePlan(PROVIDER, "", messages)
     out: list[dict] = []
 
     def add(role: str, content: list[dict]) -> None:
@@ -114,7 +137,7 @@ def build_messages(messages: list[dict]) -> list[dict]:
     for message in messages:
         role = message.get("role")
         if role == "user":
-            add("user", _user_content(message))
+            add("user", _user_content(message, files))
         elif role == "assistant":
             add("assistant", _assistant_content(message))
         elif role == "tool":
@@ -223,7 +246,9 @@ def _cache_breakpoints(params: dict) -> None:
 def build_params(request: ChatRequest, *, for_counting: bool = False) -> dict:
     params: dict[str, Any] = {
         "model": request.model,
-        "messages": build_messages(without_turns(request.messages, refused)),
+        "messages": build_messages(
+            without_turns(request.messages, refused), FilePlan(PROVIDER, request.model, request.messages)
+        ),
     }
     system = system_text(request.messages)
     if system:

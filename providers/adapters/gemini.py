@@ -13,12 +13,17 @@ Automatic function calling and automatic continuation are off: the runtime runs 
 from __future__ import annotations
 
 import base64
+import io
 import json
+import threading
+import time
 from typing import Any
 
 from google.genai import errors as genai_errors
 from google.genai import types
 
+from .. import config
+from ..attachments import FilePlan, FileRefused, human_size
 from ..billing import calls_cost
 from ..catalogue import capabilities
 from ..errors import (
@@ -27,7 +32,7 @@ from ..errors import (
 )
 from ..types import ChatRequest, ChatResult, Usage
 from ..wire import text_block, tool_call_block
-from .clients import TRANSPORT_ERRORS, connect, map_error
+from .clients import TRANSPORT_ERRORS, connect, key_fingerprint, map_error
 from .common import (
     Stream,
     data_url_parts,
@@ -106,11 +111,76 @@ def _model_parts(message: dict, synthetic: set[str], model: str) -> list[types.P
     return parts
 
 
-def _user_parts(message: dict) -> list[types.Part]:
+def _file_part(block: dict, files: FilePlan) -> types.Part:
+    """An attached file as Gemini documents it: `inline_data` with the file's MIME type (images, PDF), text files as
+    `text/plain` (the document types Gemini lists; JSON and Markdown are not among them); text otherwise."""
+    prepared = files[block]
+    if prepared.form != "native":
+        return types.Part(text=prepared.as_text())
+    if prepared.uri:
+        return types.Part(file_data=types.FileData(file_uri=prepared.uri, mime_type=_mime(prepared)))
+    mime = prepared.media_type
+    if prepared.kind == "text" and mime != "text/csv":
+        mime = "text/plain"
+    return types.Part(inline_data=types.Blob(mime_type=mime, data=prepared.data))
+
+
+def _mime(prepared) -> str:
+    return "text/plain" if prepared.kind == "text" and prepared.media_type != "text/csv" else prepared.media_type
+
+
+# Files uploaded to the Files API, by (key fingerprint, sha256): their URI and until when to use it. Google keeps an
+# upload 48 hours; it is used for 47, then uploaded again.
+_UPLOADS: dict[tuple[str, str], tuple[str, float]] = {}
+_UPLOADS_LOCK = threading.Lock()
+UPLOAD_KEEP_S = 47 * 3600
+
+
+def upload_over_inline_limit(files: FilePlan, client, request: ChatRequest) -> None:
+    """Gemini takes inline data up to a limit per request (GEMINI_INLINE_LIMIT_BYTES, 100 MB as documented): the
+    largest native files go through the Files API until the rest fits, each uploaded once per key while Google keeps
+    it. Never called inside a lock of ours: it makes network calls."""
+    limit = int(config.setting("GEMINI_INLINE_LIMIT_BYTES"))
+    native = [p for p in files.files() if p.form == "native"]
+    total = sum(len(p.data) for p in native)
+    if total <= limit:
+        return
+    fingerprint = key_fingerprint(request, PROVIDER)
+    for prepared in sorted(native, key=lambda p: len(p.data), reverse=True):
+        if total <= limit:
+            return
+        cache_key = (fingerprint, str(prepared.block.get("sha256")))
+        with _UPLOADS_LOCK:
+            cached = _UPLOADS.get(cache_key)
+        if cached and cached[1] > time.time():
+            prepared.uri = cached[0]
+        else:
+            try:
+                uploaded = client.files.upload(
+                    file=io.BytesIO(prepared.data),
+                    config=types.UploadFileConfig(mime_type=_mime(prepared), display_name=prepared.name),
+                )
+            except Exception as exc:
+                raise map_error(exc, provider=PROVIDER, api_key=request.api_key) from exc
+            if not uploaded.uri:
+                raise FileRefused(
+                    f"{prepared.name} was not sent: Gemini's Files API gave no URI for it "
+                    f"({human_size(len(prepared.data))}).",
+                    provider=PROVIDER,
+                )
+            prepared.uri = uploaded.uri
+            with _UPLOADS_LOCK:
+                _UPLOADS[cache_key] = (uploaded.uri, time.time() + UPLOAD_KEEP_S)
+        total -= len(prepared.data)
+
+
+def _user_parts(message: dict, files: FilePlan) -> list[types.Part]:
     parts: list[types.Part] = []
     for block in message.get("blocks", []):
         if block.get("type") == "text" and block["text"]:
             parts.append(types.Part(text=block["text"]))
+        elif block.get("type") == "file":
+            parts.append(_file_part(block, files))
         elif block.get("type") == "image":
             parsed = data_url_parts(block.get("ref", ""))
             if parsed:
@@ -124,14 +194,16 @@ def blocked(message: dict) -> bool:
     return "blocked" in (message.get("meta") or {})
 
 
-def build_contents(messages: list[dict], model: str = "") -> list[types.Content]:
+def build_contents(messages: list[dict], model: str = "", files: FilePlan | None = None) -> list[types.Content]:
+    if files is None:
+        files = FilePlan(PROVIDER, model, messages)
     messages = without_turns(messages, blocked)  # a blocked prompt sent again is blocked again
     synthetic = _synthetic_ids(messages)
     contents: list[types.Content] = []
     for message in messages:
         role = message.get("role")
         if role == "user":
-            parts = _user_parts(message)
+            parts = _user_parts(message, files)
             if parts:
                 contents.append(types.Content(role="user", parts=parts))
         elif role == "assistant":
@@ -292,7 +364,9 @@ class _Assembler:
 
 def chat(request: ChatRequest, stream: Stream) -> ChatResult:
     client, api_key = connect(request, PROVIDER)
-    contents = build_contents(request.messages, request.model)
+    files = FilePlan(PROVIDER, request.model, request.messages)
+    upload_over_inline_limit(files, client, request)
+    contents = build_contents(request.messages, request.model, files)
     gen_config = build_config(request)
     assembler = _Assembler(stream)
     usage = Usage()
@@ -455,9 +529,11 @@ def _blocked_result(request: ChatRequest, block: dict, usage: Usage, response_id
 
 def count_input_tokens(request: ChatRequest) -> int:
     client, api_key = connect(request, PROVIDER)
+    files = FilePlan(PROVIDER, request.model, request.messages)
+    upload_over_inline_limit(files, client, request)
     try:
         result = client.models.count_tokens(
-            model=request.model, contents=build_contents(request.messages, request.model)
+            model=request.model, contents=build_contents(request.messages, request.model, files)
         )
     except Exception as exc:
         raise map_error(exc, provider=PROVIDER, api_key=api_key) from exc

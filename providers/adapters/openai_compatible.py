@@ -11,6 +11,7 @@ from typing import Any
 
 import openai
 
+from ..attachments import FilePlan, Prepared
 from ..catalogue import capabilities
 from ..errors import ProviderError, TruncatedStreamError
 from ..types import ChatRequest, ChatResult, Usage
@@ -50,7 +51,28 @@ def _merge_consecutive_users(out: list[dict]) -> list[dict]:
     return merged
 
 
-def build_messages(messages: list[dict], *, replay_reasoning: bool, alternate_roles: bool = False) -> list[dict]:
+def _file_part(prepared: Prepared) -> dict:
+    """An attached file for a Chat Completions server: an `image_url` part (a data URL) when the catalogue says the
+    model takes images; a PDF as the documented `file` part only for a family marked as taking documents; the text
+    (or a placeholder line) otherwise: most servers take no file parts."""
+    if prepared.form != "native":
+        return {"type": "text", "text": prepared.as_text()}
+    if prepared.kind == "image":
+        return {"type": "image_url", "image_url": {"url": prepared.data_url()}}
+    if prepared.kind == "pdf":
+        return {"type": "file", "file": {"filename": prepared.name, "file_data": prepared.data_url()}}
+    return {"type": "text", "text": f'[file "{prepared.name}"]\n{prepared.data.decode("utf-8", errors="replace")}'}
+
+
+def build_messages(
+    messages: list[dict],
+    *,
+    replay_reasoning: bool,
+    alternate_roles: bool = False,
+    files: FilePlan | None = None,
+) -> list[dict]:
+    if files is None:
+        files = FilePlan(PROVIDER, "", messages)
     out: list[dict] = []
     system = system_text(messages)
     if system:
@@ -65,10 +87,14 @@ def build_messages(messages: list[dict], *, replay_reasoning: bool, alternate_ro
                     parts.append({"type": "text", "text": block["text"]})
                 elif block.get("type") == "image":
                     ref = block.get("ref", "")
-                    if data_url_parts(ref) or ref.startswith(("http://", "https://")):
+                    # image_url only where the catalogue says the model takes images: a text-only model's server
+                    # refuses the whole request for it.
+                    if files.images and (data_url_parts(ref) or ref.startswith(("http://", "https://"))):
                         parts.append({"type": "image_url", "image_url": {"url": ref}})
                     else:
                         parts.append({"type": "text", "text": image_placeholder(block, PROVIDER)})
+                elif block.get("type") == "file":
+                    parts.append(_file_part(files[block]))
             if parts:
                 only_text = all(p["type"] == "text" for p in parts)
                 content: Any = "\n".join(p["text"] for p in parts) if only_text else parts
@@ -123,7 +149,10 @@ def build_params(request: ChatRequest) -> dict:
     params: dict[str, Any] = {
         "model": request.model,
         "messages": build_messages(
-            request.messages, replay_reasoning=caps.replay_reasoning, alternate_roles=caps.alternate_roles
+            request.messages,
+            replay_reasoning=caps.replay_reasoning,
+            alternate_roles=caps.alternate_roles,
+            files=FilePlan(PROVIDER, request.model, request.messages),
         ),
         "stream_options": {"include_usage": True},
     }

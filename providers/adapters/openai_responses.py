@@ -14,6 +14,7 @@ from typing import Any
 
 import openai
 
+from ..attachments import FilePlan
 from ..catalogue import capabilities
 from ..errors import ProviderError, TruncatedStreamError, classify_status
 from ..types import ChatRequest, ChatResult, Usage
@@ -41,15 +42,48 @@ def _item_dict(item: Any) -> dict:
 # --- request ---------------------------------------------------------------------------------------------------
 
 
-def _user_content(message: dict) -> list[dict]:
+def _file_part(block: dict, files: FilePlan) -> dict:
+    """An attached file as the Responses API documents it: `input_image` with a data URL for an image, `input_file`
+    with `file_data` (a data URL) and `filename` for a PDF or a text file; text or a placeholder line otherwise."""
+    prepared = files[block]
+    if prepared.form != "native":
+        return {"type": "input_text", "text": prepared.as_text()}
+    if prepared.kind == "image":
+        return {"type": "input_image", "image_url": prepared.data_url(), "detail": "auto"}
+    return {
+        "type": "input_file",
+        "filename": _filename(prepared.name, prepared.media_type),
+        "file_data": prepared.data_url(),
+    }
+
+
+# The API decides how to read an input_file by its filename's extension: a name without the one its type has (a
+# "README" that is plain text) gets it appended.
+EXTENSIONS = {
+    "application/pdf": ".pdf",
+    "text/plain": ".txt",
+    "text/markdown": ".md",
+    "text/csv": ".csv",
+    "application/json": ".json",
+}
+
+
+def _filename(name: str, media_type: str) -> str:
+    extension = EXTENSIONS.get(media_type, "")
+    return name if not extension or name.lower().endswith(extension) else f"{name}{extension}"
+
+
+def _user_content(message: dict, files: FilePlan) -> list[dict]:
     content: list[dict] = []
     for block in message.get("blocks", []):
         kind = block.get("type")
         if kind == "text":
             content.append({"type": "input_text", "text": block["text"]})
+        elif kind == "file":
+            content.append(_file_part(block, files))
         elif kind == "image":
             ref = block.get("ref", "")
-            if data_url_parts(ref) or ref.startswith(("http://", "https://")):
+            if files.images and (data_url_parts(ref) or ref.startswith(("http://", "https://"))):
                 content.append({"type": "input_image", "image_url": ref, "detail": "auto"})
             else:
                 content.append({"type": "input_text", "text": image_placeholder(block, PROVIDER)})
@@ -126,16 +160,21 @@ def _assistant_items(message: dict, issuer: tuple[str, str] | None = None) -> li
     return keep_reasoning_followed(items)
 
 
-def build_input(messages: list[dict], issuer: tuple[str, str] | None = None) -> list[dict]:
+def build_input(
+    messages: list[dict], issuer: tuple[str, str] | None = None, files: FilePlan | None = None
+) -> list[dict]:
     """The Responses input for `messages`; `issuer` (model, key fingerprint) of the request about to be sent, so
-    reasoning another model or key issued is left out."""
+    reasoning another model or key issued is left out; `files` what each attached file becomes (built from the
+    messages for the issuer's model when not given)."""
+    if files is None:
+        files = FilePlan(PROVIDER, issuer[0] if issuer else "", messages)
     items: list[dict] = []
     for message in messages:
         role = message.get("role")
         if role == "system":
             continue
         if role == "user":
-            content = _user_content(message)
+            content = _user_content(message, files)
             if content:
                 items.append({"type": "message", "role": "user", "content": content})
         elif role == "assistant":

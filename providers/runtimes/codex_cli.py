@@ -32,7 +32,15 @@ from ..adapters.common import estimated_usage
 from ..errors import NetworkError, ServerError
 from ..types import ChatRequest, ChatResult, Usage
 from ..wire import text_block, tool_call_block, tool_result_message
-from . import RuntimeRun, handoff_prompt, split_request
+from . import (
+    RuntimeRun,
+    attached_files_note,
+    attachment_paths,
+    handoff_prompt,
+    new_message_files,
+    split_request,
+    write_attachments,
+)
 from .process import die_with_parent
 
 PROVIDER = "codex_cli"
@@ -84,12 +92,16 @@ def _binary() -> str:
 def chat(request: ChatRequest, stream) -> ChatResult:
     run: RuntimeRun | None = request.runtime
     system, history, user_text = split_request(request.messages)
-    prompt = handoff_prompt(history, user_text)
     base = Path(run.home) if run is not None else Path(tempfile.gettempdir())
     base.mkdir(parents=True, exist_ok=True)
     home = Path(tempfile.mkdtemp(prefix="codex-home-", dir=base))  # per run, deleted after it
     cwd = home / "cwd"
     cwd.mkdir()
+    # The conversation's files, in the working directory its read-only sandbox may read; the new message's are
+    # named in the prompt, earlier ones in the transcript.
+    written = write_attachments(request.messages, cwd)
+    prompt = handoff_prompt(history, user_text, paths=attachment_paths(request.messages))
+    prompt += attached_files_note(new_message_files(request.messages), written)
     allowed = list(run.allowed_builtin_tools) if run is not None else []
     base_url = config.base_url_for(PROVIDER, request.base_url) or DEFAULT_BASE_URL
     (home / "config.toml").write_text(_config_toml(request, system, base_url, allowed))

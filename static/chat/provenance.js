@@ -23,6 +23,12 @@
     try { localStorage.setItem(KEPT_KEY, JSON.stringify([...ids].slice(-500))); } catch (e) { /* private mode */ }
   }
 
+  function fileSize(bytes) {
+    if (bytes < 1024) return bytes + " B";
+    if (bytes < 1024 * 1024) return Math.round(bytes / 1024) + " KB";
+    return (bytes / (1024 * 1024)).toFixed(1) + " MB";
+  }
+
   function node(tag, attrs, children) {
     const n = document.createElement(tag);
     for (const [k, v] of Object.entries(attrs || {})) {
@@ -200,6 +206,11 @@
       dl.appendChild(row("Conversation carried", plural(first.messages || 0, "message", "messages") + " in the first request, "
         + plural(first.stored_messages || 0, "of them", "of them") + " from the stored conversation"
         + (first.compaction_summary ? ", starting with a summary of older turns" : ", no summary of older turns") + "."));
+      // Attached files the request carried: name, type and size (the bytes are never part of this view).
+      const files = first.attachments || [];
+      dl.appendChild(row("Files", files.length
+        ? files.map((f) => f.name + " (" + f.media_type + ", " + fileSize(f.size) + ")").join("; ") + "."
+        : "None."));
     }
     dl.appendChild(row("Your notes", view.notes_carried ? plural(view.notes_carried, "note", "notes") + " from you went with it (ratings, memory edits, version changes)." : "None."));
     const changed = view.changed_since_previous;

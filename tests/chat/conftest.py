@@ -8,9 +8,11 @@ from tests.chat.helpers import BROWSER_PASSWORD, chat_workflow
 from tests.processes import running_site
 
 
-@pytest.fixture
-def stack(tmp_path):
-    with running_site(tmp_path, OFFLINE_PROVIDER_DELAY_MS="40", AGENT_STOP_POLL_SECONDS="0.05") as base_url:
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory, django_db_setup):
+    """One site per test file (tests/browser/conftest.py says why that is safe)."""
+    site = tmp_path_factory.mktemp("site")
+    with running_site(site, OFFLINE_PROVIDER_DELAY_MS="40", AGENT_STOP_POLL_SECONDS="0.05") as base_url:
         yield base_url
 
 

@@ -117,6 +117,8 @@ def test_provenance_in_the_chat_and_the_memory_panel(setup, stack, browser_page)
     expect(body.locator(".sent-recalled")).to_contain_text("my cat is Tom")
     expect(body.locator(".sent-recalled")).to_contain_text(re.compile(r"match \d\.\d\d"))
     expect(body.locator(".sent-tokens")).to_have_text(re.compile(r"^[1-9][\d,]* in$"))
+    # The attached files the request carried (name, type, size; never the bytes): this conversation has none.
+    expect(body.locator(".sent-row", has_text="Files")).to_have_text("FilesNone.")
     expect(body).to_contain_text(re.compile(r"\d+ out"))
     expect(body).to_contain_text("An estimate: tokens are counted at 4 bytes each")
     expect(body).to_contain_text("Since the previous answer")

@@ -292,3 +292,37 @@ def test_a_send_hands_over_run_started_and_the_end_run_finished_as_the_construct
     assert capture_events.events() == [
         chat_updated_event(workflow_id=workflow.pk, revision=session_revision, reason="feedback")
     ]
+
+
+def test_run_started_has_gone_out_before_the_firings_first_task_is_queued(owner, broker, monkeypatch):
+    """The admitting process sends seq 1 and a worker the later seqs: were the task queued first, a worker's event
+    could reach the pages before run.started (seen under load in tests/scaleout/test_scale_out.py as 2, 1, 3...)."""
+    import time
+
+    from channels_redis.core import RedisChannelLayer
+
+    from opencompany.celery import app
+
+    order: list[str] = []
+    group_send = RedisChannelLayer.group_send
+
+    async def slow_group_send(self, group, message):
+        if message.get("event", {}).get("type") == "run.started":
+            time.sleep(0.3)  # the web process's sender thread, descheduled on a busy machine
+            await group_send(self, group, message)
+            order.append("run.started sent")
+        else:
+            await group_send(self, group, message)
+
+    keep = app.send_task
+
+    def send_task(name, args=None, **options):
+        order.append(f"task {name}")
+        return keep(name, args, **options)
+
+    monkeypatch.setattr(RedisChannelLayer, "group_send", slow_group_send)
+    monkeypatch.setattr(app, "send_task", send_task)
+    workflow, _, _ = chat_workflow(owner)
+    chat_message_send(workflow=workflow, text="hello")
+    assert order and order[0] == "run.started sent", order
+    assert any(entry.startswith("task ") for entry in order[1:]), order

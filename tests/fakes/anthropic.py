@@ -22,6 +22,7 @@ from .base import (
     sse_frame,
     stream_of,
 )
+from .media import BadMedia, b64decode, pdf_pages, sniff
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -56,6 +57,11 @@ TEMPERATURE_WITH_THINKING = (
 FINAL_THINKING = "messages.{i}: The final block in an assistant message cannot be `thinking`."
 TOO_MANY_BREAKPOINTS = "A maximum of 4 blocks with cache_control may be provided. Found {n}."
 CACHE_LOOKBACK_BLOCKS = 20
+# Vision guide: JPEG, PNG, GIF and WebP, at most 5 MB each (as sent, base64). PDF support guide: a document block
+# with a base64 `application/pdf` source or a plain-text source (`text/plain`), at most 100 pages per request.
+IMAGE_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
+MAX_IMAGE_BASE64 = 5 * 1024 * 1024
+MAX_PDF_PAGES = 100
 
 
 def model_version(model: str) -> tuple[int, int]:
@@ -171,6 +177,7 @@ class FakeAnthropic(FakeProviderServer):
         )
         if has_tool_blocks and not body.get("tools"):
             self.reject("Requests which include `tool_use` or `tool_result` blocks must define tools.")
+        pages = 0
         for i, message in enumerate(messages):
             content = _content(message)
             for j, block in enumerate(content):
@@ -184,6 +191,10 @@ class FakeAnthropic(FakeProviderServer):
                     self.reject(f"messages.{i}.content.{j}: Invalid `data` in `redacted_thinking` block")
                 if kind == "tool_use" and not isinstance(block.get("input"), dict):
                     self.reject(f"messages.{i}.content.{j}.tool_use.input: Input should be a valid dictionary")
+                if kind == "image":
+                    self._check_image(f"messages.{i}.content.{j}", block)
+                if kind == "document":
+                    pages += self._check_document(f"messages.{i}.content.{j}", block)
             if message.get("role") == "assistant" and content:
                 if content[-1].get("type") in ("thinking", "redacted_thinking"):
                     self.reject(FINAL_THINKING.format(i=i))
@@ -219,6 +230,8 @@ class FakeAnthropic(FakeProviderServer):
                             f"{block.get('tool_use_id')}. Each `tool_result` block must have a corresponding "
                             "`tool_use` block in the previous message."
                         )
+        if pages > MAX_PDF_PAGES:
+            self.reject(f"A maximum of {MAX_PDF_PAGES} PDF pages may be provided.")
         if thinking.get("type") == "enabled" and messages and messages[-1].get("role") == "user":
             # The assistant turn in progress starts after the last user message that is more than tool results; a
             # tool loop is one assistant turn, and with (manual) thinking on its first assistant message must start
@@ -237,6 +250,56 @@ class FakeAnthropic(FakeProviderServer):
                 first = (_content(messages[first_step]) or [{"type": "none"}])[0]
                 if first.get("type") not in ("thinking", "redacted_thinking"):
                     self.reject(THINKING_FIRST.format(i=first_step, found=first.get("type")))
+
+    def _check_image(self, where: str, block: dict) -> None:
+        source = block.get("source") or {}
+        if source.get("type") == "url":
+            return
+        if source.get("type") != "base64":
+            self.reject(
+                f"{where}.image.source: Input tag '{source.get('type')}' found using 'type' does not match any "
+                "of the expected tags: 'base64', 'url', 'file'"
+            )
+        media_type = source.get("media_type")
+        if media_type not in IMAGE_TYPES:
+            self.reject(
+                f"{where}.image.source.base64.media_type: Input should be 'image/jpeg', 'image/png', "
+                "'image/gif' or 'image/webp'"
+            )
+        if len(source.get("data") or "") > MAX_IMAGE_BASE64:
+            self.reject(f"{where}.image.source.base64: image exceeds 5 MB maximum")
+        try:
+            actual = sniff(b64decode(source.get("data")))
+        except BadMedia:
+            self.reject(f"{where}.image.source.base64.data: Invalid base64 data")
+        if actual != media_type:
+            self.reject(
+                f"{where}.image.source.base64.data: The image was specified using the {media_type} media "
+                f"type, but the image appears to be a {actual} image"
+            )
+
+    def _check_document(self, where: str, block: dict) -> int:
+        """The page count of a valid document block (a text source counts none)."""
+        source = block.get("source") or {}
+        kind = source.get("type")
+        if kind == "text":
+            if source.get("media_type") != "text/plain" or not isinstance(source.get("data"), str):
+                self.reject(f"{where}.document.source.text.media_type: Input should be 'text/plain'")
+            return 0
+        if kind in ("url", "file", "content"):
+            return 0
+        if kind != "base64":
+            self.reject(
+                f"{where}.document.source: Input tag '{kind}' found using 'type' does not match any of the "
+                "expected tags: 'base64', 'content', 'file', 'text', 'url'"
+            )
+        if source.get("media_type") != "application/pdf":
+            self.reject(f"{where}.document.source.base64.media_type: Input should be 'application/pdf'")
+        try:
+            return pdf_pages(b64decode(source.get("data")))
+        except BadMedia:
+            self.reject(f"{where}.document.source.base64.data: The PDF specified was not valid.")
+        return 0
 
     def render_error(self, error: ErrorReply) -> RawReply:
         body = {

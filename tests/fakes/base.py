@@ -97,6 +97,7 @@ class RecordedRequest:
     query: dict[str, list[str]]
     headers: dict[str, str]
     body: Any
+    raw: bytes = b""  # the body as sent (an upload's bytes)
 
 
 @dataclass
@@ -244,6 +245,7 @@ class FakeProviderServer:
             query=parse_qs(split.query),
             headers={k.lower(): v for k, v in handler.headers.items()},
             body=body,
+            raw=raw,
         )
         with self._lock:
             self.requests.append(request)

@@ -57,6 +57,9 @@ class FakeChatCompletions(FakeProviderServer):
         self.omit_call_ids = omit_call_ids
         self.usage_every_chunk = usage_every_chunk
         self.issued_reasoning: dict[str, str] = {}  # first tool call id of a reply -> its reasoning text
+        # Models the server serves with a vision encoder: only they take `image_url` parts (vLLM and Ollama refuse
+        # images for a text-only model); no server here takes `file` parts.
+        self.vision_models: set[str] = set()
 
     @property
     def base_url(self) -> str:
@@ -66,6 +69,23 @@ class FakeChatCompletions(FakeProviderServer):
         if request.method == "GET" and request.path == "/v1/models":
             return model_list(self, request, "local-model")
         return None
+
+    def _check_parts(self, index: int, message: dict, model: str) -> None:
+        content = message.get("content")
+        if not isinstance(content, list):
+            return
+        for part in content:
+            kind = part.get("type")
+            if kind == "text" and isinstance(part.get("text"), str):
+                continue
+            if kind == "image_url":
+                url = (part.get("image_url") or {}).get("url")
+                if not isinstance(url, str) or not url.startswith(("data:image/", "http://", "https://")):
+                    raise Rejected(ErrorReply(400, f"messages[{index}].content.image_url.url: invalid image URL"))
+                if model not in self.vision_models:
+                    raise Rejected(ErrorReply(400, f"{model} is not a multimodal model"))
+                continue
+            raise Rejected(ErrorReply(400, f"messages[{index}].content: unknown content part type {kind!r}"))
 
     def validate(self, request: RecordedRequest) -> None:
         if request.path != "/v1/chat/completions":
@@ -83,8 +103,10 @@ class FakeChatCompletions(FakeProviderServer):
                     previous_role = role
                 else:
                     previous_role = None  # tool results sit between the two turns: only adjacent messages clash
+        model = str((request.body or {}).get("model"))
         for index, message in enumerate(messages):
             role = message.get("role")
+            self._check_parts(index, message, model)
             for call in message.get("tool_calls") or []:
                 if not isinstance(call.get("id"), str) or not call["id"]:
                     raise Rejected(ErrorReply(400, f"messages[{index}].tool_calls.id: Field required"))

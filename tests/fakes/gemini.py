@@ -21,6 +21,7 @@ from .base import (
     sse_frame,
     stream_of,
 )
+from .media import BadMedia, b64decode, sniff
 
 STATUS_NAMES = {
     400: "INVALID_ARGUMENT",
@@ -40,6 +41,14 @@ MISSING_SIGNATURE = (
     "call `default_api:{name}` , position {position}. Please refer to "
     "https://ai.google.dev/gemini-api/docs/thought-signatures for more details."
 )
+# The image and document understanding guides: the MIME types inline data may have (images: PNG, JPEG, WebP, HEIC,
+# HEIF; documents: PDF and text types), and the inline request limit (larger files go through the Files API).
+INLINE_TYPES = (
+    "image/png", "image/jpeg", "image/webp", "image/heic", "image/heif",
+    "application/pdf", "text/plain", "text/csv", "text/html", "text/css", "text/xml", "text/rtf", "text/md",
+    "text/javascript", "application/x-javascript", "text/x-python", "application/x-python",
+)  # fmt: skip
+MAX_INLINE_BYTES = 100 * 1024 * 1024
 COUNT_MISMATCH = (
     "Please ensure that the number of function response parts is equal to the number of function call parts of the "
     "function call turn."
@@ -78,6 +87,9 @@ class FakeGemini(FakeProviderServer):
         self.issued_continuations: dict[str, str] = {}  # continuation token -> model
         self.cumulative_usage = True  # usageMetadata on every chunk, as running totals (the API's streaming form)
         self.blocked_texts: set[str] = set()  # the user words of each blocked prompt: blocked again when resent
+        self.uploaded: dict[str, dict] = {}  # Files API: file uri -> the File resource and its bytes
+        self.pending_uploads: dict[str, dict] = {}
+        self.max_inline_bytes = MAX_INLINE_BYTES  # lowered by a test to exercise the Files API path
 
     def _signature(self, seed: str, explicit: str | None = None) -> str:
         value = explicit or base64.b64encode(hashlib.sha256(seed.encode()).digest() + b"\xfb\xff\xfe").decode()
@@ -90,6 +102,8 @@ class FakeGemini(FakeProviderServer):
                     ErrorReply(400, "API key not valid. Please pass a valid API key.", kind="INVALID_ARGUMENT")
                 )
             return json_reply(200, {"models": [{"name": "models/gemini-2.5-pro", "displayName": "Gemini 2.5 Pro"}]})
+        if request.path in ("/upload/v1beta/files", "/upload/v1/files"):
+            return self._upload(request)
         if request.path.endswith(":countTokens"):
             self._check_key(request)
             return json_reply(200, {"totalTokens": max(1, len(json.dumps(request.body)) // 4)})
@@ -124,6 +138,7 @@ class FakeGemini(FakeProviderServer):
             parts = content.get("parts") or []
             if content.get("role") == "user" and any("functionResponse" not in p for p in parts):
                 start = index + 1
+        self._check_media(contents)
         for index, content in enumerate(contents):
             parts = content.get("parts") or []
             calls = [p for p in parts if "functionCall" in p]
@@ -153,6 +168,77 @@ class FakeGemini(FakeProviderServer):
                 responses = [p for p in (nxt or {}).get("parts", []) if "functionResponse" in p]
                 if nxt is not None and len(responses) != len(calls):
                     raise Rejected(ErrorReply(400, COUNT_MISMATCH))
+
+    def _upload(self, request: RecordedRequest) -> RawReply:
+        """The Files API's resumable upload: a `start` command with the file's metadata answers the upload URL in
+        `x-goog-upload-url`; `upload` commands append the bytes at `x-goog-upload-offset`; `finalize` answers the
+        File (ACTIVE: images and PDFs need no processing) with `x-goog-upload-status: final`."""
+        command = request.headers.get("x-goog-upload-command", "")
+        if command == "start":
+            self._check_key(request)  # the upload URL it answers is the session's credential from then on
+            upload_id = self.next_id("upload")
+            meta = (request.body or {}).get("file") or {}
+            self.pending_uploads[upload_id] = {"meta": meta, "data": bytearray()}
+            url = f"{self.root_url}{request.path}?upload_id={upload_id}"
+            return RawReply(200, b"{}", {"x-goog-upload-url": url, "x-goog-upload-status": "active"})
+        upload_id = (request.query.get("upload_id") or [""])[0]
+        pending = self.pending_uploads.get(upload_id)
+        if pending is None or int(request.headers.get("x-goog-upload-offset", -1)) != len(pending["data"]):
+            return self.render_error(ErrorReply(400, "Invalid upload offset or session."))
+        pending["data"] += request.raw
+        if "finalize" not in command:
+            return RawReply(200, b"", {"x-goog-upload-status": "active"})
+        del self.pending_uploads[upload_id]
+        name = f"files/{upload_id.replace('_', '-')}"
+        meta = pending["meta"]
+        file = {
+            "name": name,
+            "displayName": meta.get("displayName") or meta.get("display_name"),
+            "mimeType": meta.get("mimeType") or meta.get("mime_type"),
+            "sizeBytes": str(len(pending["data"])),
+            "uri": f"{self.root_url}/v1beta/{name}",
+            "state": "ACTIVE",
+        }
+        self.uploaded[file["uri"]] = {**file, "data": bytes(pending["data"])}
+        return RawReply(200, json.dumps({"file": file}).encode(), {"x-goog-upload-status": "final"})
+
+    def _check_media(self, contents: list[dict]) -> None:
+        inline = 0
+        for index, content in enumerate(contents):
+            for p_index, part in enumerate(content.get("parts") or []):
+                blob = part.get("inlineData") or part.get("inline_data")
+                where = f"contents[{index}].parts[{p_index}]"
+                if blob is not None:
+                    mime = blob.get("mimeType") or blob.get("mime_type")
+                    if mime not in INLINE_TYPES and not str(mime).startswith(("audio/", "video/")):
+                        raise Rejected(ErrorReply(400, f"Unsupported MIME type: {mime}"))
+                    try:
+                        data = b64decode(blob.get("data"))
+                    except BadMedia:
+                        raise Rejected(
+                            ErrorReply(400, f"Invalid value at '{where}.inline_data.data' (TYPE_BYTES)")
+                        ) from None
+                    if str(mime).startswith("image/") and sniff(data) not in (mime, None):
+                        raise Rejected(
+                            ErrorReply(
+                                400,
+                                "Unable to process input image. Please retry or report in https://developers.generativeai.google/guide/troubleshooting",
+                            )
+                        )
+                    inline += len(data)
+                file_data = part.get("fileData") or part.get("file_data")
+                if file_data is not None:
+                    uri = file_data.get("fileUri") or file_data.get("file_uri")
+                    if uri not in self.uploaded:
+                        raise Rejected(
+                            ErrorReply(
+                                403,
+                                f"You do not have permission to access the File {uri} or it may not exist.",
+                                kind="PERMISSION_DENIED",
+                            )
+                        )
+        if inline > self.max_inline_bytes:
+            raise Rejected(ErrorReply(400, f"Request payload size exceeds the limit: {self.max_inline_bytes} bytes."))
 
     @staticmethod
     def _check_thinking(model: str, thinking: dict | None) -> None:

@@ -23,6 +23,7 @@ from .base import (
     sse_frame,
     stream_of,
 )
+from .media import BadMedia, data_url, sniff
 from .openai_models import model_list
 
 ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 429: "rate_limit_error"}
@@ -46,6 +47,32 @@ UNVERIFIED_SUMMARY = (
     "https://platform.openai.com/settings/organization/general and click on Verify Organization. If you just "
     "verified, it can take up to 15 minutes for access to propagate."
 )
+
+
+# The images guide: PNG, JPEG, WEBP and non-animated GIF; a request carries at most 50 MB of them and 500 images.
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/webp", "image/gif")
+IMAGE_DETAILS = ("low", "high", "auto", "original")
+MAX_PAYLOAD = 50 * 1024 * 1024
+# The file inputs guide lists what `input_file` takes: PDF, text and code, rich documents, spreadsheets.
+FILE_EXTENSIONS = (
+    ".pdf",
+    ".txt",
+    ".md",
+    ".json",
+    ".html",
+    ".xml",
+    ".csv",
+    ".tsv",
+    ".xlsx",
+    ".xls",
+    ".docx",
+    ".pptx",
+    ".py",
+    ".js",
+)
+CONTENT_TYPES = ("input_text", "input_image", "input_file")
+# Models without vision take no images and no PDFs (the models pages: gpt-3.5-turbo, o1-mini, gpt-4-0613, audio).
+TEXT_ONLY_MODELS = ("gpt-3.5", "o1-mini", "gpt-4-0613", "gpt-audio")
 
 
 def reasoning_model(model: str) -> bool:
@@ -227,6 +254,8 @@ class FakeOpenAIResponses(FakeProviderServer):
                             "following item.",
                         )
                     )
+            elif kind in ("message", None) and item.get("role") == "user":  # an "easy input message" has no type
+                self._check_user_content(position, item.get("content"), model)
             elif kind == "function_call":
                 if not isinstance(item.get("arguments"), str):
                     raise Rejected(
@@ -243,6 +272,97 @@ class FakeOpenAIResponses(FakeProviderServer):
         for call_id in call_ids:
             if call_id not in output_ids:
                 raise Rejected(ErrorReply(400, f"No tool output found for function call {call_id}."))
+
+    def _check_user_content(self, position: int, content, model: str) -> None:  # noqa: C901 - one rule per branch
+        """The input content parts of the images and file inputs guides: `input_image` with an http(s) URL or a
+        base64 data URL of a supported image type and a `detail`; `input_file` with `file_data` (a base64 data URL)
+        and its `filename`, of a listed file type. Models without vision take neither images nor PDFs."""
+        if isinstance(content, str):
+            return
+        payload = 0
+        for index, part in enumerate(content or []):
+            where = f"input[{position}].content[{index}]"
+            kind = part.get("type")
+            if kind not in CONTENT_TYPES:
+                allowed = "', '".join(CONTENT_TYPES)
+                raise Rejected(
+                    ErrorReply(
+                        400, f"Invalid value: '{kind}'. Supported values are: '{allowed}'.", param=f"{where}.type"
+                    )
+                )
+            if kind == "input_image":
+                if model.startswith(TEXT_ONLY_MODELS):
+                    raise Rejected(
+                        ErrorReply(400, "Invalid content type. image_url is only supported by certain models.")
+                    )
+                if part.get("detail") not in IMAGE_DETAILS:
+                    raise Rejected(
+                        ErrorReply(400, f"Missing required parameter: '{where}.detail'.", param=f"{where}.detail")
+                    )
+                url = part.get("image_url")
+                if isinstance(url, str) and url.startswith(("http://", "https://")):
+                    continue
+                try:
+                    media_type, data = data_url(url)
+                except BadMedia:
+                    raise Rejected(
+                        ErrorReply(
+                            400,
+                            f"Invalid '{where}.image_url'. Expected a valid URL, but got a value with an invalid "
+                            "format.",
+                            param=f"{where}.image_url",
+                        )
+                    ) from None
+                if media_type not in IMAGE_TYPES or sniff(data) not in IMAGE_TYPES:
+                    raise Rejected(
+                        ErrorReply(
+                            400,
+                            f"Invalid '{where}.image_url'. Expected a base64-encoded data URL with an image MIME type "
+                            "(e.g. "
+                            f"'data:image/png;base64,aW1nIGJ5dGVzIGhlcmU='), but got unsupported MIME type "
+                            f"'{media_type}'.",
+                            param=f"{where}.image_url",
+                        )
+                    )
+                payload += len(data)
+            elif kind == "input_file":
+                if not any(part.get(key) for key in ("file_data", "file_id", "file_url")):
+                    raise Rejected(ErrorReply(400, f"Missing required parameter: '{where}.file_data'.", param=where))
+                if part.get("file_data") is not None:
+                    filename = part.get("filename")
+                    if not isinstance(filename, str) or not filename:
+                        raise Rejected(
+                            ErrorReply(
+                                400, f"Missing required parameter: '{where}.filename'.", param=f"{where}.filename"
+                            )
+                        )
+                    if not filename.lower().endswith(FILE_EXTENSIONS):
+                        ext = "." + filename.rsplit(".", 1)[-1] if "." in filename else filename
+                        raise Rejected(
+                            ErrorReply(
+                                400,
+                                "Invalid input: Expected context stuffing file type to be a supported format: "
+                                f"{', '.join(FILE_EXTENSIONS)}, but got {ext}.",
+                                param=where,
+                            )
+                        )
+                    try:
+                        _media_type, data = data_url(part["file_data"])
+                    except BadMedia:
+                        raise Rejected(
+                            ErrorReply(
+                                400,
+                                f"Invalid '{where}.file_data'. Expected a base64-encoded data URL.",
+                                param=f"{where}.file_data",
+                            )
+                        ) from None
+                    if filename.lower().endswith(".pdf") and model.startswith(TEXT_ONLY_MODELS):
+                        raise Rejected(
+                            ErrorReply(400, "PDF file inputs are only supported by models with vision capabilities.")
+                        )
+                    payload += len(data)
+        if payload > MAX_PAYLOAD:
+            raise Rejected(ErrorReply(413, "Request too large: the files of one request may total at most 50 MB."))
 
     def render_error(self, error: ErrorReply) -> RawReply:
         body = {

@@ -38,10 +38,31 @@ from .base import (
     sse_frame,
     stream_of,
 )
+from .media import BadMedia, b64decode, sniff
 
 STATUS_NAMES = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND"}
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
 GOOGLE_TOKEN_AUDIENCE = "https://oauth2.googleapis.com/token"
+
+
+# The Interactions API's image and document content types (google-genai's ImageContent / DocumentContent).
+IMAGE_TYPES = (
+    "image/png",
+    "image/jpeg",
+    "image/webp",
+    "image/heic",
+    "image/heif",
+    "image/gif",
+    "image/bmp",
+    "image/tiff",
+)
+DOCUMENT_TYPES = (
+    "application/pdf",
+    "text/csv",
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+)
 
 
 @dataclass
@@ -139,6 +160,7 @@ class FakeVertexInteractions(FakeProviderServer):
             self._reject(400, "agent is required for an agent interaction.")
         if "input" not in body:
             self._reject(400, "input is required.")
+        self._check_input(body.get("input"))
         environment = body.get("environment")
         if isinstance(environment, str) and environment != "remote" and environment not in self.environments:
             self._reject(404, f"Environment {environment} not found.")
@@ -162,6 +184,34 @@ class FakeVertexInteractions(FakeProviderServer):
                 self._reject(400, "The input must provide a function_result for every pending function_call.")
         elif results:
             self._reject(400, "function_result does not answer a pending function_call.")
+
+    def _check_input(self, value) -> None:
+        """Content input as the Interactions API types it: `text`; `image` and `document` with base64 `data` (or a
+        `uri`) and a `mime_type` of the types it lists (documents: PDF, CSV and office formats, not plain text)."""
+        if not isinstance(value, list):
+            return
+        for index, content in enumerate(value):
+            kind = content.get("type") if isinstance(content, dict) else None
+            if kind == "user_input":  # a step holding the contents (the SDK wraps a content list in one)
+                self._check_input(content.get("content"))
+                continue
+            if kind in ("text", "function_result"):
+                continue
+            if kind not in ("image", "document"):
+                self._reject(400, f"input[{index}].type: unknown content type {kind!r}.")
+            allowed = IMAGE_TYPES if kind == "image" else DOCUMENT_TYPES
+            if content.get("mime_type") not in allowed:
+                self._reject(
+                    400, f"input[{index}].mime_type: {content.get('mime_type')} is not a supported {kind} type."
+                )
+            if content.get("uri"):
+                continue
+            try:
+                data = b64decode(content.get("data"))
+            except BadMedia:
+                self._reject(400, f"input[{index}].data: invalid base64.")
+            if kind == "image" and sniff(data) not in (content["mime_type"], None):
+                self._reject(400, f"input[{index}]: the image is not {content['mime_type']}.")
 
     @staticmethod
     def _function_results(value) -> list[dict]:

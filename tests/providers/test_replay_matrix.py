@@ -1,6 +1,6 @@
 """The replay matrix: every stored shape each adapter produces (text, tools, parallel tools, thinking, stopped,
 max-tokens cut, malformed arguments, compaction, a refused turn, a blocked prompt, reasoning from another model,
-images) is replayed to the strict fake of every adapter (a
+images, attached files) is replayed to the strict fake of every adapter (a
 provider switch for the others) and accepted, and a switch sends no other provider's signature or encrypted
 reasoning. The fakes enforce each provider's documented rules; a rejection fails the test with its real text."""
 
@@ -23,6 +23,7 @@ from tests.fakes import (
     Think,
     Turn,
 )
+from tests.file_samples import CSV, gif, pdf, png, registered_store
 
 from .loop import API_KEYS, MEMORY_TOOL, answer_calls, store_and_load
 
@@ -41,6 +42,13 @@ PNG = (
     "data:image/png;base64,"
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def file_store():
+    """Attached files' bytes, readable by every adapter while the module's conversations are replayed."""
+    with registered_store() as store:
+        yield store
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +77,7 @@ def call(provider, fake, messages, *, thinking="low", should_stop=None, on_event
     return ChatUnifier().chat(request, on_event=on_event, should_stop=should_stop)
 
 
-def produce(provider, fake) -> list[dict]:
+def produce(provider, fake, store) -> list[dict]:
     """A conversation holding every shape `provider`'s adapter stores, built through its fake."""
     messages = [text_message("system", "You are careful."), text_message("user", "Hello.")]
 
@@ -151,6 +159,17 @@ def produce(provider, fake) -> list[dict]:
     # images
     messages.append({"role": "user", "blocks": [{"type": "text", "text": "Look:"}, {"type": "image", "ref": PNG}]})
     turn(Turn([Text("A pixel.")]))
+    # attached files: an image, a PDF, a CSV, and a GIF (a type Gemini does not take: as an earlier turn's file it
+    # goes there as a line naming it)
+    files = [
+        store.add(png(), name="shot.png", media_type="image/png"),
+        store.add(pdf(2), name="report.pdf", media_type="application/pdf"),
+        store.add(CSV, name="table.csv", media_type="text/csv"),
+        store.add(gif(), name="dance.gif", media_type="image/gif"),
+    ]
+    messages.append({"role": "user", "blocks": [{"type": "text", "text": "Read these."}, *files[:3]]})
+    turn(Turn([Text("Read.")]))
+    messages.append({"role": "user", "blocks": [files[3]]})
     messages.append(text_message("user", "Thanks."))
     return store_and_load(messages)
 
@@ -174,8 +193,8 @@ def foreign_secrets(messages: list[dict]) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def stored(fakes):
-    return {provider: produce(provider, fakes[provider]) for provider in PROVIDERS}
+def stored(fakes, file_store):
+    return {provider: produce(provider, fakes[provider], file_store) for provider in PROVIDERS}
 
 
 @pytest.mark.parametrize("target", PROVIDERS)
@@ -198,7 +217,7 @@ def test_the_matrix_covers_every_shape(stored):
     for provider, messages in stored.items():
         blocks = [b for m in messages for b in m["blocks"]]
         kinds = {b["type"] for b in blocks}
-        assert {"text", "tool_call", "tool_result", "image"} <= kinds, provider
+        assert {"text", "tool_call", "tool_result", "image", "file"} <= kinds, provider
         assert any(b.get("stopped") for b in blocks), provider
         assert any(b.get("parse_error") for b in blocks if b["type"] == "tool_call"), provider
         assert any(len([b for b in m["blocks"] if b["type"] == "tool_call"]) == 2 for m in messages), provider

@@ -9,13 +9,21 @@ import shutil
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from claude_agent_sdk import ClaudeAgentOptions, ClaudeSDKClient
 
 from ...errors import AuthError, NetworkError, ProviderError, RateLimitedError, ServerError
 from ...types import ChatRequest, ChatResult
-from .. import RuntimeRun, split_request
+from .. import (
+    RuntimeRun,
+    attached_files_note,
+    attachment_paths,
+    new_message_files,
+    split_request,
+    write_attachments,
+)
 from .collector import Collector
 from .launch import expected_exit, kill_on_purpose, prepare_launch, wait_gone
 from .session import PROVIDER, session_for, transcript_path
@@ -37,8 +45,14 @@ def chat(request: ChatRequest, stream) -> ChatResult:
 def _chat(request: ChatRequest, stream, run: RuntimeRun) -> ChatResult:
     home = Path(run.home)
     system, history, user_text = split_request(request.messages)
-    session = session_for(run, history, user_text)
+    session = session_for(run, history, user_text, attachment_paths(request.messages))
     options_kwargs, control = prepare_launch(request, run, system, session)
+    # The conversation's files go into the (emptied) working directory on every run, so a resumed session finds
+    # the ones its transcript names; the new message's are named in the prompt.
+    written = write_attachments(request.messages, Path(options_kwargs["cwd"]))
+    note = attached_files_note(new_message_files(request.messages), written)
+    if note:
+        session = replace(session, prompt=session.prompt + note)
     inbox: queue.Queue = queue.Queue()
 
     def produce() -> None:

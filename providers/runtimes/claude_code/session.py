@@ -32,7 +32,7 @@ class Session:
     previous_cost: float  # the resumed session's cumulative cost so far (this run bills the difference)
 
 
-def session_for(run: RuntimeRun, history: list[dict], user_text: str) -> Session:
+def session_for(run: RuntimeRun, history: list[dict], user_text: str, paths: dict[str, str] | None = None) -> Session:
     resume = run.resume
     if resume and Path(resume["transcript_path"]).is_file():
         cost = float(resume.get("session_cost_usd") or 0)
@@ -48,5 +48,5 @@ def session_for(run: RuntimeRun, history: list[dict], user_text: str) -> Session
         logger.warning("claude code transcript gone", extra={"session_id": resume["session_id"]})
     elif history:
         note = f"A new Claude Code session {session_id} started from a portable transcript of the stored record."
-    prompt = handoff_prompt(history, user_text, note=note if resume else None)
+    prompt = handoff_prompt(history, user_text, note=note if resume else None, paths=paths)
     return Session(session_id, False, prompt, note, 0.0)

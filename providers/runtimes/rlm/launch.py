@@ -14,7 +14,7 @@ from pathlib import Path
 from ... import config
 from ...errors import NetworkError
 from ...types import ChatRequest
-from .. import RuntimeRun, RuntimeTool, handoff_prompt
+from .. import RuntimeRun, RuntimeTool, attached_files_note, handoff_prompt
 from ..process import die_with_parent
 
 PROVIDER = "rlm"
@@ -92,14 +92,19 @@ def job_for(
     history: list[dict],
     user_text: str,
     tools: dict[str, RuntimeTool],
+    files: tuple[list[dict], dict[str, str]] = ([], {}),
 ) -> dict:
-    """The one line the child reads on its stdin before it starts: what to run and within which limits."""
+    """The one line the child reads on its stdin before it starts: what to run and within which limits. `files`:
+    the new message's file blocks and the absolute path of each written file, by hash."""
+    new_files, paths = files
+    note = attached_files_note(new_files, paths).replace("in your working directory", "at these paths")
+    user_text = user_text + note
     return {
         "workdir": str(workdir),
         "model": request.model,
         "system": system,
         # The RLM's `context`: the stored conversation as a portable transcript, then the new message.
-        "context": handoff_prompt(history, user_text),
+        "context": handoff_prompt(history, user_text, paths=paths),
         # What the model reads before it looks at `context`: the new message, unless it is long (then it is only
         # in `context`, which is the point of an RLM).
         "root_prompt": user_text

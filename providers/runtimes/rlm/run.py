@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ...errors import NetworkError
 from ...types import ChatRequest, ChatResult
-from .. import RuntimeRun, split_request
+from .. import RuntimeRun, new_message_files, split_request, write_attachments
 from .launch import job_for, options_of, start_sandbox, wall_seconds_of
 from .session import Session
 
@@ -22,6 +22,9 @@ def chat(request: ChatRequest, stream) -> ChatResult:
     base.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="rlm-run-", dir=base))  # throwaway, deleted after the run
     (workdir / "tmp").mkdir()
+    # The conversation's files, as absolute paths its code may open (the REPL runs each cell in a directory of its
+    # own below the working directory, which the sandbox lets it read).
+    written = {sha: str(workdir / relative) for sha, relative in write_attachments(request.messages, workdir).items()}
     wall = wall_seconds_of(run, options)
     tools = {t.definition.name: t for t in (run.tools if run is not None else [])}
     job = job_for(
@@ -33,6 +36,7 @@ def chat(request: ChatRequest, stream) -> ChatResult:
         history=history,
         user_text=user_text,
         tools=tools,
+        files=(new_message_files(request.messages), written),
     )
     try:
         process, read_end = start_sandbox(workdir)

@@ -9,9 +9,10 @@ import time
 from pathlib import Path
 
 from ...adapters.common import Stream
+from ...attachments import FilePlan
 from ...errors import ServerError, TruncatedStreamError
 from ...types import ChatRequest, ChatResult
-from .. import RuntimeRun, handoff_prompt, split_request
+from .. import RuntimeRun, files_of, handoff_prompt, new_message_files, split_request
 from .client import make_client, map_error
 from .collector import Collector
 from .params import PROVIDER, VertexParams
@@ -35,6 +36,31 @@ def function_declarations(run: RuntimeRun) -> list[dict]:
     ]
 
 
+# The Interactions API's document content takes these types (PDF, CSV, office documents); other text files go as text.
+DOCUMENT_TYPES = ("application/pdf", "text/csv")
+
+
+def with_files(prompt: str, blocks: list[dict], plan: FilePlan) -> object:
+    """The interaction input: the prompt alone, or the prompt then each file as the Interactions API documents it
+    (an `image` or `document` content with base64 `data` and its `mime_type`; other text files as text)."""
+    if not blocks:
+        return prompt
+    contents: list[dict] = [{"type": "text", "text": prompt}]
+    for block in blocks:
+        prepared = plan[block]
+        if prepared.form != "native":
+            contents.append({"type": "text", "text": prepared.as_text()})
+        elif prepared.kind == "image":
+            contents.append({"type": "image", "data": prepared.b64(), "mime_type": prepared.media_type})
+        elif prepared.media_type in DOCUMENT_TYPES:
+            contents.append({"type": "document", "data": prepared.b64(), "mime_type": prepared.media_type})
+        else:
+            text = prepared.data.decode("utf-8", errors="replace")
+            framed = f'[file "{prepared.name}"]\n{text}\n[end of file "{prepared.name}"]'
+            contents.append({"type": "text", "text": framed})
+    return contents
+
+
 def chat(request: ChatRequest, stream) -> ChatResult:
     run: RuntimeRun = request.runtime or RuntimeRun(home=Path(tempfile.gettempdir()))
     params = VertexParams.of(run.params)
@@ -44,15 +70,18 @@ def chat(request: ChatRequest, stream) -> ChatResult:
     client = make_client(request, params, wall_seconds=run.wall_seconds)
     collector = Collector(stream)
     note = None
+    plan = FilePlan(PROVIDER, request.model, request.messages)
+    # A continued interaction holds the earlier files already: only the new message's go; a new one gets them all.
+    all_files = files_of(request.messages)
     if resume:
         previous = resume["interaction_id"]
         # A pinned environment stays pinned; "remote" keeps the sandbox the bound interaction used.
         environment = params.environment if params.environment != "remote" else resume.get("environment_id") or "remote"
-        first_input: object = user_text
+        first_input: object = with_files(user_text, new_message_files(request.messages), plan)
     else:
         previous = None
         environment = params.environment
-        first_input = handoff_prompt(history, user_text)
+        first_input = with_files(handoff_prompt(history, user_text), all_files, plan)
         if history:
             note = "A new interaction started from a portable transcript of the stored conversation."
     tools = function_declarations(run)
@@ -82,7 +111,7 @@ def chat(request: ChatRequest, stream) -> ChatResult:
                 logger.warning("vertex interaction gone", extra={"interaction_id": previous})
                 previous, resume = None, None
                 environment = params.environment
-                next_input = handoff_prompt(history, user_text, note=note)
+                next_input = with_files(handoff_prompt(history, user_text, note=note), all_files, plan)
                 continue
             raise error from exc
         collector.begin()
