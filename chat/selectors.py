@@ -7,6 +7,7 @@ import json
 from django.db.models import Q
 
 from agents.selectors import firing_request_view
+from agents.services.agent_config import agent_config_of
 from agents.wiring import AgentNotFound, agent_wiring
 from chat.models import ChatFeedback, ChatMarker, ChatMessage, ChatRun, ChatRunStep, ChatSession
 from chat.provenance import chat_memory_marks
@@ -16,6 +17,8 @@ from conversations.estimates import next_turn_estimate
 from conversations.selectors import conversation_size_bytes
 from core.errors import NotFoundError
 from core.hub import hub_epoch
+from files.sniffing import ACCEPTED
+from providers.attachments import files_support
 from workflows.graph import trigger_agents
 from workflows.nodes import NodeSpec, get_node_spec
 from workflows.selectors import generation_graph
@@ -274,7 +277,13 @@ def chat_run_answer(*, workflow, run_id) -> dict:
 def chat_panel_links(*, workflow) -> dict:
     """Where the page links: the Context panel, and the Memory panel of each memory node the answering agent uses."""
 
-    links = {"context_url": f"/workflows/{workflow.pk}/context/", "memory": [], "agent_name": ""}
+    links = {
+        "context_url": f"/workflows/{workflow.pk}/context/",
+        "memory": [],
+        "agent_name": "",
+        "agent_model": "",
+        "file_forms": {},
+    }
     try:
         graph = generation_graph(workflow)
     except NotFoundError:
@@ -287,6 +296,9 @@ def chat_panel_links(*, workflow) -> dict:
     except AgentNotFound:
         return links
     links["agent_name"] = (wiring.node.get("params") or {}).get("name") or agents[0]
+    config = agent_config_of(wiring.node)
+    links["agent_model"] = config["model"]
+    links["file_forms"] = answering_file_forms(provider=config["provider"], model=config["model"])
     nodes = {n.get("id"): n for n in graph.get("nodes", [])}
     for tool in wiring.tools:
         spec = get_node_spec(tool.node_type)
@@ -300,6 +312,15 @@ def chat_panel_links(*, workflow) -> dict:
                 }
             )
     return links
+
+
+def answering_file_forms(*, provider: str, model: str) -> dict[str, str]:
+    """For each accepted file type that the answering model will not get as itself, how it gets it ("as its
+    extracted text (this model does not take documents)"): the chat says so under the chips before sending
+    (docs/chat.md#files). Empty when every type goes as itself."""
+    support = files_support(provider, model)
+    described = support.describe([{"name": "", "media_type": media_type, "size": 0} for media_type in ACCEPTED])
+    return {f["media_type"]: f["sent_as"] for f in described if f["form"] in ("text", "placeholder")}
 
 
 def chat_run_id_of(*, workflow, run_id) -> int:

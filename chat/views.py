@@ -33,6 +33,8 @@ def chat_page(request, workflow_id: int):
             "file_accept": ".png,.jpg,.jpeg,.webp,.gif,.pdf,.txt,.md,.csv,.json,image/*,application/pdf,text/*",
             "file_max_bytes": settings.FILE_MAX_BYTES,
             "file_max_count": settings.FILE_MESSAGE_MAX_FILES,
+            "agent_model": links["agent_model"],
+            "file_forms": links["file_forms"],
             "plain_codes": RUN_END_WORDS,
             "workflow_id": workflow.pk,
             "api": f"/api/workflows/{workflow.pk}/chat/",

@@ -29,6 +29,7 @@
     attachments: document.getElementById("attachments"),
     attach: document.getElementById("attach"),
     attachInput: document.getElementById("attach-input"),
+    attachmentsNote: document.getElementById("attachments-note"),
   };
   // The active run as the page knows it: id, last applied seq, text so far, and the server's rendering of a
   // prefix of that text (`html` renders `htmlText`).
@@ -443,6 +444,12 @@
       ]);
       el.attachments.appendChild(chip);
     }
+    // What the answering model gets instead of a file it does not take (server's words, config.file_forms).
+    const changed = pending.filter((p) => p.state === "ready" && config.file_forms[p.media_type]);
+    el.attachmentsNote.textContent = changed.length
+      ? "Not every file goes to " + config.agent_model + " as itself: " + changed.map((p) => p.name + " " + config.file_forms[p.media_type]).join("; ") + "."
+      : "";
+    el.attachmentsNote.hidden = !changed.length;
   }
 
   async function uploadOne(entry, file) {
@@ -458,7 +465,7 @@
       let data = {};
       try { data = await response.json(); } catch (e) { data = {}; }
       if (!response.ok) throw new Error(data.message || (response.status === 413 ? entry.name + " is too large." : "Could not attach " + entry.name + "."));
-      entry.state = "ready"; entry.id = data.id; entry.size = data.size; entry.name = data.name;
+      entry.state = "ready"; entry.id = data.id; entry.size = data.size; entry.name = data.name; entry.media_type = data.media_type;
     } catch (error) {
       entry.state = "error"; entry.error = error.message;
     }
@@ -469,7 +476,7 @@
     for (const file of files) {
       if (pending.length >= config.file_max_count) { showRefusal({ code: "too_many_files", message: "A message may carry at most " + config.file_max_count + " files." }); break; }
       const name = file.name || "pasted-" + pending.length + (file.type === "image/png" ? ".png" : "");
-      const entry = { key: newClientId(), name, size: file.size, state: "uploading", id: null, error: "" };
+      const entry = { key: newClientId(), name, size: file.size, state: "uploading", id: null, error: "", media_type: "" };
       pending.push(entry);
       if (file.size > config.file_max_bytes) {
         entry.state = "error";

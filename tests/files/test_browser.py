@@ -39,6 +39,20 @@ def setup(make_user):
 
 
 @pytest.fixture
+def text_only(setup):
+    """A workflow of the same owner whose agent's model takes neither images nor documents (the catalogue says)."""
+    from tests.agents.factories import agent_node, edge, started_workflow
+
+    workflow, _ = setup
+    nodes = [
+        {"id": "trigger", "type": "chatTrigger", "params": {}},
+        agent_node("lead", "Old", provider="openai", model="gpt-3.5"),
+    ]
+    edges = [edge("trigger", "output-main", "lead", "input-main")]
+    return started_workflow(workflow.owner, nodes, edges, name="text only")[0]
+
+
+@pytest.fixture
 def stack(tmp_path, file_storage_dir):
     folder = str(file_storage_dir)  # the web server stores, the worker reads: one folder for both
     with running_site(tmp_path, web_env={"FILE_STORAGE_DIR": folder}, FILE_STORAGE_DIR=folder) as base_url:
@@ -74,6 +88,7 @@ def test_paste_an_image_attach_a_pdf_send_and_edit_and_the_files_stay(setup, sta
         expect(refused).to_have_class("attachment error")
         expect(refused.locator(".file-error")).to_have_text("fake.png is named as PNG but its bytes are not.")
         expect(chips.filter(has_text="report.pdf").locator(".file-size")).to_have_text("1 KB")
+        expect(page.locator("#attachments-note")).to_be_hidden()  # the offline agent takes every file as itself
         shot(page, "chips-1280")
 
         page.get_by_label("Message", exact=True).fill("What do you make of these?")
@@ -114,3 +129,23 @@ def test_paste_an_image_attach_a_pdf_send_and_edit_and_the_files_stay(setup, sta
         page.evaluate(PASTE, [base64.b64encode(png(8, 8, seed=3)).decode(), "phone photo.png"])
         expect(page.locator("#attachments .attachment.ready")).to_have_count(1)
         shot(page, "edited-390")
+
+
+def test_the_chat_says_before_sending_what_a_text_only_model_gets_instead(setup, text_only, stack, tmp_path):
+    from playwright.sync_api import expect
+
+    _, cookie = setup
+    with chromium_page(tmp_path / "profile", width=1280, height=700) as page:
+        page.context.add_cookies([{**cookie, "url": stack}])
+        page.goto(f"{stack}/workflows/{text_only.pk}/chat/")
+        page.evaluate(PASTE, [base64.b64encode(png(8, 8)).decode(), "image.png"])
+        page.set_input_files("#attach-input", files=[{"name": "report.pdf", "mimeType": "", "buffer": pdf(2)}])
+        expect(page.locator("#attachments .attachment.ready")).to_have_count(2)
+        expect(page.locator("#attachments-note")).to_have_text(
+            "Not every file goes to gpt-3.5 as itself: image.png as a line naming it: this model does not take "
+            "images; report.pdf as its extracted text (this model does not take documents)."
+        )
+        shot(page, "text-only-note-1280")
+        page.get_by_role("button", name="Remove image.png").click()
+        page.get_by_role("button", name="Remove report.pdf").click()
+        expect(page.locator("#attachments-note")).to_be_hidden()
