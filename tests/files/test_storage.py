@@ -163,3 +163,42 @@ def test_beat_sends_the_sweep_to_housekeeping_and_the_task_sweeps(owner, setting
     StoredFile.objects.update(created_at=timezone.now() - timedelta(seconds=61))
     assert sweep_orphans.apply().get() == {"rows_removed": 1, "hashes_removed": 1}
     assert stored_objects(file_storage_dir) == []
+
+
+def test_an_upload_of_the_same_bytes_between_the_sweeps_decision_and_its_delete_keeps_them(owner, settings):
+    from tests.race import Competitor, run_before
+
+    image = png(4, 4, seed=7)
+    old = file_upload(owner=owner, name="old.png", data=image)
+    StoredFile.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=3))
+
+    def upload_again(sha256: str) -> None:
+        if sha256 == old.sha256:  # the sweep decided: its row is gone; now the owner uploads the same bytes
+            Competitor(lambda: file_upload(owner=owner, name="again.png", data=image)).start().result()
+
+    with run_before("files.services._advisory_lock", upload_again):
+        report = files_sweep_orphans()
+    assert report.rows_removed == 1 and report.hashes_removed == 0
+    (again,) = StoredFile.objects.all()
+    assert again.name == "again.png" and file_bytes_read(again.sha256) == image
+
+
+def test_the_sweep_waits_for_an_upload_storing_the_same_bytes_and_keeps_them(owner, settings):
+    from tests.race import Competitor, run_after, wait_until_waiting_on_a_lock
+
+    image = png(4, 4, seed=8)
+    old = file_upload(owner=owner, name="old.png", data=image)
+    StoredFile.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=3))
+    sweeps = []
+
+    def sweep_meanwhile(*args) -> None:
+        # The upload's row and bytes are written, its transaction not committed: the sweep must wait for it.
+        sweeps.append(Competitor(files_sweep_orphans).start())
+        wait_until_waiting_on_a_lock(pid=sweeps[0].pid)
+
+    with run_after("files.services.bytes_put", sweep_meanwhile):
+        again = file_upload(owner=owner, name="again.png", data=image)
+    report = sweeps[0].result()
+    assert report.rows_removed == 1 and report.hashes_removed == 0
+    assert list(StoredFile.objects.values_list("pk", flat=True)) == [again.pk]
+    assert file_bytes_read(again.sha256) == image
