@@ -1,12 +1,16 @@
-"""Real files for the tests and the bench: a PNG of any size (noise, so it does not compress), a PDF of n pages,
-a GIF, a JPEG-shaped file and a WebP container."""
+"""Real files for the upload tests and the bench: a PNG of any size (noise, so it neither compresses nor repeats
+between seeds), a JPEG-shaped file and a WebP container; the PDF and GIF are the providers tests' own
+(tests/file_samples.py)."""
 
 from __future__ import annotations
 
-import io
 import random
 import struct
 import zlib
+
+from tests.file_samples import gif, pdf
+
+__all__ = ["JPEG", "gif", "pdf", "png", "png_of_size", "webp"]
 
 
 def png(width: int = 4, height: int = 4, *, seed: int = 1) -> bytes:
@@ -26,18 +30,6 @@ def png_of_size(size: int, *, seed: int = 1) -> bytes:
     return png(side, side, seed=seed)
 
 
-def pdf(pages: int = 2) -> bytes:
-    from pypdf import PdfWriter
-
-    writer = PdfWriter()
-    for _ in range(pages):
-        writer.add_blank_page(width=200, height=200)
-    out = io.BytesIO()
-    writer.write(out)
-    return out.getvalue()
-
-
-GIF = bytes.fromhex("47494638396101000100800000000000ffffff21f90401000000002c00000000010001000002024401003b")
 JPEG = b"\xff\xd8\xff\xe0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00" + b"\x00" * 32 + b"\xff\xd9"
 
 

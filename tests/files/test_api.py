@@ -130,6 +130,11 @@ def test_send_and_edit_carry_the_files_and_the_thread_shows_them(owner, owner_cl
     assert "I received 1 image, 5 KB; 1 PDF, 2 pages." in thread["messages"][1]["text"]
     user_turns = [m for m in stored(workflow, generation, ids["lead"]) if m["role"] == "user"]
     assert [b["name"] for b in user_turns[-1]["blocks"] if b["type"] == "file"] == ["shot.png", "report.pdf"]
+    again = owner_client.post(url + f"messages/{thread['messages'][1]['id']}/regenerate/", {})
+    assert again.status_code == 201, again.json()  # Try again answers the same message, files and all
+    thread = owner_client.get(url).json()
+    assert thread["messages"][1]["siblings"]["count"] == 2
+    assert "I received 1 image, 5 KB; 1 PDF, 2 pages." in thread["messages"][1]["text"]
 
     dropped = owner_client.post(
         url + f"messages/{thread['messages'][0]['id']}/edit/", {"text": "no files now", "file_ids": []}

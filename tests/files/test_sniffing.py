@@ -6,7 +6,7 @@ import pytest
 
 from files.names import sanitize_name
 from files.sniffing import FileRefused, sniff_media_type
-from tests.files.samples import GIF, JPEG, pdf, png, webp
+from tests.files.samples import JPEG, gif, pdf, png, webp
 
 
 @pytest.mark.parametrize(
@@ -16,7 +16,7 @@ from tests.files.samples import GIF, JPEG, pdf, png, webp
         (png(), "shot", "", "image/png"),  # no extension: the bytes decide
         (png(), "clipboard.bin", "application/octet-stream", "image/png"),
         (JPEG, "photo.jpeg", "image/jpeg", "image/jpeg"),
-        (GIF, "dance.gif", "", "image/gif"),
+        (gif(), "dance.gif", "", "image/gif"),
         (webp(), "pic.webp", "image/webp", "image/webp"),
         (pdf(2), "report.pdf", "application/pdf", "application/pdf"),
         (b"# Title\n\nSome *words*.", "notes.md", "text/markdown", "text/markdown"),
