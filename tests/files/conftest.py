@@ -16,7 +16,3 @@ def file_storage_dir(settings, tmp_path):
         },
     }
     return folder
-
-
-def stored_objects(folder) -> list[str]:
-    return sorted(p.name for p in folder.rglob("*") if p.is_file()) if folder.exists() else []

@@ -12,7 +12,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from chat.models import ChatMessage
 from files.models import StoredFile
 from tests.chat.helpers import chat_workflow, stored
-from tests.files.conftest import stored_objects
+from tests.files.helpers import stored_objects
 from tests.files.samples import pdf, png
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -18,7 +18,7 @@ from files.sniffing import FileRefused
 from files.storage import bytes_put, file_bytes_read
 from providers.files import FileUnavailable, read_file_bytes
 from tests.chat.helpers import chat_workflow, stored
-from tests.files.conftest import stored_objects
+from tests.files.helpers import stored_objects
 from tests.files.samples import pdf, png
 from workflows.services import workflow_delete
 
