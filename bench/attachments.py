@@ -8,7 +8,8 @@ then named in `file_ids`). Turn i carries image i % DISTINCT (default 50), so ev
 
 It prints:
   * the bytes the database grew by for each workflow's turns (pg_total_relation_size of every table, indexes and
-    TOAST included), and the difference the images made, against the image bytes sent (target: under 1 %);
+    TOAST included, each table VACUUM FULLed before each phase so an earlier run's free space absorbs neither), and
+    the difference the images made, against the image bytes sent (target: under 1 %), with the tables it is in;
   * what the stored conversations hold (their size_bytes), and what file storage holds: objects and bytes (target:
     one object per distinct image);
   * upload -> first text delta on the page's socket, p50/p95 (the upload's request, the send, the answer's first
@@ -62,13 +63,27 @@ from workflows.services import workflow_delete  # noqa: E402
 IMAGE_BYTES = 200 * 1024
 
 
-def database_bytes() -> int:
+def table_bytes() -> dict[str, int]:
+    """Every table's size, indexes and TOAST included."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+            "SELECT c.relname, pg_total_relation_size(c.oid) FROM pg_class c "
             "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public' AND c.relkind = 'r'"
         )
-        return int(cursor.fetchone()[0])
+        return dict(cursor.fetchall())
+
+
+def compact_tables() -> None:
+    """VACUUM FULL every table, so free space that deleted rows left behind (an earlier run's) absorbs neither
+    phase's growth: both start from tables holding only live rows."""
+    with connection.cursor() as cursor:
+        for name in sorted(table_bytes()):
+            cursor.execute(f'VACUUM (FULL) "{name}"')
+
+
+def growth(before: dict[str, int]) -> dict[str, int]:
+    after = table_bytes()
+    return {name: after[name] - before.get(name, 0) for name in after}
 
 
 def storage_objects() -> tuple[int, int]:
@@ -147,12 +162,15 @@ def main() -> int:
         turns(warm, attach=True, count=4)  # worker pool processes import and connect on their first tasks
         workflow_delete(workflow=warm)
 
-        before = database_bytes()
+        compact_tables()
+        before = table_bytes()
         plain_waits = turns(plain, attach=False, count=args.turns)
-        plain_growth = database_bytes() - before
-        before = database_bytes()
+        plain_tables = growth(before)
+        compact_tables()
+        before = table_bytes()
         file_waits = turns(with_files, attach=True, count=args.turns)
-        files_growth = database_bytes() - before
+        files_tables = growth(before)
+        plain_growth, files_growth = sum(plain_tables.values()), sum(files_tables.values())
 
         sent = sum(len(images[i % len(images)]) for i in range(args.turns))
         distinct = sum(len(image) for image in images[: min(args.turns, len(images))])
@@ -164,6 +182,9 @@ def main() -> int:
         print(f"  database growth, turns with images:  {files_growth / 1024:9.1f} KB")
         print(f"  what the images added to it:         {extra / 1024:9.1f} KB = {100 * extra / sent:.2f} % of the "
               f"{sent / 1024 / 1024:.1f} MB of images sent (target < 1 %)")  # fmt: skip
+        extra_by_table = {name: files_tables[name] - plain_tables.get(name, 0) for name in files_tables}
+        largest = sorted(extra_by_table.items(), key=lambda item: -abs(item[1]))[:5]
+        print("    by table: " + ", ".join(f"{name} {size / 1024:+.0f} KB" for name, size in largest if size))
         print(f"  stored conversations: plain {conversation_bytes(plain) / 1024:.1f} KB, with images "
               f"{conversation_bytes(with_files) / 1024:.1f} KB")  # fmt: skip
         print(f"  file storage: {objects} objects, {stored / 1024 / 1024:.1f} MB (distinct images: {len(images)}, "

@@ -1,9 +1,10 @@
 """Writes of attached files: upload (checks, then bytes once by hash, then the row), the blocks a message holds,
 and the orphan sweep. Every refusal comes before anything is stored.
 
-Lock: a transaction-scoped advisory lock per hash (`_advisory_lock`) serializes an upload storing a hash with the sweep
-deleting it, so the sweep never deletes bytes a row created meanwhile relies on; an upload takes one per owner
-before it (the quota). They are taken with no row lock held, so they have no place in the row lock order of
+Lock: a transaction-scoped advisory lock per hash (`_advisory_lock`) serializes an upload's row with the sweep
+deleting that hash's bytes, so the sweep never deletes bytes a row relies on; an upload takes one per owner before
+it (the quota). The bytes themselves are written with no lock held (an S3 put is a network call), and checked once
+more after the row exists. They are taken with no row lock held, so they have no place in the row lock order of
 docs/architecture.md.
 """
 
@@ -37,6 +38,21 @@ def _advisory_lock(name: str) -> None:
         cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 32))", [name])
 
 
+def _check_quota(*, owner, sha256: str, size: int, name: str) -> None:
+    if StoredFile.objects.filter(owner=owner, sha256=sha256).exists():
+        return  # the same bytes again take no more room
+    used = owner_stored_bytes(owner=owner)
+    if used + size > settings.FILE_OWNER_QUOTA_BYTES:
+        raise FileRefused(
+            "file_quota_exceeded",
+            f"{name} does not fit: your files use {_megabytes(used)} of your "
+            f"{_megabytes(settings.FILE_OWNER_QUOTA_BYTES)}. Clear a chat you no longer need: its files are removed "
+            "within a day.",
+            name=name,
+            status=413,
+        )
+
+
 def file_upload(*, owner, name: str, data: bytes, claimed_type: str = "") -> StoredFile:
     """Check an upload (size, type from its bytes, the owner's quota), then keep its bytes once under their SHA-256
     and a row for this owner. Refused with FileRefused (naming the file) before anything is stored."""
@@ -50,23 +66,18 @@ def file_upload(*, owner, name: str, data: bytes, claimed_type: str = "") -> Sto
         )
     media_type = sniff_media_type(data, name=name, claimed=claimed_type)
     sha256 = hashlib.sha256(data).hexdigest()
+    _check_quota(owner=owner, sha256=sha256, size=len(data), name=name)
+    # The bytes go to storage with no lock held (an S3 put is a network call); the row comes after, under the locks.
+    wrote = bytes_put(sha256, data)
     with transaction.atomic():
         # The owner's uploads one at a time (two at once could each fit the quota and together not), then the hash.
         _advisory_lock(f"files-owner:{owner.pk}")
         _advisory_lock(sha256)
-        already = StoredFile.objects.filter(owner=owner, sha256=sha256).exists()
-        if not already:
-            used = owner_stored_bytes(owner=owner)
-            if used + len(data) > settings.FILE_OWNER_QUOTA_BYTES:
-                raise FileRefused(
-                    "file_quota_exceeded",
-                    f"{name} does not fit: your files use {_megabytes(used)} of your "
-                    f"{_megabytes(settings.FILE_OWNER_QUOTA_BYTES)}. Delete a chat or clear a Context to free space.",
-                    name=name,
-                    status=413,
-                )
+        _check_quota(owner=owner, sha256=sha256, size=len(data), name=name)
         stored = StoredFile.objects.create(owner=owner, name=name, media_type=media_type, size=len(data), sha256=sha256)
-        wrote = bytes_put(sha256, data)
+    # A sweep may have deleted these bytes (a hash nothing named) between the put and the row; from the row on, no
+    # sweep deletes them (it re-checks for rows under the hash's lock), so putting them back once now is enough.
+    wrote = bytes_put(sha256, data) or wrote
     # Metadata only: never a byte or a line of the file's content (docs/security.md#files).
     logger.info(
         "file stored",

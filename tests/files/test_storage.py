@@ -183,7 +183,7 @@ def test_an_upload_of_the_same_bytes_between_the_sweeps_decision_and_its_delete_
     assert again.name == "again.png" and file_bytes_read(again.sha256) == image
 
 
-def test_the_sweep_waits_for_an_upload_storing_the_same_bytes_and_keeps_them(owner, settings):
+def test_the_sweep_waits_for_an_upload_naming_the_same_bytes_and_keeps_them(owner, settings):
     from tests.race import Competitor, run_after, wait_until_waiting_on_a_lock
 
     image = png(4, 4, seed=8)
@@ -191,14 +191,33 @@ def test_the_sweep_waits_for_an_upload_storing_the_same_bytes_and_keeps_them(own
     StoredFile.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=3))
     sweeps = []
 
-    def sweep_meanwhile(*args) -> None:
-        # The upload's row and bytes are written, its transaction not committed: the sweep must wait for it.
-        sweeps.append(Competitor(files_sweep_orphans).start())
-        wait_until_waiting_on_a_lock(pid=sweeps[0].pid)
+    def sweep_meanwhile(name: str) -> None:
+        # The upload holds the hash's lock, its row not yet written: the sweep must wait for it, then keep the bytes.
+        if name == old.sha256 and not sweeps:
+            sweeps.append(Competitor(files_sweep_orphans).start())
+            wait_until_waiting_on_a_lock(pid=sweeps[0].pid)
 
-    with run_after("files.services.bytes_put", sweep_meanwhile):
+    with run_after("files.services._advisory_lock", sweep_meanwhile, once=False):
         again = file_upload(owner=owner, name="again.png", data=image)
     report = sweeps[0].result()
     assert report.rows_removed == 1 and report.hashes_removed == 0
     assert list(StoredFile.objects.values_list("pk", flat=True)) == [again.pk]
     assert file_bytes_read(again.sha256) == image
+
+
+def test_bytes_a_sweep_deleted_before_the_uploads_row_was_written_are_put_back(owner, settings):
+    from tests.race import Competitor, run_after
+
+    image = png(4, 4, seed=9)
+    old = file_upload(owner=owner, name="old.png", data=image)
+    StoredFile.objects.filter(pk=old.pk).update(created_at=timezone.now() - timedelta(days=3))
+    sweeps = []
+
+    def sweep_now(*args) -> None:
+        # The upload found the bytes stored (no write) and has no row yet: a sweep takes the old row and the bytes.
+        sweeps.append(Competitor(files_sweep_orphans).start().result())
+
+    with run_after("files.services.bytes_put", sweep_now):
+        again = file_upload(owner=owner, name="again.png", data=image)
+    assert sweeps[0].rows_removed == 1 and sweeps[0].hashes_removed == 1
+    assert file_bytes_read(again.sha256) == image  # the upload put them back once its row was there
