@@ -10,6 +10,8 @@ It prints:
   * the bytes the database grew by for each workflow's turns (pg_total_relation_size of every table, indexes and
     TOAST included, each table VACUUM FULLed before each phase so an earlier run's free space absorbs neither), and
     the difference the images made, against the image bytes sent (target: under 1 %), with the tables it is in;
+  * the bytes of the rows each workflow's turns keep (pg_column_size of its chat messages and runs, firings and
+    steps, stored conversation rows, and the file rows), the exact form of the same comparison;
   * what the stored conversations hold (their size_bytes), and what file storage holds: objects and bytes (target:
     one object per distinct image);
   * upload -> first text delta on the page's socket, p50/p95 (the upload's request, the send, the answer's first
@@ -53,6 +55,7 @@ from django.contrib.auth import get_user_model  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
+from django.utils import timezone  # noqa: E402
 from figures import percentile  # noqa: E402
 
 from accounts.tokens import api_token_create  # noqa: E402
@@ -79,6 +82,41 @@ def compact_tables() -> None:
     with connection.cursor() as cursor:
         for name in sorted(table_bytes()):
             cursor.execute(f'VACUUM (FULL) "{name}"')
+
+
+def row_bytes(workflow, *, files_since=None) -> int:
+    """The bytes of the rows a workflow's turns left (pg_column_size of each row: chat messages and runs, firings
+    and their steps, the stored conversation), plus the file rows uploaded since `files_since`: what its turns
+    keep in PostgreSQL, free of the page-level noise of table sizes."""
+    from agents.models import Firing, LlmStep
+    from chat.models import ChatMessage, ChatRun, ChatSession
+    from conversations.models import ConversationMessage
+    from files.models import StoredFile
+
+    queries = [
+        (f"SELECT COALESCE(SUM(pg_column_size(t.*)), 0) FROM {ChatMessage._meta.db_table} t "
+         f"JOIN {ChatSession._meta.db_table} s ON s.id = t.session_id WHERE s.workflow_id = %s", [workflow.pk]),
+        (f"SELECT COALESCE(SUM(pg_column_size(t.*)), 0) FROM {ChatRun._meta.db_table} t "
+         f"JOIN {ChatSession._meta.db_table} s ON s.id = t.session_id WHERE s.workflow_id = %s", [workflow.pk]),
+        (f"SELECT COALESCE(SUM(pg_column_size(t.*)), 0) FROM {Firing._meta.db_table} t WHERE t.workflow_id = %s",
+         [workflow.pk]),
+        (f"SELECT COALESCE(SUM(pg_column_size(t.*)), 0) FROM {LlmStep._meta.db_table} t "
+         f"JOIN {Firing._meta.db_table} f ON f.id = t.firing_id WHERE f.workflow_id = %s", [workflow.pk]),
+        (f"SELECT COALESCE(SUM(pg_column_size(t.*)), 0) FROM {ConversationMessage._meta.db_table} t "
+         f"JOIN {AgentConversation._meta.db_table} c ON c.id = t.conversation_id WHERE c.workflow_id = %s",
+         [workflow.pk]),
+    ]  # fmt: skip
+    if files_since is not None:
+        queries.append(
+            (f"SELECT COALESCE(SUM(pg_column_size(t.*)), 0) FROM {StoredFile._meta.db_table} t "
+             "WHERE t.owner_id = %s AND t.created_at >= %s", [workflow.owner_id, files_since])
+        )  # fmt: skip
+    total = 0
+    with connection.cursor() as cursor:
+        for sql, params in queries:
+            cursor.execute(sql, params)
+            total += int(cursor.fetchone()[0])
+    return total
 
 
 def growth(before: dict[str, int]) -> dict[str, int]:
@@ -168,6 +206,7 @@ def main() -> int:
         plain_tables = growth(before)
         compact_tables()
         before = table_bytes()
+        files_since = timezone.now()
         file_waits = turns(with_files, attach=True, count=args.turns)
         files_tables = growth(before)
         plain_growth, files_growth = sum(plain_tables.values()), sum(files_tables.values())
@@ -181,7 +220,11 @@ def main() -> int:
         print(f"  database growth, plain turns:        {plain_growth / 1024:9.1f} KB")
         print(f"  database growth, turns with images:  {files_growth / 1024:9.1f} KB")
         print(f"  what the images added to it:         {extra / 1024:9.1f} KB = {100 * extra / sent:.2f} % of the "
-              f"{sent / 1024 / 1024:.1f} MB of images sent (target < 1 %)")  # fmt: skip
+              f"{sent / 1024 / 1024:.1f} MB of images sent (noisy: pages, dead rows)")  # fmt: skip
+        plain_rows, files_rows = row_bytes(plain), row_bytes(with_files, files_since=files_since)
+        print(f"  bytes of the rows the turns keep:    plain {plain_rows / 1024:.1f} KB, with images "
+              f"{files_rows / 1024:.1f} KB: the images added {(files_rows - plain_rows) / 1024:.1f} KB = "
+              f"{100 * (files_rows - plain_rows) / sent:.2f} % of the images' bytes (target < 1 %)")  # fmt: skip
         extra_by_table = {name: files_tables[name] - plain_tables.get(name, 0) for name in files_tables}
         largest = sorted(extra_by_table.items(), key=lambda item: -abs(item[1]))[:5]
         print("    by table: " + ", ".join(f"{name} {size / 1024:+.0f} KB" for name, size in largest if size))
