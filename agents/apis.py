@@ -56,6 +56,11 @@ class RunToolCallOutput(serializers.Serializer):
     arguments = serializers.CharField(allow_blank=True, help_text="An MCP call's arguments (JSON, secrets redacted)")
 
 
+class RunTriggerOutput(serializers.Serializer):
+    node_id = serializers.CharField(help_text="The schedule or webhook trigger node whose message the run answered.")
+    label = serializers.CharField(help_text="Its turns' name when it fired: “Scheduled: morning summary”.")
+
+
 class RunSummaryOutput(serializers.Serializer):
     id = serializers.CharField()
     kind = serializers.CharField(help_text="chat, test_run or delegation.")
@@ -65,6 +70,9 @@ class RunSummaryOutput(serializers.Serializer):
     provider = serializers.CharField(allow_blank=True)
     model = serializers.CharField(allow_blank=True)
     chat_run_id = serializers.IntegerField(allow_null=True)
+    trigger = RunTriggerOutput(
+        allow_null=True, help_text="The trigger that sent the message it answered; null for the owner's own."
+    )
     parent_id = serializers.CharField(allow_null=True)
     state = serializers.CharField()
     end_reason = serializers.CharField(allow_blank=True)
@@ -137,15 +145,24 @@ class WorkflowRunsApi(APIView):
         parameters=[
             OpenApiParameter("generation", int, required=False, description="Only this generation (0: test runs)."),
             OpenApiParameter("limit", int, required=False, description="At most this many (default 50, max 200)."),
+            OpenApiParameter(
+                "trigger",
+                str,
+                required=False,
+                description="Only the answers to one schedule or webhook trigger (its node id), or `chat` for the "
+                "answers to the owner's own messages. A node id that never fired: an empty list.",
+            ),
         ],
         responses={200: RunListItemOutput(many=True), **_BAD, **_NOT_FOUND},
-        description="Recent top-level firings (chat answers, test runs), newest first.",
+        description="Recent top-level firings (chat answers, test runs), newest first; each answer to a schedule or "
+        "webhook trigger names it (`trigger`).",
     )
     def get(self, request, workflow_id: int):
         workflow = access_workflow(user=request.user, workflow_id=workflow_id)
         generation = _int_param(request, "generation", None, 0, 1_000_000_000)
         limit = _int_param(request, "limit", 50, 1, 200)
-        rows = workflow_runs(workflow=workflow, limit=limit, generation=generation)
+        trigger = _trigger_param(request)
+        rows = workflow_runs(workflow=workflow, limit=limit, generation=generation, trigger=trigger)
         return Response(RunListItemOutput(rows, many=True).data)
 
 
@@ -173,3 +190,12 @@ def _int_param(request, name: str, default, low: int, high: int):
     except ValueError:
         raise ServiceError("invalid_request", f"`{name}` must be an integer.") from None
     return min(max(value, low), high)
+
+
+def _trigger_param(request) -> str | None:
+    raw = request.query_params.get("trigger")
+    if raw in (None, ""):
+        return None
+    if len(raw) > 200:
+        raise ServiceError("invalid_request", "`trigger` is a node id (at most 200 characters) or `chat`.")
+    return raw

@@ -30,6 +30,11 @@ class Firing(models.Model):
     # Agent node ids from the top firing down to this one: delegation refuses a cycle through it.
     delegation_chain = models.JSONField(default=list)
     chat_run_id = models.BigIntegerField(null=True, blank=True, db_index=True)
+    # The schedule or webhook trigger whose message this firing answers (docs/triggers.md): its node id and the
+    # name the run history shows ("Scheduled: morning summary"), as they were when it fired. Empty: the owner's own
+    # message, a test run or a delegation.
+    trigger_node_id = models.CharField(max_length=200, blank=True, default="")
+    trigger_label = models.CharField(max_length=300, blank=True, default="")
     prompt = models.TextField()
 
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED, db_index=True)
@@ -70,6 +75,12 @@ class Firing(models.Model):
         indexes = [
             models.Index(fields=["state", "updated_at"]),
             models.Index(fields=["workflow", "generation", "agent_node_id"]),
+            # The run history filtered by a trigger: only the firings a trigger started are in it.
+            models.Index(
+                fields=["workflow", "trigger_node_id", "created_at"],
+                condition=~models.Q(trigger_node_id=""),
+                name="agents_firing_by_trigger",
+            ),
         ]
 
     def __str__(self) -> str:

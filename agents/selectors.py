@@ -20,6 +20,7 @@ from conversations.models import UsageRecord
 from conversations.selectors import usage_by_keys
 from provider_keys.secrets import SecretUnavailable, owner_secret_values
 from providers.errors import scrub
+from workflows.graph import self_firing_triggers
 
 _EXCERPT = 160
 
@@ -187,6 +188,10 @@ def _firing_summary(firing: Firing) -> dict:
         "provider": (firing.agent_config or {}).get("provider", ""),
         "model": (firing.agent_config or {}).get("model", ""),
         "chat_run_id": firing.chat_run_id,
+        # The schedule or webhook trigger whose message it answered ("Scheduled: morning summary"), else None.
+        "trigger": (
+            {"node_id": firing.trigger_node_id, "label": firing.trigger_label} if firing.trigger_node_id else None
+        ),
         "parent_id": str(firing.parent_id) if firing.parent_id else None,
         "state": firing.state,
         "end_reason": firing.end_reason,
@@ -202,12 +207,24 @@ def _firing_summary(firing: Firing) -> dict:
     }
 
 
-def workflow_runs(*, workflow, limit: int = 50, generation: int | None = None) -> list[dict]:
+CHAT_TRIGGER_FILTER = "chat"
+
+
+def workflow_runs(
+    *, workflow, limit: int = 50, generation: int | None = None, trigger: str | None = None
+) -> list[dict]:
     """The workflow's recent top-level firings (a chat answer, a test run), newest first, with counts of their
-    steps, tool calls and teammate delegations. Bounded queries: one for the firings, one for the counts."""
+    steps, tool calls and teammate delegations. Bounded queries: one for the firings, one for the counts.
+
+    `trigger`: only the answers to one schedule or webhook trigger (its node id), or `"chat"` for the answers to
+    the owner's own messages."""
     firings = Firing.objects.filter(workflow=workflow, parent__isnull=True)
     if generation is not None:
         firings = firings.filter(generation=generation)
+    if trigger == CHAT_TRIGGER_FILTER:
+        firings = firings.filter(chat_run_id__isnull=False, trigger_node_id="")
+    elif trigger:
+        firings = firings.filter(trigger_node_id=trigger)
     firings = list(
         firings.annotate(
             step_count=Count("steps", distinct=True),
@@ -227,6 +244,28 @@ def workflow_runs(*, workflow, limit: int = 50, generation: int | None = None) -
         )
         rows.append(row)
     return rows
+
+
+def workflow_run_triggers(*, workflow) -> list[dict]:
+    """What the run history can be filtered by: "Chat" (the owner's own messages), then the workflow's schedule
+    and webhook triggers as its graph has them, then triggers that fired before and are no longer in it."""
+    choices = [{"value": CHAT_TRIGGER_FILTER, "label": "Chat"}]
+    seen = {CHAT_TRIGGER_FILTER}
+    graph = workflow.graph if isinstance(workflow.graph, dict) else {}
+    for node_id, label in self_firing_triggers(graph):
+        choices.append({"value": node_id, "label": label})
+        seen.add(node_id)
+    past = (
+        Firing.objects.filter(workflow=workflow, parent__isnull=True)
+        .exclude(trigger_node_id="")
+        .values_list("trigger_node_id", "trigger_label")
+        .order_by("trigger_node_id", "-created_at")
+        .distinct("trigger_node_id")
+    )
+    for node_id, label in past:
+        if node_id not in seen:
+            choices.append({"value": node_id, "label": f"{label} (removed)"})
+    return choices
 
 
 def workflow_compactions(*, workflow, limit: int = 50) -> list[dict]:

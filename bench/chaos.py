@@ -48,7 +48,7 @@ from figures import percentile  # noqa: E402
 from websockets.sync.client import connect as ws_connect  # noqa: E402
 
 from tests.processes import ManagedProcess, celery_worker_args, wait_for_log  # noqa: E402
-from tests.scaleout.cluster import Cluster  # noqa: E402
+from tests.scaleout.cluster import Cluster, ClusterTemplate  # noqa: E402
 
 ENDED = ("finished", "error", "stopped")
 LONG = " ".join(f"w{i}" for i in range(150))  # echoed back in 50 streamed pieces
@@ -59,8 +59,12 @@ class Chaos:
         self.args = args
         self.root = root
         self.call_log = root / "provider-calls.log"
+        template = root / "template"
+        template.mkdir()
+        template.chmod(0o755)  # as root above: PostgreSQL runs as another user and must reach its folder
         self.cluster = Cluster(
             root,
+            ClusterTemplate.build(template),
             OFFLINE_PROVIDER_DELAY_MS=str(args.delay_ms),
             OPENCOMPANY_OFFLINE_CALL_LOG=str(self.call_log),
             AGENT_WATCHDOG_INTERVAL_SECONDS="1",
@@ -384,7 +388,7 @@ def fault_redis_restart_empty(chaos: Chaos) -> dict:
     pairs = [(lane, chaos.send(lane, f"queued turn on lane {lane}")) for lane in lanes]
     prober = Prober(chaos, f"/api/workflows/{lanes[0]}/chat/")
     restarting = time.monotonic()
-    chaos.cluster.restart_redis(down_seconds=1.0, empty=True)
+    chaos.cluster.restart_redis(empty=True)
     back = time.monotonic()
     chaos.agent = chaos._worker("agent", queues="agent")
     ready = time.monotonic()  # from here the queued turns can be answered

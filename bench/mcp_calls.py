@@ -5,8 +5,10 @@ Against two real servers, each a process of its own: the SDK-written Streamable 
 (`tests/mcp_nodes/http_server.py`, tool `echo`) and the published `mcp-server-time` over stdio (`get_current_time`).
 For each, p50/p95 over N calls of
 
-  * **direct**: the SDK alone, one session per call (`async with mcp.Client(...)`: connect, initialize or discover,
-    `tools/call`, close; for stdio the server process is started and ended per call), which is what a firing does;
+  * **direct**: the SDK alone doing what a firing does. HTTP: one session per call (`async with mcp.Client(...)`:
+    connect, initialize or discover, `tools/call`, close). stdio: one session kept open (a firing's call goes to the
+    worker's pooled child, mcp_nodes/stdio.py), `tools/call` timed inside its event loop; and, for scale, one
+    session per call (the server process started and ended each time: what the pool saves);
   * **in a firing, the call**: the node's call path as the runtime makes it (`ToolCallResult.duration_ms`: secrets,
     the address check, the SDK in its own thread and event loop, the result as text);
   * **in a firing, the bookkeeping**: what persist does for a remote call on top of saving the turn: the locked
@@ -19,8 +21,9 @@ Then the turn overhead of offering tools: p50/p95 of a whole turn that calls no 
 50 tools wired versus none (the schemas are in every provider request and the firing's bindings).
 
 Firings run in this process (AGENT_EXECUTION_MODE=inline, offline provider, no delay) against the embedded
-services (or DATABASE_URL/REDIS_URL); the run removes the rows it made and prints the 1-minute load average
-before and after (the machine is shared; figures mean little without it). Usage:
+services (or DATABASE_URL/REDIS_URL); the pooled stdio child is warmed by one firing before timing. The run removes
+the rows it made and prints the 1-minute load average before and after (the machine is shared; figures mean little
+without it). Usage:
 
     .venv/bin/python bench/mcp_calls.py [--calls 40] [--turns 40]
 """
@@ -52,6 +55,7 @@ os.environ.setdefault("MCP_STDIO_SERVERS", json.dumps({"time": {"argv": TIME_ARG
 
 import anyio  # noqa: E402
 import django  # noqa: E402
+from anyio.from_thread import start_blocking_portal  # noqa: E402
 from figures import percentile  # noqa: E402  (bench/, the script's own folder)
 
 django.setup()
@@ -68,7 +72,8 @@ from workflows.services import workflow_create, workflow_start  # noqa: E402
 
 
 def load() -> str:
-    return os.getloadavg().__repr__()
+    one, five, fifteen = os.getloadavg()
+    return f"1-min load {one:.2f} (5-min {five:.2f}, 15-min {fifteen:.2f}; {os.cpu_count()} CPUs)"
 
 
 def free_port() -> int:
@@ -95,6 +100,8 @@ def start_http_server(folder: Path) -> tuple[subprocess.Popen, str]:
 
 
 def direct(server, tool: str, arguments: dict, calls: int) -> list[float]:
+    """The SDK alone, one session per call."""
+
     async def one() -> float:
         started = time.perf_counter()
         async with Client(server, cache=None) as client:
@@ -102,6 +109,32 @@ def direct(server, tool: str, arguments: dict, calls: int) -> list[float]:
         return (time.perf_counter() - started) * 1000
 
     return [anyio.run(one) for _ in range(calls)]
+
+
+class KeptSession:
+    """The SDK alone with one session kept open on its own event loop; each `tools/call` is timed inside the loop."""
+
+    def __init__(self, server):
+        self.server = server
+
+    def __enter__(self):
+        self._portal_cm = start_blocking_portal()
+        self.portal = self._portal_cm.__enter__()
+        self._client_cm = self.portal.wrap_async_context_manager(Client(self.server, cache=None))
+        self.client = self._client_cm.__enter__()
+        return self
+
+    def __call__(self, tool: str, arguments: dict, calls: int) -> list[float]:
+        async def one() -> float:
+            started = time.perf_counter()
+            await self.client.call_tool(tool, arguments)
+            return (time.perf_counter() - started) * 1000
+
+        return [self.portal.call(one) for _ in range(calls)]
+
+    def __exit__(self, *exc):
+        self._client_cm.__exit__(None, None, None)
+        self._portal_cm.__exit__(None, None, None)
 
 
 class RemotePhase:
@@ -153,15 +186,18 @@ def workflow_with(owner, mcp_params: dict | None):
     return outcome.workflow, generation.number, outcome.aliases.get("a", "a")
 
 
-def measured(owner, server, tool: str, arguments: dict, params: dict, calls: int):
-    """(direct, call, bookkeeping) timings, a direct call and a firing's call taken in turn, so both see the same
-    load (on a shared machine it moves more between two runs than the overhead measured here)."""
+def measured(owner, baseline, tool: str, arguments: dict, params: dict, calls: int, *, warm: bool = False):
+    """(direct, call, bookkeeping) timings, a direct call (`baseline(tool, arguments, 1)`) and a firing's call taken
+    in turn, so both see the same load (on a shared machine it moves more between two runs than the overhead
+    measured here). `warm`: one firing first, untimed (it starts the pooled stdio child)."""
     workflow, generation, agent = workflow_with(owner, params)
     prompt = f"call {tool}: {json.dumps(arguments)}"
+    if warm:
+        firing_start(workflow=workflow, generation=generation, agent_node_id=agent, prompt=prompt)
     direct_ms, call_ms = [], []
     with RemotePhase() as phase:
         for _ in range(calls):
-            direct_ms += direct(server, tool, arguments, 1)
+            direct_ms += baseline(tool, arguments, 1)
             firing_id = firing_start(workflow=workflow, generation=generation, agent_node_id=agent, prompt=prompt)
             record = ToolCallResult.objects.get(firing_id=firing_id)
             assert record.state == "completed" and not record.is_error, record.content
@@ -187,11 +223,11 @@ def line(label: str, values: list[float]) -> str:
     return f"  {label:<44} p50 {percentile(values, 0.5):8.1f} ms   p95 {percentile(values, 0.95):8.1f} ms"
 
 
-def report(name: str, direct_ms: list[float], call_ms: list[float], bookkeeping: list[float]) -> None:
+def report(name: str, direct_ms: list[float], call_ms: list[float], bookkeeping: list[float], *, baseline: str) -> None:
     total = [c + b for c, b in zip(call_ms, bookkeeping, strict=True)]
     p50_direct, p50_total = percentile(direct_ms, 0.5), percentile(total, 0.5)
     print(f"{name}:")
-    print(line("direct (SDK, one session per call)", direct_ms))
+    print(line(f"direct (SDK, {baseline})", direct_ms))
     print(line("in a firing: the call", call_ms))
     print(line("in a firing: the bookkeeping", bookkeeping))
     print(line("in a firing: call + bookkeeping", total))
@@ -207,7 +243,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=40)
     parser.add_argument("--turns", type=int, default=40)
     args = parser.parse_args()
-    print(f"load average before: {load()}")
+    print(f"before: {load()}")
     folder = Path(os.environ.get("TMPDIR", "/tmp")) / f"mcp-bench-{os.getpid()}"
     folder.mkdir(parents=True, exist_ok=True)
     process, url = start_http_server(folder)
@@ -223,16 +259,23 @@ def main() -> None:
         echo = [t for t in http_tools if t["name"] == "echo"]
         report(
             "Streamable HTTP (echo)",
-            *measured(owner, url, "echo", {"text": "hi"}, {"url": url, "tools": echo}, args.calls),
+            *measured(
+                owner, lambda *a: direct(url, *a), "echo", {"text": "hi"}, {"url": url, "tools": echo}, args.calls
+            ),
+            baseline="one session per call",
         )
         current = [t for t in time_tools if t["name"] == "get_current_time"]
         params = StdioServerParameters(command=TIME_ARGV[0], args=TIME_ARGV[1:])
-        stdio_calls = max(5, args.calls // 4)  # a Python server's start-up per call: fewer rounds
         node = {"transport": "stdio", "server": "time", "tools": current}
-        report(
-            "stdio (mcp-server-time, started per call)",
-            *measured(owner, params, "get_current_time", {"timezone": "UTC"}, node, stdio_calls),
-        )
+        arguments = {"timezone": "UTC"}
+        with KeptSession(params) as kept:
+            report(
+                "stdio (mcp-server-time; a firing's call goes to the worker's pooled child)",
+                *measured(owner, kept, "get_current_time", arguments, node, args.calls, warm=True),
+                baseline="one session kept open",
+            )
+        started_each = direct(params, "get_current_time", arguments, max(3, args.calls // 8))
+        print(line("for scale: SDK, a server started per call", started_each))
 
         fifty = [{**echo[0], "name": f"tool_{i:02d}", "digest": ""} for i in range(50)]
         none, offered = turn_times(owner, None, args.turns), turn_times(owner, {"url": url, "tools": fifty}, args.turns)
@@ -245,7 +288,7 @@ def main() -> None:
             owner.delete()
         process.terminate()
         process.wait(timeout=10)
-        print(f"load average after: {load()}")
+        print(f"after: {load()}")
 
 
 if __name__ == "__main__":

@@ -25,14 +25,16 @@ def run_stopping_event(*, workflow_id: int, state: str) -> dict:
     return {"type": "run.stopping", "workflow_id": workflow_id, "state": state}
 
 
-def run_step_event(*, workflow_id: int, step, phase: str) -> dict:
-    """A tool call of the run started or finished (`step`: its ChatRunStep row)."""
+def run_step_event(*, workflow_id: int, step, phase: str, label: str = "") -> dict:
+    """A tool call of the run started or finished (`step`: its ChatRunStep row; `label`: its line, chat.selectors
+    .step_label)."""
     return {
         "type": "run.step",
         "workflow_id": workflow_id,
         "step_id": step.pk,
         "phase": phase,
         "name": step.name,
+        "label": label or step.name,
         "agent_node_id": step.agent_node_id,
         "is_error": step.is_error,
     }

@@ -57,35 +57,59 @@ def step_summary(step: ChatRunStep, spec: NodeSpec | None = None) -> str:
     return prefix + (_clip(step.result) if step.result else "No result.")
 
 
+def step_state(step: ChatRunStep) -> str:
+    if step.state != ChatRunStep.State.FINISHED:
+        return "running"
+    return "failed" if step.is_error else "done"
+
+
+def step_label(step: ChatRunStep, spec: NodeSpec | None, meta: dict | None) -> str:
+    """The step's line: what the node type behind the tool says of the call (`NodeSpec.tool_step_label`, from the
+    binding's meta: an MCP tool names its server), else the tool's name."""
+    line = None
+    if spec is not None and spec.tool_step_label is not None:
+        line = spec.tool_step_label(meta or {}, step_state(step))
+    return _clip(line) if line else step.name
+
+
 class StepTools:
-    """The NodeSpec behind a step's tool name: the node wired to the step's agent under that name in the graph of
-    the run's generation (each graph read once per snapshot). None for a tool no node answers (an agent runtime's
-    own tools) or a graph that is gone."""
+    """The NodeSpec and binding meta behind a step's tool name: the node wired to the step's agent under that name
+    in the graph of the run's generation (each graph read once per snapshot). None for a tool no node answers (an
+    agent runtime's own tools) or a graph that is gone."""
 
     def __init__(self, workflow):
         self.workflow = workflow
-        self._types: dict[tuple[int, str], dict[str, str]] = {}
+        self._tools: dict[tuple[int, str], dict[str, tuple[str, dict]]] = {}
+
+    def _tool(self, run: ChatRun, step: ChatRunStep) -> tuple[str, dict] | None:
+        key = (run.generation, step.agent_node_id)
+        if key not in self._tools:
+            self._tools[key] = self._wired_tools(*key)
+        return self._tools[key].get(step.name)
 
     def spec_of(self, run: ChatRun, step: ChatRunStep) -> NodeSpec | None:
-        key = (run.generation, step.agent_node_id)
-        if key not in self._types:
-            self._types[key] = self._tool_types(*key)
-        return get_node_spec(self._types[key].get(step.name))
+        tool = self._tool(run, step)
+        return get_node_spec(tool[0]) if tool else None
 
-    def _tool_types(self, generation: int, agent_node_id: str) -> dict[str, str]:
+    def meta_of(self, run: ChatRun, step: ChatRunStep) -> dict | None:
+        tool = self._tool(run, step)
+        return tool[1] if tool else None
+
+    def _wired_tools(self, generation: int, agent_node_id: str) -> dict[str, tuple[str, dict]]:
         try:
             # Snapshots are stored normalized (and kept in the process's cache): no need to normalize again.
             graph = generation_graph(self.workflow, generation, normalize=False)
             wiring = agent_wiring(graph, agent_node_id)
         except (NotFoundError, AgentNotFound):
             return {}
-        return {tool.name: tool.node_type for tool in wiring.tools}
+        return {tool.name: (tool.node_type, tool.meta) for tool in wiring.tools}
 
 
-def step_data(step: ChatRunStep, spec: NodeSpec | None = None) -> dict:
+def step_data(step: ChatRunStep, spec: NodeSpec | None = None, meta: dict | None = None) -> dict:
     return {
         "id": step.pk,
         "name": step.name,
+        "label": step_label(step, spec, meta),
         "state": step.state,
         "is_error": step.is_error,
         "agent_node_id": step.agent_node_id,
@@ -121,7 +145,7 @@ def run_data(
         "started_at": run.started_at,
         "finished_at": run.finished_at,
         "duration_ms": _duration_ms(run),
-        "steps": [step_data(s, tools.spec_of(run, s)) for s in steps],
+        "steps": [step_data(s, tools.spec_of(run, s), tools.meta_of(run, s)) for s in steps],
         "seq": run.seq,
         "partial_text": "",
         "partial_html": "",

@@ -135,9 +135,7 @@ class WorkflowConsumer(AsyncJsonWebsocketConsumer):
         while True:
             await asyncio.sleep(interval)
             try:
-                for group in self.group_names:
-                    await self.channel_layer.group_add(group, self.channel_name)
-                epoch = await database_sync_to_async(hub_epoch)()
+                epoch = await self._join_groups()
             except Exception:
                 if not failing:
                     logger.warning("socket re-join failed; retrying", extra={"groups": list(self.group_names)})
@@ -149,6 +147,20 @@ class WorkflowConsumer(AsyncJsonWebsocketConsumer):
                 # Redis was away or came back empty: whatever was sent meanwhile is gone, the page refetches.
                 failing = False
                 await self._hello()
+
+    async def _join_groups(self) -> str:
+        """Join every group again and return the hub epoch the membership counts in. The epoch is read before and
+        after: a Redis that came back empty while the groups were being joined took the new membership with it, so
+        the groups are joined again on the new epoch instead of leaving the socket deaf until the next re-join."""
+        epoch = await database_sync_to_async(hub_epoch)()
+        for _ in range(3):
+            for group in self.group_names:
+                await self.channel_layer.group_add(group, self.channel_name)
+            after = await database_sync_to_async(hub_epoch)()
+            if after == epoch:
+                break
+            epoch = after
+        return epoch
 
     async def disconnect(self, code):
         self._stop_periodic_tasks()

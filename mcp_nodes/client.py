@@ -1,9 +1,9 @@
 """Talking to an MCP server through the official SDK's client (`mcp.Client`): list its tools, call one.
 
-The worker is synchronous; each operation runs the SDK in its own event loop on a short-lived thread, while the
-calling thread (which owns the database connection) waits and polls Stop. A session lasts one operation: a stdio
-server is started for it and ended after it (bench/mcp_calls.py measures what that costs), an HTTP session is
-opened and closed (DELETE) around it.
+The worker is synchronous; each operation runs the SDK in an event loop on another thread, while the calling thread
+(which owns the database connection) waits and polls Stop. A stdio server's session comes from the worker's pool
+(mcp_nodes/stdio.py: one child per concurrent call, kept between calls until idle); an HTTP session (mcp_nodes/http.py)
+is opened and closed (DELETE) around its operation, on a short-lived thread.
 
 Every connect checks again what saving checked: the stdio server is on the operator's list, the URL passes the
 address guard (DNS may have changed since), the secrets the headers name exist.
@@ -14,8 +14,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import threading
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,27 +23,17 @@ import anyio
 import httpx2
 from django.conf import settings
 from mcp import Client
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
+from mcp.client.stdio import stdio_client
 
-from core.outbound import guarded_async_http_client
 from provider_keys.secrets import SecretUnavailable, owner_secret_values
-from providers.urlguard import UnsafeURLError, check_outbound_url, connection_vet
+
+from .errors import McpFailure, McpStopped
+from .http import HTTP_TRANSPORTS, checked_url, http_session
+from .stdio import stdio_parameters, stdio_pool
+
+__all__ = ["McpFailure", "McpStopped", "checked_url", "call_tool", "list_tools", "server_label"]
 
 STOP_POLL_SECONDS = 0.2
-
-
-class McpFailure(Exception):
-    """The server could not be reached or answered nothing usable: `message` is a sentence for the owner (or the
-    model) saying what and where, never a secret."""
-
-    def __init__(self, code: str, message: str):
-        super().__init__(message)
-        self.code, self.message = code, message
-
-
-class McpStopped(Exception):
-    """The owner pressed Stop while the call ran: the SDK abandoned it (sending `notifications/cancelled`)."""
 
 
 @dataclass(frozen=True)
@@ -75,46 +65,6 @@ def server_label(connection: dict) -> str:
     return connection["server"] if connection["transport"] == "stdio" else connection["url"]
 
 
-URL_HINT = "Ask staff to add the host to MCP_HTTP_ALLOWED_HOSTS if it is a server you run."
-
-
-def checked_url(url: str) -> str:
-    """The URL when owners may reach it (providers.urlguard, the check owners' base URLs pass), else McpFailure."""
-    if not url:
-        raise McpFailure("invalid_url", "The MCP server node has no URL.")
-    try:
-        return check_outbound_url(
-            url,
-            allowed_hosts=settings.MCP_HTTP_ALLOWED_HOSTS,
-            allow_http=settings.MCP_HTTP_ALLOW_HTTP,
-            what="MCP server URL",
-            allow_hint=URL_HINT,
-        )
-    except UnsafeURLError as exc:
-        raise McpFailure("unsafe_url", exc.message) from None
-
-
-def stdio_parameters(name: str) -> StdioServerParameters:
-    """The operator's entry for `name`, started under resource limits and killed with its worker. The SDK starts it
-    with a default environment (PATH, HOME, USER and the like), never the worker's: no keys, no database URL."""
-    entry = (settings.MCP_STDIO_SERVERS or {}).get(name)
-    if not isinstance(entry, dict) or not entry.get("argv"):
-        raise McpFailure("unknown_stdio_server", f"The stdio server {name!r} is not one this installation lists.")
-    limits = [
-        shutil.which("prlimit") or "/usr/bin/prlimit",
-        f"--as={settings.MCP_STDIO_MEMORY_BYTES}",
-        f"--cpu={settings.MCP_STDIO_CPU_SECONDS}",
-        f"--nofile={settings.MCP_STDIO_OPEN_FILES}",
-        "--",
-    ]
-    return StdioServerParameters(
-        command=shutil.which("setpriv") or "/usr/bin/setpriv",
-        args=["--pdeathsig", "KILL", "--", *limits, *[str(a) for a in entry["argv"]]],
-        env={str(k): str(v) for k, v in (entry.get("env") or {}).items()},
-        cwd=entry.get("cwd") or None,
-    )
-
-
 def header_values(owner_id, connection: dict) -> dict[str, str]:
     headers = connection.get("headers") or []
     try:
@@ -124,50 +74,47 @@ def header_values(owner_id, connection: dict) -> dict[str, str]:
     return {h["name"]: values[h["secret"]] for h in headers}
 
 
-def _guard_hook():
-    async def check(request) -> None:
-        # Every request, redirects and the session's later requests included (docs/security.md).
-        checked_url(str(request.url))
-
-    return check
-
-
-def _connection_vet():
-    vet = connection_vet(allowed_hosts=settings.MCP_HTTP_ALLOWED_HOSTS, what="MCP server URL", allow_hint=URL_HINT)
-
-    def check(host: str, port: int, addresses: list[str]) -> None:
-        try:
-            vet(host, port, addresses)
-        except UnsafeURLError as exc:
-            raise McpFailure("unsafe_url", exc.message) from None
-
-    return check
-
-
-def _size_hook():
-    async def check(response) -> None:
-        length = response.headers.get("content-length")
-        if length and length.isdigit() and int(length) > settings.MCP_RESPONSE_MAX_BYTES:
-            raise McpFailure(
-                "response_too_large",
-                f"The MCP server answered with {int(length)} bytes, more than {settings.MCP_RESPONSE_MAX_BYTES}.",
-            )
-
-    return check
-
-
-def _transport(owner_id, connection: dict, timeout: float):
+def _session(owner_id, connection: dict, timeout: float):
+    """A session for one operation: an async context manager yielding an initialized `mcp.Client`. What needs the
+    database (the secrets of the headers) is read here, on the calling thread; the session opens in the loop."""
     if connection["transport"] == "stdio":
-        return stdio_client(stdio_parameters(connection["server"]), errlog=open(os.devnull, "w"))  # noqa: SIM115
-    url = checked_url(connection["url"])
-    # Each connection goes only to an address vetted in its own lookup (DNS rebinding; core/outbound.py).
-    http = guarded_async_http_client(
-        vet=_connection_vet(),
+        devnull = open(os.devnull, "w")  # noqa: SIM115 (closed with the session)
+
+        @asynccontextmanager
+        async def unpooled():
+            with devnull:
+                transport = stdio_client(stdio_parameters(connection["server"]), errlog=devnull)
+                async with Client(transport, read_timeout_seconds=timeout, cache=None) as client:
+                    yield client
+
+        return unpooled()
+    if connection["transport"] not in HTTP_TRANSPORTS:
+        raise McpFailure("invalid_transport", f"Unknown MCP transport {connection['transport']!r}.")
+    return http_session(
+        kind=connection["transport"],
+        url=checked_url(connection["url"]),
         headers=header_values(owner_id, connection),
-        timeout=httpx2.Timeout(min(30.0, timeout), read=timeout),
-        event_hooks={"request": [_guard_hook()], "response": [_size_hook()]},
+        timeout=timeout,
     )
-    return streamable_http_client(url, http_client=http, max_sse_event_size=settings.MCP_RESPONSE_MAX_BYTES)
+
+
+def _operate(owner_id, connection: dict, operation, *, timeout: float, should_stop=None, pooled: bool = True):
+    """`operation(client, cancelled)` on a session of the connection's server: a pooled stdio child
+    (mcp_nodes/stdio.py) when `pooled`, else a session opened and closed around it. Failures come out as
+    McpFailure/McpStopped."""
+    if pooled and connection["transport"] == "stdio" and settings.MCP_STDIO_IDLE_SECONDS > 0:
+        try:
+            return stdio_pool.run(connection["server"], operation, timeout=timeout, should_stop=should_stop)
+        except BaseException as exc:  # noqa: BLE001 (mapped to what the caller is told)
+            raise _plain(exc, timeout) from None
+    session = _session(owner_id, connection, timeout)
+
+    async def work(cancelled: threading.Event):
+        with anyio.fail_after(timeout):
+            async with session as client:
+                return await operation(client, cancelled)
+
+    return _in_thread(work, timeout=timeout, should_stop=should_stop)
 
 
 def _in_thread(work, *, timeout: float, should_stop=None):
@@ -221,52 +168,40 @@ async def _watch(cancelled: threading.Event, scope: anyio.CancelScope, stopped: 
 def list_tools(*, owner_id, connection: dict) -> list[ListedTool]:
     """The server's tools (all pages, at most MCP_MAX_TOOLS), as discovery shows them to the owner."""
     timeout = float(connection.get("timeout_seconds") or settings.MCP_CALL_TIMEOUT_SECONDS)
-    transport = _transport(owner_id, connection, timeout)
 
-    async def work(_cancelled: threading.Event) -> list[ListedTool]:
+    async def listing(client: Client, _cancelled: threading.Event) -> list[ListedTool]:
         listed: list[ListedTool] = []
-        with anyio.fail_after(timeout):
-            async with Client(transport, read_timeout_seconds=timeout, cache=None) as client:
-                cursor = None
-                while True:
-                    page = await client.list_tools(cursor=cursor)
-                    for tool in page.tools:
-                        description = tool.description or ""
-                        schema = tool.input_schema or {"type": "object", "properties": {}}
-                        annotations = (
-                            tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else {}
-                        )
-                        listed.append(
-                            ListedTool(
-                                tool.name, description, schema, annotations, tool_digest(tool.name, description, schema)
-                            )
-                        )
-                    cursor = page.next_cursor
-                    if not cursor or len(listed) >= settings.MCP_MAX_TOOLS:
-                        return listed[: settings.MCP_MAX_TOOLS]
+        cursor = None
+        while True:
+            page = await client.list_tools(cursor=cursor)
+            for tool in page.tools:
+                description = tool.description or ""
+                schema = tool.input_schema or {"type": "object", "properties": {}}
+                annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else {}
+                digest = tool_digest(tool.name, description, schema)
+                listed.append(ListedTool(tool.name, description, schema, annotations, digest))
+            cursor = page.next_cursor
+            if not cursor or len(listed) >= settings.MCP_MAX_TOOLS:
+                return listed[: settings.MCP_MAX_TOOLS]
 
-    return _in_thread(work, timeout=timeout)
+    # Test connection runs in a web process: its stdio child ends with the listing (workers pool theirs, for calls).
+    return _operate(owner_id, connection, listing, timeout=timeout, pooled=False)
 
 
 def call_tool(*, owner_id, connection: dict, tool: str, arguments: dict, should_stop=None):
     """One `tools/call`; returns the SDK's CallToolResult. McpFailure when the server cannot be reached or fails at
     the protocol level, McpStopped when the owner pressed Stop meanwhile."""
     timeout = float(connection.get("timeout_seconds") or settings.MCP_CALL_TIMEOUT_SECONDS)
-    transport = _transport(owner_id, connection, timeout)
 
-    async def work(cancelled: threading.Event):
+    async def calling(client: Client, cancelled: threading.Event):
         stopped: dict = {}
         result = None
-        with anyio.fail_after(timeout):
-            async with (
-                Client(transport, read_timeout_seconds=timeout, cache=None) as client,
-                anyio.create_task_group() as group,
-            ):
-                group.start_soon(_watch, cancelled, group.cancel_scope, stopped)
-                result = await client.call_tool(tool, arguments, read_timeout_seconds=timeout)
-                group.cancel_scope.cancel()
+        async with anyio.create_task_group() as group:
+            group.start_soon(_watch, cancelled, group.cancel_scope, stopped)
+            result = await client.call_tool(tool, arguments, read_timeout_seconds=timeout)
+            group.cancel_scope.cancel()
         if stopped:
             raise McpStopped()
         return result
 
-    return _in_thread(work, timeout=timeout, should_stop=should_stop)
+    return _operate(owner_id, connection, calling, timeout=timeout, should_stop=should_stop)

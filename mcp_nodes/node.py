@@ -8,6 +8,7 @@ tools later changes nothing in a running generation; the panel shows the differe
 from __future__ import annotations
 
 from typing import Literal
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -15,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from workflows.nodes import KIND_TOOL, Handle, NodeSpec, ToolOffer
 
 from .calls import mcp_tool_call
-from .client import McpFailure, checked_url, server_label
+from .client import McpFailure, server_label
+from .http import HTTP_TRANSPORTS, checked_url
 
 
 class McpHeader(BaseModel):
@@ -35,11 +37,24 @@ class McpTickedTool(BaseModel):
     annotations: dict = Field(default_factory=dict)
 
 
+TRANSPORT_LABELS = {
+    "http": "Streamable HTTP",
+    "sse": "HTTP+SSE (older servers)",
+    "auto": "HTTP: detect (Streamable HTTP, else HTTP+SSE)",
+    "stdio": "stdio (a server the operator lists)",
+}
+
+
 class McpServerParams(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    transport: Literal["http", "stdio"] = Field("http", description="Streamable HTTP (a URL) or a stdio server")
-    url: str = Field("", max_length=500, description="http: the server's endpoint, https://…/mcp")
+    transport: Literal["http", "sse", "auto", "stdio"] = Field(
+        "http",
+        description="How to reach the server: a URL (Streamable HTTP, the older HTTP+SSE, or detect which one "
+        "it speaks) or a stdio server the operator lists",
+        json_schema_extra={"x-enum-labels": TRANSPORT_LABELS},
+    )
+    url: str = Field("", max_length=500, description="HTTP: the server's endpoint, https://…/mcp (HTTP+SSE: …/sse)")
     # Edited in the node's MCP section of the editor (a list of the operator's servers, headers, the tick list), not
     # by the generic form: `x-widget: hidden`.
     server: str = Field(
@@ -63,7 +78,7 @@ class McpServerParams(BaseModel):
     def _reachable(self):
         # Checked on every save (and again on every connect: DNS can change): the URL passes the address guard owners'
         # base URLs pass, a stdio server is one the operator lists. An empty URL is a node not set up yet.
-        if self.transport == "http" and self.url:
+        if self.transport in HTTP_TRANSPORTS and self.url:
             try:
                 checked_url(self.url)
             except McpFailure as exc:
@@ -107,6 +122,22 @@ def _mcp_tools(node: dict) -> list[ToolOffer]:
     ]
 
 
+def mcp_tool_step_label(meta: dict, state: str) -> str | None:
+    """The chat's line for a call: the server's own name for the tool and the server (its stdio name, or the URL's
+    host and path: never a header)."""
+    tool, connection = meta.get("tool"), meta.get("server")
+    if not tool or not isinstance(connection, dict):
+        return None
+    if connection.get("transport") == "stdio":
+        server = connection.get("server") or "a stdio server"
+    else:
+        parts = urlsplit(connection.get("url") or "")
+        server = (parts.netloc + parts.path.rstrip("/")) or "an MCP server"
+    if state == "running":
+        return f"Calling {tool} on {server}…"
+    return f"Called {tool} on {server}" if state == "done" else f"{tool} on {server} failed"
+
+
 MCP_SERVER = NodeSpec(
     type="mcpServer",
     label="MCP server",
@@ -114,7 +145,9 @@ MCP_SERVER = NodeSpec(
     outputs=(Handle("output-tool", KIND_TOOL, label="tool"),),
     tools=_mcp_tools,
     tool_call=mcp_tool_call,
-    description="Tools from a Model Context Protocol server (Streamable HTTP or an operator-listed stdio server).",
+    tool_step_label=mcp_tool_step_label,
+    description="Tools from a Model Context Protocol server (Streamable HTTP, HTTP+SSE or an operator-listed stdio "
+    "server).",
     new_params={"transport": "http", "url": "", "tools": [], "timeout_seconds": 60},
     extra={"panel": "mcp"},
 )

@@ -22,17 +22,21 @@ class SecretUnavailable(LookupError):
     """A secret a node names is not stored (or cannot be decrypted): the message says which, never its value."""
 
 
-def owner_secret_set(*, owner, name: str, value: str) -> OwnerSecret:
-    name = (name or "").strip()
+def secret_problem(name: str, value: str) -> tuple[str, str] | None:
+    """(code, message) of what is wrong with a secret's name or (stripped) value, else None."""
     if not SECRET_NAME.fullmatch(name):
-        raise ServiceError(
-            "invalid_secret_name", "A secret's name starts with a letter: letters, digits, _ . - (64 at most)."
-        )
-    value = (value or "").strip()
+        return "invalid_secret_name", "A secret's name starts with a letter: letters, digits, _ . - (64 at most)."
     if not value:
-        raise ServiceError("invalid_secret", "The secret is empty.")
+        return "invalid_secret", "The secret is empty."
     if len(value) > MAX_SECRET_LENGTH or any(ord(c) < 32 for c in value):
-        raise ServiceError("invalid_secret", "That secret is too long or holds control characters.")
+        return "invalid_secret", "That secret is too long or holds control characters."
+    return None
+
+
+def owner_secret_set(*, owner, name: str, value: str) -> OwnerSecret:
+    name, value = (name or "").strip(), (value or "").strip()
+    if problem := secret_problem(name, value):
+        raise ServiceError(*problem)
     with transaction.atomic():
         exists = OwnerSecret.objects.filter(owner=owner, name=name).exists()
         if not exists and OwnerSecret.objects.filter(owner=owner).count() >= MAX_SECRETS_PER_OWNER:

@@ -8,18 +8,58 @@ waits for a workflow row while it holds a schedule.
 
 from __future__ import annotations
 
-from .models import Schedule
+from datetime import datetime
+from typing import NamedTuple
+
+from django.db import connection
+
+from .models import Schedule, TriggerFire
 
 
-def schedules_due_for_update(*, now, limit: int) -> list[Schedule]:
+class DueSchedule(NamedTuple):
+    """A claimed schedule: what the sweep needs of it, and how many of its fires still wait for delivery."""
+
+    pk: int
+    workflow_id: int
+    node_id: str
+    name: str
+    cron: str
+    every_minutes: int | None
+    timezone: str
+    message: str
+    anchor_at: datetime
+    next_due_at: datetime
+    pending: int
+
+
+# One statement: the claim and each claimed row's pending fires (a count through the fires' schedule index), only
+# the columns the sweep reads. The ORM spent more on building the query and its model rows than PostgreSQL on
+# running it (bench/triggers.py).
+_DUE_FOR_UPDATE = f"""
+WITH due AS (
+    SELECT id, workflow_id, node_id, name, cron, every_minutes, timezone, message, anchor_at, next_due_at
+      FROM {Schedule._meta.db_table}
+     WHERE next_due_at IS NOT NULL AND next_due_at <= %s
+     ORDER BY next_due_at
+     LIMIT %s
+       FOR NO KEY UPDATE SKIP LOCKED
+)
+SELECT due.*,
+       (SELECT count(*) FROM {TriggerFire._meta.db_table} AS f
+         WHERE f.schedule_id = due.id AND f.state IN ('{TriggerFire.State.QUEUED}', '{TriggerFire.State.WAITING}'))
+  FROM due
+"""
+
+
+def schedules_due_for_update(*, now, limit: int) -> list[DueSchedule]:
     """Due schedules, locked (lock 1a) `SKIP LOCKED`: two sweeps at once claim disjoint rows, and a row one of
-    them moved forward is not due for the other."""
-    rows = (
-        Schedule.objects.select_for_update(no_key=True, skip_locked=True)
-        .filter(next_due_at__isnull=False, next_due_at__lte=now)
-        .order_by("next_due_at")
-    )
-    return list(rows[:limit])
+    them moved forward is not due for the other. The caller must be in a transaction (the locks last until it
+    ends)."""
+    if not connection.in_atomic_block:
+        raise RuntimeError("schedules_due_for_update locks rows: call it inside transaction.atomic()")
+    with connection.cursor() as cursor:
+        cursor.execute(_DUE_FOR_UPDATE, [now, limit])
+        return [DueSchedule(*row) for row in cursor.fetchall()]
 
 
 def schedules_of_workflow_for_update(*, workflow_id: int) -> list[Schedule]:

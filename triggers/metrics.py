@@ -32,7 +32,7 @@ def trigger_metrics() -> Iterable[Metric]:
     )
     refused = GaugeMetricFamily(
         "opencompany_trigger_webhook_refused",
-        "Webhook deliveries refused since the counters began, by status.",
+        "Webhook deliveries refused in the current window (TRIGGERS_WEBHOOK_REFUSED_WINDOW_SECONDS), by status.",
         labels=["status"],
     )
     for status, count in refusal_counts().items():

@@ -69,6 +69,7 @@ SCHEDULE_TRIGGER = NodeSpec(
     outputs=(Handle("output-main", KIND_MAIN, max_connections=1, label="message"),),
     capabilities=frozenset({IS_TRIGGER, FIRES_ON_ITS_OWN}),
     new_params={"name": "Schedule", "cron": "", "every_minutes": 60, "timezone": "UTC", "message": DEFAULT_MESSAGE},
+    extra={"turn_label": "Scheduled"},  # its turns: "Scheduled: <name>" (the chat, the run history)
     description="Sends the answering agent a message on a schedule (cron or interval); its turns continue the "
     "chat's conversation and show in the chat, marked “Scheduled”.",
 )
@@ -102,7 +103,8 @@ WEBHOOK_TRIGGER = NodeSpec(
     outputs=(Handle("output-main", KIND_MAIN, max_connections=1, label="message"),),
     capabilities=frozenset({IS_TRIGGER, FIRES_ON_ITS_OWN}),
     new_params={"name": "Webhook", "message": "{body}", "signing_secret": ""},
-    extra={"panel": "webhook"},  # the editor shows its address with Copy and Regenerate
+    # The editor shows its address with Copy and Regenerate; its turns are "Webhook: <name>".
+    extra={"panel": "webhook", "turn_label": "Webhook"},
     description="Another system posts JSON or a form to this trigger's address; the answering agent receives it "
     "as a message in the chat, marked “Webhook”.",
 )

@@ -13,12 +13,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 import re
 import secrets
 import time
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
+import redis
 from django.conf import settings
 from django.core.cache import cache
 from django.db import IntegrityError, transaction
@@ -27,15 +29,15 @@ from chat.selectors import chat_run_answer
 from core.errors import NotFoundError, ServiceError
 from provider_keys.secrets import owner_secret_values
 from workflows.graph import nodes_by_id
-from workflows.selectors import live_generation_snapshot
 
 from .models import TriggerFire, Webhook
 from .nodes import WEBHOOK_TRIGGER
-from .services import fire_deliver
+from .selectors import webhook_with_live_graph
+from .services import fire_hand_over, fire_insert
 
 SIGNATURE_HEADER = "X-OpenCompany-Signature"
 DELIVERY_HEADERS = ("Idempotency-Key", "X-Delivery-Id")
-REFUSED_KEY = "triggers:webhook:refused:{status}"
+REFUSED_KEY = "triggers:webhook:refused:{status}:{window}"
 REFUSED_STATUSES = (400, 401, 404, 413, 415, 429)
 
 
@@ -43,15 +45,33 @@ class WebhookRefused(ServiceError):
     """A delivery refused: answered as JSON with its status (and Retry-After for 429)."""
 
 
+def _refusal_window(now: float) -> tuple[int, int]:
+    """(the current counting window's number, seconds until it ends)."""
+    length = settings.TRIGGERS_WEBHOOK_REFUSED_WINDOW_SECONDS
+    return int(now) // length, length - int(now) % length
+
+
 def _refused(status: int, code: str, message: str, **headers) -> WebhookRefused:
-    cache.add(REFUSED_KEY.format(status=status), 0, timeout=None)
-    cache.incr(REFUSED_KEY.format(status=status))
+    # A counter per status and window, gone when its window ends: refusals (an address scanned, a sender with a
+    # wrong secret) leave nothing behind in Redis for ever.
+    for _ in range(2):  # a second try when the window ended (its key expired) between the two calls
+        window, left = _refusal_window(time.time())
+        key = REFUSED_KEY.format(status=status, window=window)
+        cache.add(key, 0, timeout=left + 1)
+        try:
+            cache.incr(key)
+            break
+        except ValueError:
+            continue
     return WebhookRefused(code, message, status=status, headers=headers or None)
 
 
-def refusal_counts() -> dict[int, int]:
-    values = cache.get_many([REFUSED_KEY.format(status=s) for s in REFUSED_STATUSES])
-    return {s: int(values.get(REFUSED_KEY.format(status=s)) or 0) for s in REFUSED_STATUSES}
+def refusal_counts(*, now: float | None = None) -> dict[int, int]:
+    """Deliveries refused in the current window (TRIGGERS_WEBHOOK_REFUSED_WINDOW_SECONDS), by status."""
+    window, _ = _refusal_window(time.time() if now is None else now)
+    keys = {s: REFUSED_KEY.format(status=s, window=window) for s in REFUSED_STATUSES}
+    values = cache.get_many(list(keys.values()))
+    return {s: int(values.get(key) or 0) for s, key in keys.items()}
 
 
 def _digest(token: str) -> str:
@@ -89,19 +109,37 @@ class LiveHook:
 
 def _live_hook(token: str) -> LiveHook:
     """The hook behind an address, while its workflow runs a generation that has the node; else the one 404."""
-    hook = Webhook.objects.filter(token_hash=_digest(token or "")).select_related("workflow").first()
-    generation = live_generation_snapshot(workflow_id=hook.workflow_id) if hook is not None else None
-    node = nodes_by_id(generation.graph).get(hook.node_id) if generation is not None and generation.live else None
+    hook, graph = webhook_with_live_graph(token_hash=_digest(token or ""))
+    node = nodes_by_id(graph).get(hook.node_id) if isinstance(graph, dict) else None
     if node is None or node.get("type") != WEBHOOK_TRIGGER.type:
         raise _refused(404, "not_found", "No such hook.")
     return LiveHook(hook, WEBHOOK_TRIGGER.params_model.model_validate(node.get("params") or {}))
 
 
+_redis_client: tuple[int, redis.Redis] | None = None
+
+
+def _redis() -> redis.Redis:
+    global _redis_client
+    if _redis_client is None or _redis_client[0] != os.getpid():  # a forked worker must not share its sockets
+        _redis_client = (
+            os.getpid(),
+            redis.Redis.from_url(
+                settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=settings.REDIS_SOCKET_TIMEOUT_SECONDS
+            ),
+        )
+    return _redis_client[1]
+
+
 def _rate_check(hook: Webhook) -> None:
+    # One round trip: the minute's counter made (expiring) when missing, and counted.
     window = int(time.time()) // 60
-    key = f"triggers:webhook:rate:{hook.pk}:{window}"
-    cache.add(key, 0, timeout=120)
-    if cache.incr(key) > settings.TRIGGERS_WEBHOOK_RATE_PER_MINUTE:
+    key = f"opencompany:triggers:webhook:rate:{hook.pk}:{window}"
+    pipe = _redis().pipeline(transaction=False)
+    pipe.set(key, 0, ex=120, nx=True)
+    pipe.incr(key)
+    _, count = pipe.execute()
+    if count > settings.TRIGGERS_WEBHOOK_RATE_PER_MINUTE:
         retry = str(60 - int(time.time()) % 60)
         raise _refused(
             429, "rate_limited", "Too many deliveries to this hook; wait a little.", **{"Retry-After": retry}
@@ -195,24 +233,32 @@ def webhook_receive(
         first = TriggerFire.objects.filter(webhook=live.hook, delivery_key=key).first()
         if first is not None:
             return first, True
+    text = render_delivery(live.params.message, name=live.params.name, body=parsed)
+    empty = not text.strip()
     try:
+        # The fire and its turn in one transaction (one commit): a retry with the same key waits on the unique
+        # index until this commits, then finds the fire with its run.
         with transaction.atomic():
-            fire = TriggerFire.objects.create(
+            fire = TriggerFire(
                 webhook=live.hook,
                 workflow_id=live.hook.workflow_id,
                 node_id=live.hook.node_id,
                 kind=TriggerFire.Kind.WEBHOOK,
                 name=live.params.name,
                 delivery_key=key,
-                text=render_delivery(live.params.message, name=live.params.name, body=parsed),
+                text=text,
+                state=TriggerFire.State.FAILED if empty else TriggerFire.State.QUEUED,
+                error_code="empty_message" if empty else "",
             )
+            fire_insert(fire)
+            if not empty:
+                fire_hand_over(fire, workflow=live.hook.workflow)
     except IntegrityError:  # the same delivery, at the same moment, from a retrying sender
-        return TriggerFire.objects.get(webhook=live.hook, delivery_key=key), True
-    if not fire.text.strip():
-        TriggerFire.objects.filter(pk=fire.pk).update(state=TriggerFire.State.FAILED, error_code="empty_message")
-        fire.refresh_from_db()
-        return fire, False
-    return fire_deliver(fire_id=fire.pk), False
+        first = TriggerFire.objects.filter(webhook=live.hook, delivery_key=key).first() if key else None
+        if first is None:
+            raise
+        return first, True
+    return fire, False
 
 
 def webhook_fire_state(*, token: str, fire_id, headers, now: float | None = None) -> dict:

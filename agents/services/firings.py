@@ -38,8 +38,11 @@ def firing_start(
     chat_run=None,
     parent: Firing | None = None,
     parent_tool_call_id: str = "",
+    trigger_node_id: str = "",
+    trigger_label: str = "",
 ) -> uuid.UUID:
-    """Create a firing and start its chain after commit; returns the firing id.
+    """Create a firing and start its chain after commit; returns the firing id. `trigger_node_id` and
+    `trigger_label` name the schedule or webhook trigger whose message it answers, for the run history.
 
     Callers may be inside a transaction (the chat admits a run and fires in one); the first
     task is sent only when it commits.
@@ -63,6 +66,8 @@ def firing_start(
         depth=(parent.depth + 1) if parent else 0,
         delegation_chain=chain,
         chat_run_id=getattr(chat_run, "pk", chat_run),
+        trigger_node_id=trigger_node_id[:200],
+        trigger_label=trigger_label[:300],
     )
     insert(firing)  # SQL built once per process (agents/rows.py): the chat and the API start a firing per message
     enqueue_step("agent.prepare_payload", str(firing.pk))

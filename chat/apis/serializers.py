@@ -48,6 +48,10 @@ REFUSALS = {400: ERROR_RESPONSE, 404: ERROR_RESPONSE, 409: ERROR_RESPONSE, 413: 
 class StepOutputSerializer(serializers.Serializer):
     id = serializers.IntegerField()
     name = serializers.CharField()
+    label = serializers.CharField(
+        help_text="The step's line: what the tool's node type says of the call (an MCP tool names its server), "
+        "else the name."
+    )
     state = serializers.ChoiceField(choices=["started", "finished"])
     is_error = serializers.BooleanField()
     agent_node_id = serializers.CharField()

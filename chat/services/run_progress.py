@@ -14,11 +14,13 @@ from agents.selectors import firing_outcome_of, tool_call_result_content
 from chat.events import publish_run_event, run_step_event
 from chat.locks import chat_run_for_update, chat_run_with_message_for_update
 from chat.models import ChatRun, ChatRunStep
+from chat.selectors import step_label
 from chat.services.attachments import message_file_blocks
 from chat.services.markers import chat_compaction_seen
 from chat.services.notes import NOTES_GUIDE, chat_notes_claim
 from chat.services.runs import chat_run_finish_from_firing
 from conversations.store import conversation_cursor
+from workflows.nodes import get_node_spec
 
 # What a step keeps of a tool's result for the owner's page (the runtime keeps the whole result for the agent).
 STEP_RESULT_CHARS = 4000
@@ -102,9 +104,17 @@ def chat_run_step_record(*, firing, tool_call: dict, phase: str, result: dict | 
     publish_run_event(
         workflow_id=firing.workflow_id,
         run_id=run_id,
-        event=run_step_event(workflow_id=firing.workflow_id, step=step, phase=phase),
+        event=run_step_event(workflow_id=firing.workflow_id, step=step, phase=phase, label=_label(firing, step)),
     )
     return step
+
+
+def _label(firing, step: ChatRunStep) -> str:
+    """The step's line from the firing's binding of the tool (the one the call was made through)."""
+    binding = next((b for b in firing.tool_bindings or [] if b.get("name") == step.name), None)
+    if binding is None:
+        return step.name
+    return step_label(step, get_node_spec(binding.get("node_type")), binding.get("meta"))
 
 
 def chat_run_ended(*, firing) -> ChatRun | None:

@@ -163,6 +163,9 @@ def chat_run_admit(
         event=run_started_event(workflow_id=workflow.pk, kind=kind, state=run.state, user_message_id=user_message.pk),
         wait=True,
     )
+    # A message a schedule or webhook sent (and its Try again): the run history names that trigger.
+    trigger = (user_message.meta or {}).get("trigger")
+    trigger = trigger if isinstance(trigger, dict) else {}
     try:
         run.firing_id = firing_start(
             workflow=workflow,
@@ -170,6 +173,8 @@ def chat_run_admit(
             agent_node_id=agent_node_id,
             prompt=user_message.text,
             chat_run=run,
+            trigger_node_id=str(trigger.get("node_id") or ""),
+            trigger_label=str(trigger.get("label") or ""),
         )
     except FiringRefused as exc:
         raise refuse("invalid_request", exc.message) from None

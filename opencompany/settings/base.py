@@ -567,6 +567,8 @@ TRIGGERS_RESEND_AFTER_SECONDS = env_int("TRIGGERS_RESEND_AFTER_SECONDS", 60, min
 TRIGGERS_WEBHOOK_MAX_BYTES = env_int("TRIGGERS_WEBHOOK_MAX_BYTES", 64 * 1024, minimum=1024)
 TRIGGERS_WEBHOOK_TOLERANCE_SECONDS = env_int("TRIGGERS_WEBHOOK_TOLERANCE_SECONDS", 300, minimum=10)
 TRIGGERS_WEBHOOK_RATE_PER_MINUTE = env_int("TRIGGERS_WEBHOOK_RATE_PER_MINUTE", 60, minimum=1)
+# Refused deliveries are counted (for /metrics) in windows of this length; a window's counters expire with it.
+TRIGGERS_WEBHOOK_REFUSED_WINDOW_SECONDS = env_int("TRIGGERS_WEBHOOK_REFUSED_WINDOW_SECONDS", 3600, minimum=60)
 CELERY_BEAT_SCHEDULE["triggers-sweep"] = {
     "task": "triggers.sweep",
     "schedule": timedelta(seconds=TRIGGERS_SWEEP_SECONDS),
@@ -609,6 +611,9 @@ MCP_STDIO_SERVERS = json.loads(env_str("MCP_STDIO_SERVERS") or "{}")
 MCP_STDIO_MEMORY_BYTES = env_int("MCP_STDIO_MEMORY_BYTES", 2 * 1024**3, minimum=64 * 1024**2)
 MCP_STDIO_CPU_SECONDS = env_int("MCP_STDIO_CPU_SECONDS", 120, minimum=1)
 MCP_STDIO_OPEN_FILES = env_int("MCP_STDIO_OPEN_FILES", 256, minimum=16)
+# Each worker process keeps the stdio servers it started for later calls (one per concurrent call), and ends one idle
+# this long (seconds); 0 starts a server per call (mcp_nodes/stdio.py).
+MCP_STDIO_IDLE_SECONDS = env_int("MCP_STDIO_IDLE_SECONDS", 300, minimum=0)
 # Hosts an HTTP MCP server URL may name although they resolve to a private or loopback address (host or host:port);
 # such a host may also use plain http. Every other URL is https to a public address, checked on save and each connect.
 MCP_HTTP_ALLOWED_HOSTS = env_list("MCP_HTTP_ALLOWED_HOSTS", [])

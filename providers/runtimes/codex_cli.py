@@ -15,6 +15,7 @@ own group, killed on Stop or at the wall-clock limit.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -42,6 +43,8 @@ from . import (
     write_attachments,
 )
 from .process import die_with_parent
+from .tool_bridge import SERVER_NAME as BRIDGE_SERVER
+from .tool_bridge import START_SECONDS, ToolBridge
 
 PROVIDER = "codex_cli"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -51,14 +54,34 @@ _END = object()
 
 # Tools Codex offers unless told not to; an agent gets them only through its `runtime_tools` allowlist.
 FEATURES_OFF = ("shell_tool", "unified_exec", "multi_agent", "goals", "apply_patch_freeform")
+BRIDGE_TOKEN_ENV = "OPENCOMPANY_PROJECT_TOOLS_TOKEN"
 
 
 def _toml_string(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)  # a JSON string is a valid TOML basic string
 
 
-def _config_toml(request: ChatRequest, system: str, base_url: str, allowed: list[str]) -> str:
+def _config_toml(
+    request: ChatRequest, system: str, base_url: str, allowed: list[str], bridge_url: str | None = None, wall=600.0
+) -> str:
     features = "\n".join(f"{name} = {'true' if name in allowed else 'false'}" for name in FEATURES_OFF)
+    # The project tools (memory, todos, MCP servers' tools) come from the run's bridge, by URL; its token is in the
+    # environment only.
+    bridge = (
+        [
+            f"[mcp_servers.{BRIDGE_SERVER}]",
+            f"url = {_toml_string(bridge_url)}",
+            f'bearer_token_env_var = "{BRIDGE_TOKEN_ENV}"',
+            f"startup_timeout_sec = {int(START_SECONDS) + 10}",
+            f"tool_timeout_sec = {max(1, int(wall))}",
+            # `codex exec` asks nobody: without this a tool call "requires approval" and is refused. The tools are the
+            # ones the owner wired into this agent.
+            'default_tools_approval_mode = "approve"',
+            "",
+        ]
+        if bridge_url
+        else []
+    )
     lines = [
         f"model = {_toml_string(request.model)}",
         'model_provider = "opencompany"',
@@ -79,8 +102,13 @@ def _config_toml(request: ChatRequest, system: str, base_url: str, allowed: list
             "[features]",
             features,
             "",
+            *bridge,
         ]
     )
+
+
+def _is_project_call(item: dict) -> bool:
+    return item.get("type") == "mcp_tool_call" and item.get("server") == BRIDGE_SERVER
 
 
 def _binary() -> str:
@@ -104,19 +132,29 @@ def chat(request: ChatRequest, stream) -> ChatResult:
     prompt += attached_files_note(new_message_files(request.messages), written)
     allowed = list(run.allowed_builtin_tools) if run is not None else []
     base_url = config.base_url_for(PROVIDER, request.base_url) or DEFAULT_BASE_URL
-    (home / "config.toml").write_text(_config_toml(request, system, base_url, allowed))
-    env = {
-        "CODEX_HOME": str(home),
-        "HOME": str(home),
-        "PATH": "/usr/bin:/bin",
-        "LANG": os.environ.get("LANG", "C.UTF-8"),
-        "OPENCOMPANY_CODEX_API_KEY": config.api_key_for(PROVIDER, request.api_key) or "missing-api-key",
-    }
+    wall = run.wall_seconds if run is not None else 600.0
+    with contextlib.ExitStack() as running:
+        running.callback(shutil.rmtree, home, ignore_errors=True)
+        bridge = running.enter_context(ToolBridge(run.tools)) if run is not None and run.tools else None
+        (home / "config.toml").write_text(
+            _config_toml(request, system, base_url, allowed, bridge.url if bridge else None, wall)
+        )
+        env = {
+            "CODEX_HOME": str(home),
+            "HOME": str(home),
+            "PATH": "/usr/bin:/bin",
+            "LANG": os.environ.get("LANG", "C.UTF-8"),
+            "OPENCOMPANY_CODEX_API_KEY": config.api_key_for(PROVIDER, request.api_key) or "missing-api-key",
+            **({BRIDGE_TOKEN_ENV: bridge.token} if bridge else {}),
+        }
+        return _run(request, prompt, home, cwd, env, wall, stream)
+
+
+def _run(request: ChatRequest, prompt: str, home: Path, cwd: Path, env: dict, wall: float, stream) -> ChatResult:
     argv = [*die_with_parent(), _binary(), "exec", "--json", "--ephemeral", "--skip-git-repo-check"]
     argv += ["-s", "read-only", "-C", str(cwd)]
     via_stdin = len(prompt.encode()) > ARGV_PROMPT_MAX
     argv.append("-" if via_stdin else prompt)
-    wall = run.wall_seconds if run is not None else 600.0
     try:
         process = subprocess.Popen(
             argv,
@@ -241,6 +279,8 @@ class _Collector:
             self._notice(str(event.get("message") or "error"))
         elif kind == "item.started" and (event.get("item") or {}).get("type") == "command_execution":
             self._command_step("started", event["item"])
+        elif kind == "item.started" and _is_project_call(event.get("item") or {}):
+            self._project_step("started", event["item"])
         elif kind == "item.completed":
             self._item(event.get("item") or {})
 
@@ -256,8 +296,34 @@ class _Collector:
         call = {"id": str(item.get("id")), "name": "command_execution", "arguments": {"command": item.get("command")}}
         self.stream.emit({"type": "runtime_step", "phase": phase, "tool_call": call, "result": result})
 
+    def _project_step(self, phase: str, item: dict, result: dict | None = None) -> None:
+        # A project tool (memory, an MCP server's tool) called through the bridge: a step under the tool's own name,
+        # like the same call from a native agent.
+        call = {"id": str(item.get("id")), "name": str(item.get("tool") or ""), "arguments": item.get("arguments")}
+        self.stream.emit({"type": "runtime_step", "phase": phase, "tool_call": call, "result": result})
+
+    def _project_call(self, item: dict) -> None:
+        call_id, name = str(item.get("id")), str(item.get("tool") or "")
+        arguments = item.get("arguments") if isinstance(item.get("arguments"), dict) else {}
+        self._assistant()["blocks"].append(
+            tool_call_block(id=call_id, name=name, arguments_raw=json.dumps(arguments, ensure_ascii=False))
+        )
+        result = item.get("result") or {}
+        error = item.get("error")
+        texts = [
+            c.get("text", "") for c in result.get("content") or [] if isinstance(c, dict) and c.get("type") == "text"
+        ]
+        content = "\n".join(texts) if texts else (str((error or {}).get("message") or error) if error else "")
+        is_error = bool(error) or item.get("status") == "failed" or bool(result.get("is_error"))
+        self.observed.append(tool_result_message(tool_call_id=call_id, name=name, content=content, is_error=is_error))
+        self._project_step("started", item)  # a no-op when item.started came first: one step per call
+        self._project_step("finished", item, {"is_error": is_error, "content": content})
+
     def _item(self, item: dict) -> None:
         kind = item.get("type")
+        if _is_project_call(item):
+            self._project_call(item)
+            return
         if kind == "agent_message":
             self._assistant()["blocks"].append(text_block(item.get("text") or ""))
             self.stream.emit({"type": "text_delta", "text": item.get("text") or ""})

@@ -149,7 +149,7 @@
     const state = step.state === "started" ? "running" : step.is_error ? "failed" : "done";
     const summary = node("summary", {}, [
       node("span", { class: "step-state " + state, "aria-label": state, text: state === "running" ? "…" : state === "failed" ? "✕" : "✓" }),
-      node("span", { class: "step-name", text: step.name }),
+      node("span", { class: "step-name", text: step.label || step.name }),
       node("span", { class: "step-args", text: argumentsLine(step.arguments) }),
     ]);
     const details = node("details", { class: "step", "data-step": step.id }, [summary]);
@@ -701,8 +701,9 @@
       scheduleRender();
     } else if (event.type === "run.step") {
       const step = live.steps.find((s) => s.id === event.step_id);
-      if (step) step.state = event.phase;
-      else live.steps.push({ id: event.step_id, name: event.name, state: event.phase, is_error: event.is_error, arguments: {}, summary: "", result: "" });
+      // The step's line names what runs ("Calling get_time on time…") and then how it ended.
+      if (step) Object.assign(step, { state: event.phase, is_error: event.is_error, label: event.label || step.label });
+      else live.steps.push({ id: event.step_id, name: event.name, label: event.label || event.name, state: event.phase, is_error: event.is_error, arguments: {}, summary: "", result: "" });
       if (event.phase === "finished") refetchSoon(100); // the step's arguments and result come with the snapshot
       render();
     } else if (event.type === "run.stopping") {

@@ -1,7 +1,7 @@
 // A form for a node's params, generated from the JSON Schema /api/node-types/ gives (pydantic's output): strings,
-// enums, numbers, booleans, optional fields (anyOf [X, null]), `$ref`s into `$defs`, and two hints the schema may
-// carry: `x-widget: "textarea"`, `x-widget: "model"` (a model picker fed by the provider catalogue) and
-// `x-widget: "hidden"` (a field the type's own section of the side panel edits; kept as it is). Fields with
+// enums, numbers, booleans, optional fields (anyOf [X, null]), `$ref`s into `$defs`, and hints the schema may
+// carry: `x-enum-labels` (an enum's options in words), `x-widget: "textarea"`, `x-widget: "model"` (a model picker
+// fed by the provider catalogue) and `x-widget: "hidden"` (a field the type's own section of the side panel edits; kept as it is). Fields with
 // `x-providers` show only while the provider field holds one of them; `x-advanced` ones fold under "More settings".
 // Picking another provider puts that provider's default model in the model field (unless it knows the one typed).
 (function () {
@@ -95,7 +95,8 @@
       if (Array.isArray(field.enum)) {
         input = el("select", { id, name });
         if (nullable || !required.has(name)) input.append(el("option", { value: "" }, nullable ? "(default)" : ""));
-        field.enum.forEach((option) => input.append(el("option", { value: option }, String(option))));
+        const labels = field["x-enum-labels"] || property["x-enum-labels"] || {};
+        field.enum.forEach((option) => input.append(el("option", { value: option }, String(labels[option] ?? option))));
       } else if (field.type === "boolean") {
         input = el("input", { id, name, type: "checkbox" });
       } else if (field.type === "integer" || field.type === "number") {

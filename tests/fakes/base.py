@@ -42,6 +42,8 @@ class Call:
     arguments: str  # the raw argument string the model "emits", malformed JSON allowed
     id: str | None = None
     signature: str | None = None  # Gemini: signature on the functionCall part (filled in when None)
+    # OpenAI Responses: the tool group a function belongs to (`{"type": "namespace"}` tools, e.g. an MCP server's).
+    namespace: str | None = None
 
 
 @dataclass

@@ -515,6 +515,7 @@ class FakeOpenAIResponses(FakeProviderServer):
                     "arguments": "",
                     "call_id": call_id,
                     "name": part.name,
+                    **({"namespace": part.namespace} if part.namespace else {}),
                 }
                 emit({"type": "response.output_item.added", "output_index": index, "item": start})
                 for piece in _split(part.arguments) if part.arguments else [""]:

@@ -91,3 +91,38 @@ def test_a_socket_whose_application_is_cancelled_leaves_no_periodic_task_behind(
     socket._run(cancel_the_application())
     socket.connected = False
     assert socket._run(periodic_tasks()) - before == set()
+
+
+def test_a_redis_that_empties_while_a_socket_rejoins_leaves_the_socket_in_its_groups(owner, settings, monkeypatch):
+    """The re-join joins, then reads the epoch: a Redis emptied in between took the membership with it while the
+    socket said hello on the new epoch, and the events sent until the next re-join were lost (seen in
+    tests/scaleout/test_realtime_heals.py)."""
+    import redis
+    from channels_redis.core import RedisChannelLayer
+
+    settings.WEBSOCKET_REJOIN_SECONDS = 1
+    workflow = Workflow.objects.create(owner=owner, name="w")
+    group_add = RedisChannelLayer.group_add
+    emptied = []
+
+    async def add_then_redis_empties(self, group, channel):
+        await group_add(self, group, channel)
+        if not emptied and rejoining:
+            emptied.append(group)
+            redis.Redis.from_url(settings.REDIS_URL).flushdb()
+
+    monkeypatch.setattr(RedisChannelLayer, "group_add", add_then_redis_empties)
+    rejoining = False
+    socket = SocketClient(f"/ws/workflows/{workflow.pk}/", user=owner)
+    assert socket.connect()
+    try:
+        first = socket.receive()
+        rejoining = True
+        again = socket.receive(timeout=10)  # the re-join saw the new epoch
+        assert emptied and again["type"] == "hello" and again["hub_epoch"] != first["hub_epoch"]
+        async_to_sync(get_channel_layer().group_send)(
+            workflow_group_name(workflow.pk), {"type": "workflow.event", "event": {"type": "ping.test", "n": 2}}
+        )
+        assert socket.receive(timeout=0.8) == {"type": "ping.test", "n": 2}  # before the next re-join (1 s)
+    finally:
+        socket.close()

@@ -26,3 +26,17 @@ def token_server(tmp_path, mcp_settings):
     server = HttpMcpServer(tmp_path, token="tok-0123456789-secret-value")
     yield server
     server.stop()
+
+
+@pytest.fixture
+def sse_server(tmp_path, mcp_settings):
+    server = HttpMcpServer(tmp_path, sse=True)
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def sse_token_server(tmp_path, mcp_settings):
+    server = HttpMcpServer(tmp_path, token="tok-0123456789-secret-value", sse=True)
+    yield server
+    server.stop()

@@ -16,14 +16,18 @@ TIME_SERVER = {"argv": [sys.executable, "-m", "mcp_server_time", "--local-timezo
 
 
 class HttpMcpServer:
-    def __init__(self, tmp_path: Path, token: str = ""):
+    """`http_server.py` as a process: Streamable HTTP at `url` (…/mcp), or with `sse=True` the older HTTP+SSE
+    transport (`url` is its event stream, …/sse)."""
+
+    def __init__(self, tmp_path: Path, token: str = "", *, sse: bool = False):
         self.port = free_port()
         self.calls_log = tmp_path / f"mcp-calls-{self.port}.log"
         self.calls_log.write_text("")
         args = [sys.executable, str(HTTP_SERVER), str(self.port), str(self.calls_log)] + ([token] if token else [])
-        self.process = ManagedProcess(args, {"PATH": "/usr/bin:/bin"}, tmp_path / f"mcp-server-{self.port}.log")
+        env = {"PATH": "/usr/bin:/bin", **({"MCP_TEST_TRANSPORT": "sse"} if sse else {})}
+        self.process = ManagedProcess(args, env, tmp_path / f"mcp-server-{self.port}.log")
         wait_for_port(self.port, self.process, timeout=30)
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        self.url = f"http://127.0.0.1:{self.port}/{'sse' if sse else 'mcp'}"
 
     def calls(self, tool: str | None = None) -> list[dict]:
         import json

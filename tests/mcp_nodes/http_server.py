@@ -1,6 +1,9 @@
-"""A Streamable HTTP MCP server for the tests, written with the SDK's server side and run as its own process:
+"""An HTTP MCP server for the tests, written with the SDK's server side and run as its own process:
 
     python tests/mcp_nodes/http_server.py PORT CALLS_LOG [TOKEN]
+
+It speaks Streamable HTTP at /mcp, or with MCP_TEST_TRANSPORT=sse the older HTTP+SSE (the SDK's `sse_app`: an event
+stream at GET /sse, messages POSTed to /messages/).
 
 Tools that echo, fail, hang, flood, answer structured content or an image, report progress, and one (`evolve`) that
 changes the server's tool list. Every call is appended to CALLS_LOG (fsynced) before it does anything, so a test
@@ -114,7 +117,7 @@ def evolve() -> str:
     return "evolved"
 
 
-app = server.streamable_http_app()
+app = server.sse_app() if os.environ.get("MCP_TEST_TRANSPORT") == "sse" else server.streamable_http_app()
 
 
 async def application(scope, receive, send):

@@ -109,3 +109,44 @@ def test_claude_code_calls_an_mcp_tool_through_the_project_tool_bridge(
     result = stored[3]["blocks"][0]
     assert result["name"] == "mcp__project__echo" and not result["is_error"]
     assert "echo: from claude code" in json.dumps(result["content"])
+
+
+def test_codex_calls_an_mcp_tool_through_the_project_tool_bridge(owner, settings, tmp_path, http_server, monkeypatch):
+    """The real `codex` binary reaches the run's project tools as an MCP server by URL (the bridge, bearer-token
+    guarded); its call is answered by the real MCP server from the worker, once, and shows as a step named after the
+    tool and its server."""
+    from tests.fakes import FakeOpenAIResponses
+
+    settings.AGENT_EXECUTION_MODE = "inline"
+    settings.AGENT_RUNTIME_DIR = str(tmp_path / "runtimes")
+    with FakeOpenAIResponses() as fake:
+        monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-codex-runtime")
+        workflow, generation, ids = mcp_workflow(
+            owner, _http(owner, http_server, "echo"), provider="codex_cli", model="gpt-5"
+        )
+        fake.push(
+            Turn([Call("echo", json.dumps({"text": "from codex"}), id="call-1", namespace="mcp__project")]),
+            Turn([Text("Echoed.")]),
+        )
+        firing = Firing.objects.get(
+            pk=firing_start(
+                workflow=workflow, generation=generation, agent_node_id=ids["lead"], prompt="echo something"
+            )
+        )
+        requests = [r for r in fake.requests if r.path == "/v1/responses"]
+    assert firing.state == Firing.State.FINISHED, (firing.error_code, firing.error_message)
+    # Offered as the bridge's namespace of MCP tools, with the server's own schema.
+    (namespace,) = [t for t in requests[0].body["tools"] if t.get("type") == "namespace"]
+    assert namespace["name"] == "mcp__project" and [t["name"] for t in namespace["tools"]] == ["echo"]
+    assert namespace["tools"][0]["parameters"]["required"] == ["text"]
+    (output,) = [i for i in requests[1].body["input"] if i.get("type") == "function_call_output"]
+    assert "echo: from codex" in json.dumps(output["output"])
+    assert http_server.calls("echo") == [{"tool": "echo", "arguments": {"text": "from codex"}}]
+    stored = load_conversation(conversation_key(workflow.pk, generation, ids["lead"]))
+    assert [m["role"] for m in stored] == ["system", "user", "assistant", "tool", "assistant"]
+    (call,) = [b for b in stored[2]["blocks"] if b["type"] == "tool_call"]
+    result = stored[3]["blocks"][0]
+    assert call["name"] == "echo" and json.loads(call["arguments_raw"]) == {"text": "from codex"}
+    assert result["name"] == "echo" and not result["is_error"] and result["content"] == "echo: from codex"
+    assert firing.final_text == "Echoed."

@@ -2,7 +2,9 @@
 
 The cluster gets its own embedded PostgreSQL and Redis (in a temporary folder, reached only through
 DATABASE_URL / REDIS_URL like managed servers), so tests may restart them without touching the
-database the rest of the suite runs on.
+database the rest of the suite runs on. What its PostgreSQL holds at the start (migrated, the demo owner and
+workflow, an API token) is made once per test session by `ClusterTemplate` and copied into each cluster's folder:
+a migrate and four Django start-ups per cluster cost tens of seconds on a small machine.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from __future__ import annotations
 import http.cookiejar
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 from websockets.sync.client import connect as ws_connect
@@ -33,46 +35,109 @@ from tests.processes import (
 )
 from tests.waiting import wait_until
 
+# Run once in the template's own Django process: migrate, then what a fresh install's owner does (seed the demo,
+# make an API token), printing what the clusters need to log in.
+_SEED = """
+import io, json, re
+import django
+django.setup()
+from django.core.management import call_command
+from workflows.models import Workflow
+call_command("migrate", interactive=False, verbosity=0)
+seeded = io.StringIO()
+call_command("seed_demo", stdout=seeded)
+token = io.StringIO()
+call_command("create_api_token", "demo", stdout=token)
+print(json.dumps({
+    "password": re.search(r"Password: (\\S+)", seeded.getvalue()).group(1),
+    "token": token.getvalue().strip().splitlines()[-1],
+    "workflow_id": Workflow.objects.get(owner__username="demo").pk,
+}))
+"""
+
+# What a copy takes from the template's services folder: PostgreSQL's data and the password it was made with. Not
+# the state files (each cluster picks free ports of its own) and not Redis (each cluster's starts empty, as a
+# fresh one did before: migrate and seed_demo leave nothing in it a test reads).
+_TEMPLATE_SERVICES = ("postgres", "postgres.password")
+
+
+def _base_env() -> dict:
+    return {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE"}}
+
+
+def _services_python(services_dir: Path, code: str, *, timeout: float) -> str:
+    """Run `code` against the embedded services in `services_dir` (not the app's environment); its stdout."""
+    env = {**_base_env(), "OPENCOMPANY_DATA_DIR": str(services_dir), "OPENCOMPANY_QUIET_EMBEDDED": "1"}
+    done = _run([sys.executable, "-c", f"from core import embedded as e; {code}"], env, timeout, check=False)
+    assert done.returncode == 0, f"embedded services: {code} failed:\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+def _app_env(root: Path, database_url: str, redis_url: str, **env: str) -> dict:
+    return {
+        **_base_env(),
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        "DJANGO_SETTINGS_MODULE": "opencompany.settings.base",
+        "OPENCOMPANY_DATA_DIR": str(root / "app"),  # its secret_key: the one the template's data was made with
+        "PYTHONUNBUFFERED": "1",
+        "LOG_LEVEL": "INFO",
+        **env,
+    }
+
+
+@dataclass(frozen=True)
+class ClusterTemplate:
+    """A cluster's starting data, made once: PostgreSQL initialised, migrated and seeded, then stopped cleanly (a
+    stopped server's folder is a consistent copy)."""
+
+    root: Path
+    password: str
+    token: str
+    workflow_id: int
+
+    @classmethod
+    def build(cls, root: Path) -> ClusterTemplate:
+        services_dir = root / "services"
+        try:
+            database_url, redis_url = _services_python(
+                services_dir, "print(e.ensure_postgres()); print(e.ensure_redis())", timeout=180
+            ).split()[-2:]
+            out = _run([sys.executable, "-c", _SEED], _app_env(root, database_url, redis_url), 600).stdout
+        finally:
+            _services_python(services_dir, "e.stop_all()", timeout=180)
+        seeded = json.loads(out.strip().splitlines()[-1])
+        assert not (services_dir / "postgres" / "postmaster.pid").exists(), "the template's PostgreSQL still runs"
+        return cls(root=root, password=seeded["password"], token=seeded["token"], workflow_id=seeded["workflow_id"])
+
+    def copy_into(self, root: Path) -> None:
+        """The template's data into a new cluster's folder. Modes are kept (PostgreSQL's folder stays 0700); the
+        owner of the copies is set back to PostgreSQL's user by `ensure_postgres` before the server starts."""
+        services_dir = root / "services"
+        services_dir.mkdir()
+        for name in _TEMPLATE_SERVICES:
+            source = self.root / "services" / name
+            if source.is_dir():
+                shutil.copytree(source, services_dir / name, symlinks=True)
+            else:
+                shutil.copy2(source, services_dir / name)
+        shutil.copytree(self.root / "app", root / "app", symlinks=True)
+
 
 class Cluster:
-    def __init__(self, root: Path, **env: str):
+    def __init__(self, root: Path, template: ClusterTemplate, **env: str):
         self.root = root
         self.services_dir = root / "services"
         self.processes: dict[str, ManagedProcess] = {}
         self.web_urls: dict[str, str] = {}
-        base = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE"}}
-        self._base_env = base
+        template.copy_into(root)
+        self.password, self.token, self.workflow_id = template.password, template.token, template.workflow_id
         self.database_url, self.redis_url = self._services("start")
-        self.env = {
-            **base,
-            "DATABASE_URL": self.database_url,
-            "REDIS_URL": self.redis_url,
-            "DJANGO_SETTINGS_MODULE": "opencompany.settings.base",
-            "OPENCOMPANY_DATA_DIR": str(root / "app"),
-            "PYTHONUNBUFFERED": "1",
-            "LOG_LEVEL": "INFO",
-            **env,
-        }
-        self._manage("migrate", "--no-input")
-        seeded = self._manage("seed_demo")
-        self.password = re.search(r"Password: (\S+)", seeded).group(1)
-        self.token = self._manage("create_api_token", "demo").strip().splitlines()[-1]
-        self.workflow_id = int(
-            self._python(
-                "import django; django.setup(); from workflows.models import Workflow; "
-                "print(Workflow.objects.get(owner__username='demo').pk)"
-            )
-            .strip()
-            .splitlines()[-1]
-        )
+        self.env = _app_env(root, self.database_url, self.redis_url, **env)
 
     # --- services -----------------------------------------------------------------------------
     def _services_python(self, code: str, *, timeout: float) -> str:
-        """Run `code` against the cluster's own embedded services (not the app's environment); its stdout."""
-        env = {**self._base_env, "OPENCOMPANY_DATA_DIR": str(self.services_dir), "OPENCOMPANY_QUIET_EMBEDDED": "1"}
-        done = _run([sys.executable, "-c", f"from core import embedded as e; {code}"], env, timeout, check=False)
-        assert done.returncode == 0, f"embedded services: {code} failed:\n{done.stderr[-3000:]}"
-        return done.stdout
+        return _services_python(self.services_dir, code, timeout=timeout)
 
     def _services(self, action: str) -> tuple[str, str]:
         if action != "start":
@@ -103,10 +168,8 @@ class Cluster:
 
     # --- processes ----------------------------------------------------------------------------
     def _python(self, code: str) -> str:
+        """Run `code` in a Python process with the cluster's app environment; its stdout."""
         return _run([sys.executable, "-c", code], self.env, 180).stdout
-
-    def _manage(self, *args: str) -> str:
-        return _run([sys.executable, "manage.py", *args], self.env, 300).stdout
 
     def start_web(self, name: str) -> str:
         port = free_port()
@@ -125,6 +188,8 @@ class Cluster:
         return process
 
     def stop(self) -> None:
+        for process in self.processes.values():
+            process.terminate()
         for process in self.processes.values():
             process.stop()
         self._services("stop")

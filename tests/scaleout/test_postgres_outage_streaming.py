@@ -31,8 +31,10 @@ def _listen(socket, seconds: float) -> list[tuple[float, dict]]:
     return heard
 
 
-def test_an_answer_streaming_through_a_postgres_outage_finishes_and_is_saved_whole(services_path):
-    cluster = Cluster(services_path, OFFLINE_PROVIDER_DELAY_MS="100", AGENT_WATCHDOG_INTERVAL_SECONDS="1")
+def test_an_answer_streaming_through_a_postgres_outage_finishes_and_is_saved_whole(services_path, cluster_template):
+    cluster = Cluster(
+        services_path, cluster_template, OFFLINE_PROVIDER_DELAY_MS="100", AGENT_WATCHDOG_INTERVAL_SECONDS="1"
+    )
     try:
         cluster.start_web("web1")
         cluster.start_worker("w1", beat=True)

@@ -36,9 +36,10 @@ def _reconnect(cluster: Cluster, cookie: str, *, timeout: float):
             time.sleep(0.3)
 
 
-def test_pages_hear_again_after_redis_loses_its_data_and_the_streamed_text_is_reseeded(services_path):
+def test_pages_hear_again_after_redis_loses_its_data_and_the_streamed_text_is_reseeded(services_path, cluster_template):
     cluster = Cluster(
         services_path,
+        cluster_template,
         OFFLINE_PROVIDER_DELAY_MS="120",  # ~10 s of streaming: the restart lands mid-answer
         AGENT_WATCHDOG_INTERVAL_SECONDS="1",
         WEBSOCKET_REJOIN_SECONDS="1",

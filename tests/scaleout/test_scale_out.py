@@ -54,8 +54,10 @@ def _stored_conversation(cluster: Cluster, web: str) -> list[dict]:
 
 
 @pytest.fixture
-def cluster(services_path):
-    instance = Cluster(services_path, OFFLINE_PROVIDER_DELAY_MS="20", AGENT_WATCHDOG_INTERVAL_SECONDS="1")
+def cluster(services_path, cluster_template):
+    instance = Cluster(
+        services_path, cluster_template, OFFLINE_PROVIDER_DELAY_MS="20", AGENT_WATCHDOG_INTERVAL_SECONDS="1"
+    )
     try:
         yield instance
     finally:
@@ -94,9 +96,10 @@ def test_every_event_reaches_both_web_processes_and_no_turn_is_lost(cluster):
     assert "agent.execute_llm_step" in w1.log() and "agent.execute_llm_step" in w2.log(), "runs landed on both"
 
 
-def test_a_redis_restart_mid_answer_ends_the_run_cleanly_and_the_page_resyncs(services_path):
+def test_a_redis_restart_mid_answer_ends_the_run_cleanly_and_the_page_resyncs(services_path, cluster_template):
     cluster = Cluster(
         services_path,
+        cluster_template,
         OFFLINE_PROVIDER_DELAY_MS="150",
         AGENT_WATCHDOG_INTERVAL_SECONDS="1",
         AGENT_STEP_LOST_AFTER_SECONDS="5",
@@ -132,8 +135,8 @@ def test_a_redis_restart_mid_answer_ends_the_run_cleanly_and_the_page_resyncs(se
         cluster.stop()
 
 
-def test_a_postgres_restart_between_turns_is_survived(services_path):
-    cluster = Cluster(services_path, OFFLINE_PROVIDER_DELAY_MS="0")
+def test_a_postgres_restart_between_turns_is_survived(services_path, cluster_template):
+    cluster = Cluster(services_path, cluster_template, OFFLINE_PROVIDER_DELAY_MS="0")
     try:
         cluster.start_web("web1")
         cluster.start_worker("w1", beat=True)

@@ -55,3 +55,23 @@ def webhook_workflow(owner, *, start: bool = True, **params):
         edge("ctx", "output-context", "lead", "input-context"),
     ]
     return started_workflow(owner, nodes, edges, name="webhook test")
+
+
+def both_triggers_workflow(owner, *, schedule: dict | None = None, hook: dict | None = None, **agent_params):
+    """The chat trigger, a schedule ("Morning", every 5 minutes) and a webhook ("Tickets") feeding one agent."""
+    hook_params = {"name": "Tickets", "message": "Ticket: {body.title}", "signing_secret": ""}
+    hook_params.update(hook or {})
+    nodes = [
+        {"id": "trigger", "type": "chatTrigger", "params": {}},
+        schedule_node(**(schedule or {})),
+        {"id": "hook", "type": "webhookTrigger", "params": hook_params},
+        agent_node("lead", "Lead", **agent_params),
+        {"id": "ctx", "type": "context", "params": {}},
+    ]
+    edges = [
+        edge("trigger", "output-main", "lead", "input-main"),
+        edge("sched", "output-main", "lead", "input-main"),
+        edge("hook", "output-main", "lead", "input-main"),
+        edge("ctx", "output-context", "lead", "input-context"),
+    ]
+    return started_workflow(owner, nodes, edges, name="both triggers")

@@ -1,7 +1,8 @@
 """Triggers in Debian's Chromium against the real web server and Celery worker: add a schedule trigger and a
 webhook trigger on the canvas, wire them to the answering agent, save, make the hook's address (shown once, with
 Copy), Start, post a signed delivery from the test, and see the turn in the chat thread marked "Webhook: Tickets"
-and in the run history. Screenshots at 1280 and 390 px land in test-artifacts/triggers/."""
+and in the run history, named after its trigger, and filter the history by trigger. Screenshots at 1280 and 390 px
+land in test-artifacts/triggers/."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import re
 import time
 import urllib.request
+from urllib.parse import quote
 
 import pytest
 
@@ -129,14 +131,53 @@ def test_add_both_triggers_start_and_a_signed_delivery_shows_in_the_chat(setup, 
         expect(answer.first).to_contain_text("You said: New ticket: Printer on fire")
         shot(page, f"{width}-03-chat-thread")
 
+        # And the owner's own message after it, so the history has a run of each.
+        page.get_by_label("Message", exact=True).fill("and one from me")
+        page.keyboard.press("Enter")
+        expect(answer).to_have_count(2, timeout=30_000)
+        expect(answer.last).to_contain_text("You said: and one from me")
+
         state = api(page, "GET", f"/api/workflows/{workflow_id}/runs/")["body"]
-        assert [r["kind"] for r in state] == ["chat"], state
-        # The run history lists the turn's firing; its detail shows what the agent was sent.
+        assert [(r["kind"], (r["trigger"] or {}).get("label")) for r in state] == [
+            ("chat", None),
+            ("chat", "Webhook: Tickets"),
+        ], state
+        hook_id = state[1]["trigger"]["node_id"]
+        only_hook = api(page, "GET", f"/api/workflows/{workflow_id}/runs/?trigger={quote(hook_id, safe='')}")["body"]
+        assert [r["prompt_preview"] for r in only_hook] == ["New ticket: Printer on fire"], only_hook
+
+        # The run history names the trigger of the turn it started, beside the owner's own.
         page.goto(f"{stack}/workflows/{workflow_id}/runs/")
-        row = page.get_by_role("row").filter(has_text="Chat (gen 1)")
+        rows = page.locator("tr.run-row")
+        expect(rows).to_have_count(2)
+        row = rows.filter(has_text="Webhook: Tickets (gen 1)")
         expect(row).to_have_count(1)
         expect(row).to_contain_text("finished (answered)")
+        expect(rows.filter(has_text="Chat (gen 1)")).to_have_count(1)
+        select = page.get_by_label("Started by")
+        options = select.locator("option")
+        expect(options).to_have_text(["Everything", "Chat", "Scheduled: Schedule", "Webhook: Tickets"])
         shot(page, f"{width}-04-run-history")
-        row.get_by_role("link").first.click()
+
+        # Filtered by the webhook: its run only, and the select says so.
+        select.select_option(label="Webhook: Tickets")
+        page.get_by_role("button", name="Filter").click()
+        expect(page).to_have_url(re.compile(r"\?trigger=" + re.escape(quote(hook_id, safe="")) + "$"))
+        expect(rows).to_have_count(1)
+        expect(rows.first).to_contain_text("Webhook: Tickets (gen 1)")
+        expect(select).to_have_value(hook_id)
+        shot(page, f"{width}-05-run-history-filtered")
+
+        # Filtered by Chat: the owner's own message only.
+        select.select_option(label="Chat")
+        page.get_by_role("button", name="Filter").click()
+        expect(rows).to_have_count(1)
+        expect(rows.first).to_contain_text("Chat (gen 1)")
+
+        # The webhook's run: its detail shows what the agent was sent.
+        select.select_option(label="Webhook: Tickets")
+        page.get_by_role("button", name="Filter").click()
+        rows.first.get_by_role("link").first.click()
         expect(page.locator("body")).to_contain_text("New ticket: Printer on fire")
-        shot(page, f"{width}-05-run-detail")
+        expect(page.locator("body")).to_contain_text("Started by Webhook: Tickets")
+        shot(page, f"{width}-06-run-detail")

@@ -7,13 +7,15 @@ import json
 import time
 
 import pytest
+from django.core.cache import cache
 from django.test import Client
 
 from chat.models import ChatMessage, ChatRun
 from provider_keys.secrets import owner_secret_set
+from tests.race import Competitor, run_before, wait_until_waiting_on_a_lock
 from tests.triggers.helpers import webhook_workflow
 from triggers.models import TriggerFire, Webhook
-from triggers.webhooks import refusal_counts, sign
+from triggers.webhooks import REFUSED_KEY, refusal_counts, sign
 from workflows.services import workflow_delete, workflow_stop
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -67,6 +69,26 @@ def test_a_delivery_becomes_one_turn_in_the_chat_and_its_retry_none(inline, hook
     assert state["turn"]["answer"] == "I see 0 earlier messages. You said: Ticket: Printer on fire / HP 4000"
 
 
+def test_a_retry_racing_the_first_delivery_waits_for_it_and_answers_its_run(broker, hook):
+    """The fire and its turn commit together: a retry with the same key that arrives meanwhile waits on the key's
+    unique index, then answers the first run id, already handed to the chat, and starts nothing."""
+    _, _, path = hook
+    racing: list[Competitor] = []
+
+    def retry_arrives(*args, **kwargs):
+        rival = Competitor(lambda: post_json(path, TICKET, **{"Idempotency-Key": "same"}), name="retry").start()
+        wait_until_waiting_on_a_lock(pid=rival.pid)  # on the first delivery's uncommitted fire
+        racing.append(rival)
+
+    with run_before("triggers.webhooks.fire_hand_over", retry_arrives):
+        first = post_json(path, TICKET, **{"Idempotency-Key": "same"})
+    retry = racing[0].result()
+    assert first.status_code == 202 and first.json()["replayed"] is False
+    assert retry.status_code == 202
+    assert retry.json() == {"run_id": first.json()["run_id"], "state": "fired", "replayed": True}
+    assert TriggerFire.objects.count() == 1 and ChatRun.objects.count() == 1
+
+
 def test_a_form_body_maps_its_fields_too(inline, hook):
     _, _, path = hook
     response = Client().post(path, "title=Door+stuck&x=1", content_type="application/x-www-form-urlencoded")
@@ -87,6 +109,26 @@ def test_refusals_are_json_with_their_status_and_record_nothing(settings, inline
     after = refusal_counts()
     assert {s: after[s] - before[s] for s in (413, 415, 400, 404)} == {413: 1, 415: 1, 400: 1, 404: 1}
     assert not TriggerFire.objects.exists() and not ChatRun.objects.exists()
+
+
+def redis_ttl(key: str) -> int:
+    """Seconds the cache key has left in Redis (-1: it never expires, -2: no such key)."""
+    return cache._cache.get_client(key).ttl(cache.make_and_validate_key(key))
+
+
+def test_refusal_counters_expire_with_their_window(settings):
+    settings.TRIGGERS_WEBHOOK_REFUSED_WINDOW_SECONDS = 600
+    now = time.time()
+    before = refusal_counts(now=now)[404]
+    assert post_json("/hooks/" + "C" * 43 + "/", TICKET).status_code == 404
+    window = int(now) // 600
+    key = REFUSED_KEY.format(status=404, window=window)
+    if refusal_counts(now=now)[404] != before + 1:  # the window turned between the two reads: look at the new one
+        key = REFUSED_KEY.format(status=404, window=window + 1)
+    # It lives until its window ends (a second's margin, and Redis rounds its TTL), never for ever.
+    assert 0 < redis_ttl(key) <= 600 - int(now) % 600 + 2
+    # A later window counts afresh.
+    assert refusal_counts(now=now + 600)[404] == 0
 
 
 def test_a_hook_over_its_rate_answers_429_with_retry_after(settings, inline, hook):

@@ -23,7 +23,9 @@ from .wiring import (
     edge_kind,
     node_by_id,
     nodes_by_id,
+    self_firing_triggers,
     trigger_agents,
+    trigger_turn_label,
 )
 
 __all__ = [
@@ -52,7 +54,9 @@ __all__ = [
     "is_canonical_id",
     "node_by_id",
     "nodes_by_id",
+    "self_firing_triggers",
     "trigger_agents",
+    "trigger_turn_label",
     "normalize_workflow_graph",
     "run_issues",
     "validate_workflow_graph",

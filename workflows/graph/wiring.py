@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from workflows.nodes import IS_AGENT, IS_TRIGGER, KIND_CONTEXT, KIND_MAIN, KIND_TOOL, get_node_spec
+from workflows.nodes import FIRES_ON_ITS_OWN, IS_AGENT, IS_TRIGGER, KIND_CONTEXT, KIND_MAIN, KIND_TOOL, get_node_spec
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,24 @@ def trigger_agents(graph: dict) -> list[str]:
         if spec.has(IS_TRIGGER) and target_spec.has(IS_AGENT) and target["id"] not in agents:
             agents.append(target["id"])
     return agents
+
+
+def trigger_turn_label(node: dict) -> str:
+    """How a turn a trigger that fires on its own sent is named: its type's word (`extra["turn_label"]`) and the
+    node's name, "Scheduled: morning summary"."""
+    spec = get_node_spec(node.get("type"))
+    word = spec.extra.get("turn_label", spec.label) if spec else str(node.get("type"))
+    name = str((node.get("params") or {}).get("name") or node.get("id") or "")
+    return f"{word}: {name}"
+
+
+def self_firing_triggers(graph: dict) -> list[tuple[str, str]]:
+    """(node id, turn label) of the graph's triggers that fire on their own (a schedule, a webhook), in graph order."""
+    return [
+        (node["id"], trigger_turn_label(node))
+        for node in graph.get("nodes", [])
+        if isinstance(node, dict) and (get_node_spec(node.get("type")) or _NO_SPEC).has(FIRES_ON_ITS_OWN)
+    ]
 
 
 def agent_for_context(graph: dict, context_node_id: str) -> str | None:

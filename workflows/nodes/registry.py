@@ -120,6 +120,10 @@ class NodeSpec:
     # `tool_step_summary(result) -> str | None`: a short line a person would say about one call's result (the
     # decoded JSON the tool answered), shown under the chat's answer; None leaves the chat's generic line.
     tool_step_summary: Callable[[Any], str | None] | None = None
+    # `tool_step_label(meta, state) -> str | None`: the step's line in the chat while a call runs and after it, from
+    # the tool's binding `meta` and `state` ("running", "done" or "failed"): "Calling get_time on time…". None
+    # leaves the tool's name.
+    tool_step_label: Callable[[dict, str], str | None] | None = None
     # memory_panel_url(workflow_id, node_id) -> str: the owner's Memory panel of a node that holds memory (the chat
     # page links the ones its answering agent uses).
     memory_panel_url: Callable[[int, str], str] | None = None
