@@ -20,6 +20,8 @@ logger = logging.getLogger(__name__)
 class PrepareContribution:
     system_suffix: str = ""  # appended to the system prompt (a fixed, byte-stable guide)
     user_prefix: str = ""  # bracketed notes put ahead of the user's message
+    # Blocks after the user's text: the `file` blocks of what the owner attached (references, never bytes).
+    user_blocks: tuple[dict, ...] = ()
 
 
 class FiringObserver:
@@ -50,14 +52,15 @@ def register_firing_observer(observer: FiringObserver) -> None:
 
 
 def notify_prepared(*, firing, stored_messages: list[dict]) -> PrepareContribution:
-    suffix, prefix = [], []
+    suffix, prefix, blocks = [], [], []
     for observer in list(_observers):
         contribution = observer.prepared(firing=firing, stored_messages=stored_messages)
         if contribution.system_suffix:
             suffix.append(contribution.system_suffix)
         if contribution.user_prefix:
             prefix.append(contribution.user_prefix)
-    return PrepareContribution(system_suffix="".join(suffix), user_prefix="".join(prefix))
+        blocks.extend(contribution.user_blocks)
+    return PrepareContribution(system_suffix="".join(suffix), user_prefix="".join(prefix), user_blocks=tuple(blocks))
 
 
 def _each(method: str, **kwargs) -> None:

@@ -9,6 +9,7 @@ class ChatConfig(AppConfig):
         from agents.observers import register_firing_observer
         from conversations.services import register_context_cleared_listener
         from core.metrics import register_metrics_source
+        from files.references import register_file_reference_source
         from memory.listeners import register_memory_edit_listener
         from workflows.listeners import register_archive_listener, register_reset_listener
 
@@ -20,6 +21,7 @@ class ChatConfig(AppConfig):
             chat_memory_edit_listener,
             chat_reset_listener,
         )
+        from .services.attachments import chat_file_references
 
         register_firing_observer(chat_observer)
         register_reset_listener(chat_reset_listener, name="chat")
@@ -27,3 +29,4 @@ class ChatConfig(AppConfig):
         register_archive_listener(chat_context_archive_listener, name="chat")
         register_context_cleared_listener(chat_context_cleared)
         register_metrics_source(chat_turn_metrics)
+        register_file_reference_source(chat_file_references, name="chat")

@@ -21,6 +21,12 @@ def chat_run_for_update(run_id) -> ChatRun | None:
     return ChatRun.objects.select_for_update(no_key=True).filter(pk=run_id).first()
 
 
+def chat_run_with_message_for_update(run_id) -> ChatRun | None:
+    """The run row, locked (lock 3), with its user message read in the same statement (not locked); None when gone."""
+    rows = ChatRun.objects.select_for_update(no_key=True, of=("self",)).select_related("user_message")
+    return rows.filter(pk=run_id).first()
+
+
 def chat_runs_active_for_update(*, session) -> list[ChatRun]:
     """The session's active runs, locked in id order. Only Workflow Reset takes runs after their session."""
     rows = ChatRun.objects.select_for_update(no_key=True).filter(session=session, state__in=ChatRun.ACTIVE_STATES)

@@ -7,6 +7,7 @@ import json
 from django.db.models import Q
 
 from agents.selectors import chat_runs_approvals, firing_request_view
+from agents.services.agent_config import agent_config_of
 from agents.wiring import AgentNotFound, agent_wiring
 from chat.models import ChatFeedback, ChatMarker, ChatMessage, ChatRun, ChatRunStep, ChatSession
 from chat.provenance import chat_memory_marks
@@ -16,6 +17,8 @@ from conversations.estimates import next_turn_estimate
 from conversations.selectors import conversation_size_bytes
 from core.errors import NotFoundError
 from core.hub import hub_epoch
+from files.sniffing import ACCEPTED
+from providers.attachments import files_support
 from workflows.graph import trigger_agents
 from workflows.nodes import NodeSpec, get_node_spec
 from workflows.selectors import generation_graph
@@ -159,6 +162,21 @@ def run_data(
     return data
 
 
+def _files_shown(meta: dict | None) -> list[dict]:
+    """The files a message carries as the page shows them: name, type, size and the owner-only download."""
+    return [
+        {
+            "id": f.get("id"),
+            "name": f.get("name", ""),
+            "media_type": f.get("media_type", ""),
+            "size": f.get("size", 0),
+            "url": f"/api/files/{f['id']}/" if f.get("id") else "",
+            "is_image": str(f.get("media_type", "")).startswith("image/"),
+        }
+        for f in ((meta or {}).get("files") or [])
+    ]
+
+
 def chat_thread(*, workflow) -> dict:
     session = ChatSession.objects.filter(workflow=workflow).first()
     base = {
@@ -218,6 +236,7 @@ def chat_thread(*, workflow) -> dict:
                 "error_code": (message.meta or {}).get("error_code", ""),
                 # A turn a schedule or webhook sent: {"kind", "name"} (docs/triggers.md); None for the owner's own.
                 "trigger": _trigger_mark(message.meta),
+                "files": _files_shown(message.meta),
                 # The reason in words the run detail shows too ("openai: connection failed").
                 "error_message": (run.error_message if run else "") or "",
                 "siblings": {
@@ -302,7 +321,13 @@ def chat_run_answer(*, workflow, run_id) -> dict:
 def chat_panel_links(*, workflow) -> dict:
     """Where the page links: the Context panel, and the Memory panel of each memory node the answering agent uses."""
 
-    links = {"context_url": f"/workflows/{workflow.pk}/context/", "memory": [], "agent_name": ""}
+    links = {
+        "context_url": f"/workflows/{workflow.pk}/context/",
+        "memory": [],
+        "agent_name": "",
+        "agent_model": "",
+        "file_forms": {},
+    }
     try:
         graph = generation_graph(workflow)
     except NotFoundError:
@@ -315,6 +340,9 @@ def chat_panel_links(*, workflow) -> dict:
     except AgentNotFound:
         return links
     links["agent_name"] = (wiring.node.get("params") or {}).get("name") or agents[0]
+    config = agent_config_of(wiring.node)
+    links["agent_model"] = config["model"]
+    links["file_forms"] = answering_file_forms(provider=config["provider"], model=config["model"])
     nodes = {n.get("id"): n for n in graph.get("nodes", [])}
     for tool in wiring.tools:
         spec = get_node_spec(tool.node_type)
@@ -328,6 +356,15 @@ def chat_panel_links(*, workflow) -> dict:
                 }
             )
     return links
+
+
+def answering_file_forms(*, provider: str, model: str) -> dict[str, str]:
+    """For each accepted file type that the answering model will not get as itself, how it gets it ("as its
+    extracted text (this model does not take documents)"): the chat says so under the chips before sending
+    (docs/chat.md#files). Empty when every type goes as itself."""
+    support = files_support(provider, model)
+    described = support.describe([{"name": "", "media_type": media_type, "size": 0} for media_type in ACCEPTED])
+    return {f["media_type"]: f["sent_as"] for f in described if f["form"] in ("text", "placeholder")}
 
 
 def chat_run_id_of(*, workflow, run_id) -> int:

@@ -29,6 +29,12 @@ def chat_page(request, workflow_id: int):
         "config": {
             "agent_name": links["agent_name"],
             "max_chars": settings.CHAT_MESSAGE_MAX_CHARS,
+            # Attachments (docs/chat.md#files): the picker's hint; the server decides the type from the bytes.
+            "file_accept": ".png,.jpg,.jpeg,.webp,.gif,.pdf,.txt,.md,.csv,.json,image/*,application/pdf,text/*",
+            "file_max_bytes": settings.FILE_MAX_BYTES,
+            "file_max_count": settings.FILE_MESSAGE_MAX_FILES,
+            "agent_model": links["agent_model"],
+            "file_forms": links["file_forms"],
             "plain_codes": RUN_END_WORDS,
             "workflow_id": workflow.pk,
             "api": f"/api/workflows/{workflow.pk}/chat/",

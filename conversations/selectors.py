@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from decimal import Decimal
 
+from django.db import connection
 from django.db.models import Count, Sum
 from django.db.models.functions import TruncDate
 
@@ -19,6 +20,7 @@ from .models import (
     AgentConversation,
     ConversationMessage,
     OwnerConversationSettings,
+    RetainedConversation,
     RuntimeInteractionPoint,
     RuntimeSessionBinding,
     UsageRecord,
@@ -321,3 +323,24 @@ def runtime_interaction_point(
         cursor_length=cursor_length,
         cursor_digest=cursor_digest,
     ).first()
+
+
+def file_references(hashes: set[str]) -> list[tuple[int, str]]:
+    """(owner id, sha256) of the candidate hashes that stored conversations still refer to in a `file` block: the
+    stored lists and the lists kept for a firing mid-turn (RetainedConversation). Clearing a Context or deleting a
+    workflow deletes those rows, and with them the references (files/services.py sweeps what is left)."""
+    workflows = Workflow._meta.db_table
+    found: list[tuple[int, str]] = []
+    with connection.cursor() as cursor:
+        for sql in (
+            f"SELECT DISTINCT w.owner_id, h FROM {ConversationMessage._meta.db_table} AS m "
+            f"JOIN {AgentConversation._meta.db_table} AS c ON c.id = m.conversation_id "
+            f"JOIN {workflows} AS w ON w.id = c.workflow_id "
+            "CROSS JOIN unnest(%s::text[]) AS h WHERE m.data::text LIKE '%%' || h || '%%'",
+            f"SELECT DISTINCT w.owner_id, h FROM {RetainedConversation._meta.db_table} AS r "
+            f"JOIN {workflows} AS w ON w.id = r.workflow_id "
+            "CROSS JOIN unnest(%s::text[]) AS h WHERE r.messages::text LIKE '%%' || h || '%%'",
+        ):
+            cursor.execute(sql, [sorted(hashes)])
+            found.extend(cursor.fetchall())
+    return found

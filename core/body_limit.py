@@ -24,6 +24,19 @@ _BODY = "The request body is larger than {limit} bytes."
 LINGER_SECONDS = 2.0
 
 
+def request_max_bytes(path: str) -> int:
+    """The largest body a request to `path` may send: REQUEST_MAX_BYTES, or more for a path the settings name
+    (REQUEST_MAX_BYTES_BY_PATH: the file upload)."""
+    from django.conf import settings
+
+    by_path = getattr(settings, "REQUEST_MAX_BYTES_BY_PATH", {}) or {}
+    return max(settings.REQUEST_MAX_BYTES, by_path.get(path, 0))
+
+
+def _path_of(raw: bytes | None) -> str:
+    return (raw or b"").split(b"?", 1)[0].decode("latin-1")
+
+
 def _discard(data: bytes) -> None:
     return None
 
@@ -54,7 +67,6 @@ def install() -> None:
 
     from io import BytesIO
 
-    from django.conf import settings
     from twisted.internet import reactor
     from twisted.internet.interfaces import IHalfCloseableDescriptor
 
@@ -65,8 +77,12 @@ def install() -> None:
         _refused = False
         _received = 0
 
+        def _limit(self) -> int:
+            # The request line is parsed before the headers end; the channel keeps its path until the body is in.
+            return request_max_bytes(_path_of(getattr(self.channel, "_path", None)))
+
         def gotLength(self, length):
-            limit = settings.REQUEST_MAX_BYTES
+            self._body_limit = limit = self._limit()
             if length is not None and length > limit:
                 # No 100 Continue after our answer (the channel sends one when the client asks for it).
                 self.requestHeaders.removeHeader(b"Expect")
@@ -79,7 +95,7 @@ def install() -> None:
             if self._refused:
                 return  # bytes already in the buffer when the connection was closed
             self._received += len(data)
-            limit = settings.REQUEST_MAX_BYTES
+            limit = getattr(self, "_body_limit", None) or self._limit()
             if self._received > limit:
                 self._refuse(limit)
                 return

@@ -45,8 +45,19 @@ IDEMPOTENCY_KEY_PARAMETER = OpenApiParameter(
 )
 
 
+def _part(value):
+    """An uploaded file counts by its bytes (a multipart upload): the same key with other bytes is another request."""
+    if hasattr(value, "chunks"):
+        digest = hashlib.sha256()
+        for chunk in value.chunks():
+            digest.update(chunk)
+        value.seek(0)
+        return f"file:{value.name}:{digest.hexdigest()}"
+    return str(value)
+
+
 def _fingerprint(request) -> str:
-    body = json.dumps(request.data, sort_keys=True, cls=DjangoJSONEncoder, default=str)
+    body = json.dumps(request.data, sort_keys=True, cls=DjangoJSONEncoder, default=_part)
     return hashlib.sha256(f"{request.method} {request.path}\n{body}".encode()).hexdigest()
 
 

@@ -1,8 +1,8 @@
 """Refuse oversized requests before anything reads them."""
 
-from django.conf import settings
 from django.http import JsonResponse
 
+from core.body_limit import request_max_bytes
 from core.text import UnstorableText, find_unstorable
 
 
@@ -22,11 +22,12 @@ class RequestSizeLimitMiddleware:
             length = int(declared)
         except ValueError:
             return JsonResponse({"code": "invalid_request", "message": "Content-Length is not a number."}, status=400)
-        if length > settings.REQUEST_MAX_BYTES:
+        limit = request_max_bytes(request.path_info)
+        if length > limit:
             return JsonResponse(
                 {
                     "code": "request_too_large",
-                    "message": f"The request body is larger than {settings.REQUEST_MAX_BYTES} bytes.",
+                    "message": f"The request body is larger than {limit} bytes.",
                 },
                 status=413,
             )

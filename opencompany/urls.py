@@ -18,6 +18,7 @@ api_urlpatterns = [
     path("", include("agents.urls")),
     path("", include("accounts.urls")),
     path("", include("triggers.urls")),
+    path("", include("files.urls")),
     path("schema/", schema_view(), name="api-schema"),
     path("docs/", docs_view(url_name="api-schema"), name="api-docs"),
     path("", include("provider_keys.urls")),

@@ -30,6 +30,7 @@ from agents.tools import (
 from agents.wiring import AgentNotFound, agent_wiring
 from conversations import store
 from core.errors import NotFoundError
+from providers.wire import text_block
 from workflows.selectors import generation_graph
 
 from .agent_config import agent_config_of
@@ -90,6 +91,9 @@ def prepare_payload(firing_id: str) -> None:
             contribution = observers.notify_prepared(firing=firing, stored_messages=stored)
         system_prompt = config["system_prompt"] + contribution.system_suffix
         user_prompt = contribution.user_prefix + firing.prompt
+        if contribution.user_blocks:
+            # Attached files ride in the user's message as references (docs/chat.md#files).
+            user_prompt = {"role": "user", "blocks": [text_block(user_prompt), *contribution.user_blocks]}
         firing.uses_conversation = uses_conversation
         firing_messages_seed(
             firing, snapshot=snapshot, repaired=stored, seeded=store.seed_request(system_prompt, stored, user_prompt)

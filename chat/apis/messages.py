@@ -16,6 +16,7 @@ from .serializers import (
     MoveInputSerializer,
     RunOutputSerializer,
     ThreadOutputSerializer,
+    file_ids_field,
     message_text_field,
     thread_data,
 )
@@ -28,6 +29,7 @@ class ChatMessageSendApi(APIView):
         text = message_text_field()
         client_message_id = serializers.CharField(required=False, allow_blank=True, max_length=100)
         expected_revision = serializers.IntegerField(required=False, allow_null=True)
+        file_ids = file_ids_field()
 
     class OutputSerializer(serializers.Serializer):
         message_id = serializers.IntegerField()
@@ -67,6 +69,7 @@ class ChatMessageEditApi(APIView):
         text = message_text_field()
         expected_revision = serializers.IntegerField(required=False, allow_null=True)
         client_message_id = serializers.CharField(required=False, allow_blank=True, max_length=100)
+        file_ids = file_ids_field()  # omitted: the new version keeps the edited message's files
 
     class OutputSerializer(serializers.Serializer):
         message_id = serializers.IntegerField()

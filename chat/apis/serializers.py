@@ -31,6 +31,9 @@ ERROR_RESPONSE = inline_serializer(
                 "workflow_stopped",
                 "invalid_idempotency_key",
                 "idempotency_key_reused",
+                "file_not_found",
+                "too_many_files",
+                "message_files_too_large",
             ]
         ),
         "message": serializers.CharField(help_text="Plain words for the owner."),
@@ -44,7 +47,7 @@ ERROR_RESPONSE = inline_serializer(
 )
 
 
-REFUSALS = {400: ERROR_RESPONSE, 404: ERROR_RESPONSE, 409: ERROR_RESPONSE}
+REFUSALS = {400: ERROR_RESPONSE, 404: ERROR_RESPONSE, 409: ERROR_RESPONSE, 413: ERROR_RESPONSE}
 
 
 class StepOutputSerializer(serializers.Serializer):
@@ -98,6 +101,24 @@ class RunOutputSerializer(serializers.Serializer):
     )
 
 
+class MessageFileOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField(allow_null=True)
+    name = serializers.CharField()
+    media_type = serializers.CharField()
+    size = serializers.IntegerField()
+    url = serializers.CharField(allow_blank=True, help_text="The owner's download (GET /api/files/{id}/).")
+    is_image = serializers.BooleanField()
+
+
+def file_ids_field() -> serializers.ListField:
+    return serializers.ListField(
+        child=serializers.IntegerField(min_value=1),
+        required=False,
+        max_length=settings.FILE_MESSAGE_MAX_FILES,
+        help_text="Files uploaded with POST /api/files/ that the message carries (docs/chat.md#files).",
+    )
+
+
 class SiblingsOutputSerializer(serializers.Serializer):
     index = serializers.IntegerField()
     count = serializers.IntegerField()
@@ -127,6 +148,7 @@ class MessageOutputSerializer(serializers.Serializer):
         allow_null=True,
         help_text="A turn a schedule or webhook sent: {kind: schedule|webhook, name}; null for the owner's own.",
     )
+    files = MessageFileOutputSerializer(many=True, help_text="The files the owner attached to this message.")
     siblings = SiblingsOutputSerializer()
     rating = serializers.ChoiceField(choices=["good", "bad"], allow_null=True)
     run = RunOutputSerializer(allow_null=True)

@@ -21,6 +21,7 @@ from chat.errors import refuse
 from chat.events import publish_chat_updated
 from chat.locks import chat_message_for_update
 from chat.models import ChatBranchSnapshot, ChatMessage, ChatRun, ChatRunStep, ChatSession
+from chat.services.attachments import message_files_meta
 from chat.services.notes import chat_note_put, note_line
 from chat.services.runs import (
     answering_target,
@@ -251,9 +252,17 @@ def _end_run_waiting_for_approval(
 
 
 def chat_message_edit(
-    *, workflow, message_id, text: str, expected_revision: int | None = None, client_message_id: str | None = None
+    *,
+    workflow,
+    message_id,
+    text: str,
+    expected_revision: int | None = None,
+    client_message_id: str | None = None,
+    file_ids: list | None = None,
 ) -> tuple[ChatMessage, ChatRun]:
-    """Put a new version of the owner's message beside it and answer that; the agents forget the old branch."""
+    """Put a new version of the owner's message beside it and answer that; the agents forget the old branch.
+
+    The new version keeps the files of the one edited; `file_ids` (a list, even empty) replaces them."""
     expected_revision = _end_run_waiting_for_approval(
         workflow, expected_revision=expected_revision, client_message_id=client_message_id
     )
@@ -266,6 +275,13 @@ def chat_message_edit(
         if message.role != ChatMessage.Role.USER:
             raise refuse("not_editable", "Only your own messages can be edited.")
         text = check_text(text)
+        meta = {"edit_of": message.pk}
+        if file_ids is None:
+            files = (message.meta or {}).get("files") or []
+        else:
+            files = message_files_meta(owner=workflow.owner_id, file_ids=file_ids)
+        if files:
+            meta["files"] = files
         check_revision(session, expected_revision)
         check_lane(session)
         tree = Tree(session)
@@ -285,7 +301,7 @@ def chat_message_edit(
             text=text,
             parent_id=message.parent_id,
             client_message_id=client_message_id,
-            meta={"edit_of": message.pk},
+            meta=meta,
         )
 
 

@@ -12,9 +12,10 @@ from django.utils import timezone
 from agents.observers import PrepareContribution
 from agents.selectors import firing_outcome_of, tool_call_result_content
 from chat.events import publish_run_event, run_approval_event, run_step_event
-from chat.locks import chat_run_for_update
+from chat.locks import chat_run_for_update, chat_run_with_message_for_update
 from chat.models import ChatRun, ChatRunStep
 from chat.selectors import step_label
+from chat.services.attachments import message_file_blocks
 from chat.services.markers import chat_compaction_seen
 from chat.services.notes import NOTES_GUIDE, chat_notes_claim
 from chat.services.runs import chat_run_finish_from_firing
@@ -43,7 +44,7 @@ def chat_run_prepared(*, firing, stored_messages: list[dict]) -> PrepareContribu
     """A firing of the run was prepared: record its agent's context cursor (the first preparation in a run wins;
     teammates included) and, for the answering firing, claim the untold notes (the user prefix), note a
     compaction, move the run to `running` and return the byte-stable notes guide as the system suffix."""
-    run = chat_run_for_update(firing.chat_run_id)
+    run = chat_run_with_message_for_update(firing.chat_run_id)
     if run is None:
         return PrepareContribution()
     cursors = dict(run.context_cursors or {})
@@ -69,7 +70,9 @@ def chat_run_prepared(*, firing, stored_messages: list[dict]) -> PrepareContribu
             changed += ["state", "started_at"]
     if changed:
         run.save(update_fields=[*changed, "updated_at"])
-    return PrepareContribution(system_suffix=NOTES_GUIDE, user_prefix=prefix)
+    return PrepareContribution(
+        system_suffix=NOTES_GUIDE, user_prefix=prefix, user_blocks=message_file_blocks(run.user_message)
+    )
 
 
 def chat_run_step_record(*, firing, tool_call: dict, phase: str, result: dict | None = None) -> ChatRunStep | None:

@@ -28,6 +28,7 @@ from chat.events import (
 from chat.locks import chat_run_for_update, chat_session_for_update
 from chat.models import ChatMessage, ChatRun, ChatSession
 from chat.run_stream import forget_run_stream, reset_run_stream, run_stream_state
+from chat.services.attachments import message_files_meta
 from chat.services.notes import chat_notes_settle
 from workflows.graph import trigger_agents
 from workflows.selectors import LiveGeneration, live_generation_snapshot, workflow_never_started
@@ -260,12 +261,14 @@ def chat_message_send(
     client_message_id: str | None = None,
     expected_revision: int | None = None,
     meta: dict | None = None,
+    file_ids: list | None = None,
 ) -> tuple[ChatMessage, ChatRun, bool]:
     """Send the owner's message and start its answer. Returns (message, run, created).
 
     The same `client_message_id` returns the first message and run and starts nothing again (a double click, a
     retried request), even after that run ended. `meta` marks a message a trigger sent in the owner's name
-    (`{"trigger": {...}}`, docs/triggers.md)."""
+    (`{"trigger": {...}}`, docs/triggers.md). `file_ids` are the owner's uploaded files the message carries
+    (docs/chat.md#files): kept as `file` blocks, never bytes; a refused file refuses the whole message."""
     if client_message_id is not None:
         client_message_id = str(client_message_id).strip()[:100] or None
     with transaction.atomic():
@@ -274,6 +277,8 @@ def chat_message_send(
         if replayed is not None:
             return *replayed, False
         text = check_text(text)
+        if file_ids:
+            meta = {**(meta or {}), "files": message_files_meta(owner=workflow.owner_id, file_ids=file_ids)}
         check_revision(session, expected_revision)
         check_lane(session)
         message, run = chat_answer_start(

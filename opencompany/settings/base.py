@@ -61,6 +61,7 @@ INSTALLED_APPS = [
     "agents",
     "conversations",
     "provider_keys",
+    "files",
 ]
 
 MIDDLEWARE = [
@@ -251,6 +252,7 @@ THROTTLE_RATES = {
     # failed login attempts per account (the username tried), from any address
     "login_account": env_str("THROTTLE_RATE_LOGIN_ACCOUNT", "30/hour"),
     "token": env_str("THROTTLE_RATE_TOKEN", "10/hour"),  # API token creation, per client IP
+    "file_upload": env_str("THROTTLE_RATE_FILE_UPLOAD", "60/minute"),  # file uploads (POST /api/files/), per user
 }
 # A workflow page's socket may send at most this many messages per window; past it the socket is closed (4429).
 SOCKET_MESSAGE_LIMIT = env_int("SOCKET_MESSAGE_LIMIT", 120, minimum=1)
@@ -630,3 +632,46 @@ MCP_CALL_LOST_GRACE_SECONDS = env_int("MCP_CALL_LOST_GRACE_SECONDS", 15, minimum
 # Bytes of one server response read at most (a flood is cut off), and tools listed at most.
 MCP_RESPONSE_MAX_BYTES = env_int("MCP_RESPONSE_MAX_BYTES", 4 * 1024 * 1024, minimum=1024)
 MCP_MAX_TOOLS = env_int("MCP_MAX_TOOLS", 200, minimum=1)
+
+# --- Attached files (files/, docs/chat.md#files, docs/deploy.md#file-storage) -----------------------------------
+# Bytes live once per SHA-256 in the storage named FILE_STORAGE: local disk under the data folder by default;
+# FILE_STORAGE_BACKEND=s3 puts them in an S3-compatible bucket through django-storages.
+FILE_STORAGE = "files"
+if env_str("FILE_STORAGE_BACKEND", "local").lower() == "s3":
+    STORAGES[FILE_STORAGE] = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": env_str("FILE_STORAGE_BUCKET"),
+            "endpoint_url": env_str("FILE_STORAGE_ENDPOINT_URL") or None,
+            "region_name": env_str("FILE_STORAGE_REGION") or None,
+            "access_key": env_str("FILE_STORAGE_ACCESS_KEY_ID") or None,
+            "secret_key": env_str("FILE_STORAGE_SECRET_ACCESS_KEY") or None,
+            "location": env_str("FILE_STORAGE_PREFIX", "files"),
+            # Objects are private and read only through the app (owner check first): no public ACL, no signed URLs.
+            "default_acl": "private",
+            "querystring_auth": False,
+            "file_overwrite": True,
+        },
+    }
+else:
+    STORAGES[FILE_STORAGE] = {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {
+            "location": env_str("FILE_STORAGE_DIR") or str(DATA_DIR / "files"),
+            "file_permissions_mode": 0o600,
+            "directory_permissions_mode": 0o700,
+        },
+    }
+FILE_MAX_BYTES = env_int("FILE_MAX_BYTES", 10 * 1024 * 1024, minimum=1024)  # one file
+FILE_MESSAGE_MAX_BYTES = env_int("FILE_MESSAGE_MAX_BYTES", 20 * 1024 * 1024, minimum=1024)  # one message's files
+FILE_MESSAGE_MAX_FILES = env_int("FILE_MESSAGE_MAX_FILES", 10, minimum=1)
+FILE_OWNER_QUOTA_BYTES = env_int("FILE_OWNER_QUOTA_BYTES", 1024**3, minimum=1024)  # each distinct file once
+# A file nothing refers to is removed by the sweep once it is this old, so an upload about to be sent stays.
+FILE_ORPHAN_GRACE_SECONDS = env_int("FILE_ORPHAN_GRACE_SECONDS", 24 * 3600, minimum=60)
+CELERY_BEAT_SCHEDULE["files-sweep-orphans"] = {
+    "task": "files.sweep_orphans",
+    "schedule": timedelta(seconds=env_int("FILE_SWEEP_INTERVAL_SECONDS", 3600, minimum=60)),
+    "options": {"queue": CELERY_QUEUE_HOUSEKEEPING},
+}
+# An upload's request may be as large as one file plus its multipart framing (REQUEST_MAX_BYTES stays for the rest).
+REQUEST_MAX_BYTES_BY_PATH = {"/api/files/": FILE_MAX_BYTES + 64 * 1024}

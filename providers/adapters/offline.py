@@ -7,8 +7,13 @@ import os
 import re
 import time
 from datetime import UTC, datetime
+from io import BytesIO
+
+from pypdf import PdfReader
+from pypdf.errors import PyPdfError
 
 from .. import config
+from ..files import FileUnavailable, read_file_bytes
 from ..token_estimate import estimate_tokens
 from ..types import ChatRequest, ChatResult, Usage
 from ..wire import text_block, text_of, tool_call_block
@@ -163,7 +168,9 @@ def plan_reply(request: ChatRequest) -> tuple[str, list[tuple[str, dict | str]]]
     if TRANSCRIPT_MARKER in said:
         return _summary_reply(said), []
     note_kinds, said = _split_notes(said)
-    heard = _notes_mention(note_kinds)
+    heard = _notes_mention(note_kinds) + _files_mention(
+        messages[last_user_index] if last_user_index is not None else None
+    )
     tools = {tool.name.lower(): tool.name for tool in request.tools}
     calls, notes = _commands(said, tools)
     if calls:
@@ -174,6 +181,42 @@ def plan_reply(request: ChatRequest) -> tuple[str, list[tuple[str, dict | str]]]
     earlier = sum(1 for m in messages[: last_user_index or 0] if m.get("role") != "system")
     noun = "message" if earlier == 1 else "messages"
     return f"{heard}I see {earlier} earlier {noun}. You said: {said}", []
+
+
+def _kilobytes(size: int) -> str:
+    return f"{max(1, round(size / 1024))} KB"
+
+
+def _pdf_pages(sha256: str) -> int | None:
+    try:
+        return len(PdfReader(BytesIO(read_file_bytes(sha256))).pages)
+    except (FileUnavailable, PyPdfError, ValueError, OSError):
+        return None
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _files_mention(message: dict | None) -> str:
+    """What the offline model says it received with the message: "I received 1 image, 34 KB; 1 PDF, 2 pages." (a
+    real model reads the files; this one counts them, so tests and owners see what reached it)."""
+    files = [b for b in (message or {}).get("blocks", []) if b.get("type") == "file"]
+    if not files:
+        return ""
+    images = [f for f in files if str(f.get("media_type", "")).startswith("image/")]
+    pdfs = [f for f in files if f.get("media_type") == "application/pdf"]
+    others = [f for f in files if f not in images and f not in pdfs]
+    parts = []
+    if images:
+        parts.append(f"{_plural(len(images), 'image')}, {_kilobytes(sum(int(f.get('size') or 0) for f in images))}")
+    if pdfs:
+        pages = [_pdf_pages(str(f.get("sha256", ""))) for f in pdfs]
+        counted = f", {_plural(sum(pages), 'page')}" if None not in pages else ", pages unknown"
+        parts.append(f"{_plural(len(pdfs), 'PDF')}{counted}")
+    if others:
+        parts.append(f"{_plural(len(others), 'document')}, {_kilobytes(sum(int(f.get('size') or 0) for f in others))}")
+    return f"I received {'; '.join(parts)}. "
 
 
 def _chunks(text: str) -> list[str]:

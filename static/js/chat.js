@@ -26,6 +26,10 @@
     stop: document.getElementById("stop"),
     clear: document.getElementById("clear-chat"),
     jump: document.getElementById("jump-latest"),
+    attachments: document.getElementById("attachments"),
+    attach: document.getElementById("attach"),
+    attachInput: document.getElementById("attach-input"),
+    attachmentsNote: document.getElementById("attachments-note"),
   };
   // The active run as the page knows it: id, last applied seq, text so far, and the server's rendering of a
   // prefix of that text (`html` renders `htmlText`).
@@ -214,6 +218,7 @@
     const beingEdited = editing === message.id;
     if (isUser) {
       li.appendChild(node("div", { class: "body user-body", text: message.text, hidden: beingEdited }));
+      if (message.files && message.files.length) li.appendChild(messageFiles(message.files));
     } else {
       li.appendChild(answerBody(message.html));
     }
@@ -254,6 +259,30 @@
       li.appendChild(node("div", { class: "edit-box", id: "edit-box-" + message.id }));
     }
     return li;
+  }
+
+  // The files the owner attached: images as thumbnails, documents as a named chip; both download (owner only).
+  function messageFiles(files) {
+    const list = node("ul", { class: "msg-files", "aria-label": "Attached files" });
+    for (const f of files) {
+      const label = f.name + " (" + fileSize(f.size) + ")";
+      const link = node("a", { href: f.url, download: f.name, title: "Download " + label, class: f.is_image ? "file-thumb" : "file-chip" });
+      if (f.is_image) link.appendChild(node("img", { src: f.url, alt: f.name, loading: "lazy" }));
+      else link.append(node("span", { class: "file-kind", "aria-hidden": "true", text: fileKind(f) }), node("span", { class: "file-name", text: f.name }), node("span", { class: "file-size", text: fileSize(f.size) }));
+      list.appendChild(node("li", {}, [link]));
+    }
+    return list;
+  }
+
+  // A document's kind as a short badge: PDF, CSV, JSON, MD, TXT.
+  function fileKind(f) {
+    const kinds = { "application/pdf": "PDF", "text/csv": "CSV", "application/json": "JSON", "text/markdown": "MD" };
+    return kinds[f.media_type] || "TXT";
+  }
+
+  function fileSize(bytes) {
+    if (bytes >= 1000 * 1000) return (bytes / (1000 * 1000)).toFixed(1) + " MB";
+    return Math.max(1, Math.round(bytes / 1000)) + " KB";
   }
 
   function markerItem(marker) {
@@ -406,6 +435,97 @@
     }, RENDER_EVERY_MS);
   }
 
+  // --- attachments (docs/chat.md#files) -------------------------------------------------------------------
+  // Each file uploads as soon as it is added (POST /api/files/); the message then names the uploaded ids. A chip
+  // shows its name, size and a remove button, or why the server refused it.
+
+  let pending = []; // {key, name, size, state: uploading|ready|error, id, error}
+
+  function renderAttachments() {
+    el.attachments.replaceChildren();
+    el.attachments.hidden = !pending.length;
+    for (const p of pending) {
+      const chip = node("li", { class: "attachment " + p.state, "data-key": p.key }, [
+        node("span", { class: "file-name", text: p.name }),
+        node("span", { class: "file-size", text: p.state === "uploading" ? "uploading…" : fileSize(p.size) }),
+        button("×", { class: "remove-file", "aria-label": "Remove " + p.name, "data-key": p.key }),
+        p.error ? node("span", { class: "file-error", role: "alert", text: p.error }) : null,
+      ]);
+      el.attachments.appendChild(chip);
+    }
+    // What the answering model gets instead of a file it does not take (server's words, config.file_forms).
+    const changed = pending.filter((p) => p.state === "ready" && config.file_forms[p.media_type]);
+    el.attachmentsNote.textContent = changed.length
+      ? "Not every file goes to " + config.agent_model + " as itself: " + changed.map((p) => p.name + " " + config.file_forms[p.media_type]).join("; ") + "."
+      : "";
+    el.attachmentsNote.hidden = !changed.length;
+  }
+
+  async function uploadOne(entry, file) {
+    const form = new FormData();
+    form.append("file", file, entry.name);
+    try {
+      const response = await fetch("/api/files/", {
+        method: "POST",
+        credentials: "same-origin",
+        headers: { "X-CSRFToken": csrfToken(), Accept: "application/json", "Idempotency-Key": entry.key },
+        body: form,
+      });
+      let data = {};
+      try { data = await response.json(); } catch (e) { data = {}; }
+      if (!response.ok) throw new Error(data.message || (response.status === 413 ? entry.name + " is too large." : "Could not attach " + entry.name + "."));
+      entry.state = "ready"; entry.id = data.id; entry.size = data.size; entry.name = data.name; entry.media_type = data.media_type;
+    } catch (error) {
+      entry.state = "error"; entry.error = error.message;
+    }
+    renderAttachments();
+  }
+
+  function addFiles(files) {
+    for (const file of files) {
+      if (pending.length >= config.file_max_count) { showRefusal({ code: "too_many_files", message: "A message may carry at most " + config.file_max_count + " files." }); break; }
+      const name = file.name || "pasted-" + pending.length + (file.type === "image/png" ? ".png" : "");
+      const entry = { key: newClientId(), name, size: file.size, state: "uploading", id: null, error: "", media_type: "" };
+      pending.push(entry);
+      if (file.size > config.file_max_bytes) {
+        entry.state = "error";
+        entry.error = name + " is " + fileSize(file.size) + "; a file may be at most " + fileSize(config.file_max_bytes) + ".";
+      } else {
+        uploadOne(entry, file);
+      }
+    }
+    renderAttachments();
+  }
+
+  el.attach.addEventListener("click", () => el.attachInput.click());
+  el.attachInput.addEventListener("change", () => { addFiles(Array.from(el.attachInput.files)); el.attachInput.value = ""; });
+  el.attachments.addEventListener("click", (event) => {
+    const target = event.target.closest("button.remove-file");
+    if (!target) return;
+    pending = pending.filter((p) => p.key !== target.dataset.key);
+    renderAttachments();
+    if (!pending.some((p) => p.state === "error")) clearNotice("files_refused");
+    el.composer.focus();
+  });
+  el.composer.addEventListener("paste", (event) => {
+    const files = Array.from(event.clipboardData ? event.clipboardData.files : []);
+    if (!files.length) return; // plain text pastes as usual
+    event.preventDefault();
+    addFiles(files);
+  });
+  el.form.addEventListener("dragover", (event) => {
+    if (!event.dataTransfer || !Array.from(event.dataTransfer.types).includes("Files")) return;
+    event.preventDefault();
+    el.form.classList.add("dropping");
+  });
+  el.form.addEventListener("dragleave", () => el.form.classList.remove("dropping"));
+  el.form.addEventListener("drop", (event) => {
+    el.form.classList.remove("dropping");
+    if (!event.dataTransfer || !event.dataTransfer.files.length) return;
+    event.preventDefault();
+    addFiles(Array.from(event.dataTransfer.files));
+  });
+
   // --- actions ---------------------------------------------------------------------------------------------
 
   function newClientId() {
@@ -416,9 +536,15 @@
 
   async function send(text) {
     clearNotice();
+    if (pending.some((p) => p.state === "uploading")) { showRefusal({ code: "files_uploading", message: "Wait for the files to finish uploading." }); return; }
+    if (pending.some((p) => p.state === "error")) { showRefusal({ code: "files_refused", message: "Remove the files that could not be attached, then send." }); return; }
     try {
-      const result = await api("POST", "messages/", { text, client_message_id: newClientId(), expected_revision: null });
+      const body = { text, client_message_id: newClientId(), expected_revision: null };
+      if (pending.length) body.file_ids = pending.map((p) => p.id);
+      const result = await api("POST", "messages/", body);
       el.composer.value = "";
+      pending = [];
+      renderAttachments();
       if (!live || live.id !== result.run.id) live = newLive(result.run);
       stick = true;
       await refetch();
@@ -483,7 +609,7 @@
     const area = node("textarea", { id, rows: "3" });
     area.value = message.text;
     box.appendChild(area);
-    box.appendChild(node("p", { class: "meta", text: "Enter sends, Shift+Enter adds a line, Esc cancels. The agent forgets everything after this message." }));
+    box.appendChild(node("p", { class: "meta", text: "Enter sends, Shift+Enter adds a line, Esc cancels. The agent forgets everything after this message." + (message.files && message.files.length ? " Its files stay with it." : "") }));
     const cancel = () => {
       editing = null;
       box.remove();

@@ -133,6 +133,17 @@ def tool_approval(world: World) -> str:
     return str(approval.pk)
 
 
+def owner_file(world: World) -> str:
+    """A file of the owner's (uploaded once, through the service), for its download."""
+    from files.models import StoredFile
+    from files.services import file_upload
+
+    stored = StoredFile.objects.filter(owner=world.owner).first() or file_upload(
+        owner=world.owner, name="matrix.txt", data=b"a file of the owner's"
+    )
+    return f"/api/files/{stored.pk}/"
+
+
 MADE_UP_HOOK = "/hooks/not-a-real-token-0123456789abcdef0123456789abcdef/"
 
 
@@ -332,6 +343,10 @@ MATRIX: dict[str, Entry] = {
     "api/workflows/<int:workflow_id>/chat/clear/": Entry(
         API, lambda w: chat_api(w) + "clear/", ("post",), order={"post": DESTROY}
     ),
+    # --- attached files --------------------------------------------------------------------------------------
+    # The upload takes multipart only: the matrix's JSON body is refused as such (415), after the caller is checked.
+    "api/files/": Entry(API, lambda w: "/api/files/", ("post",), bodies={"post": {}}),
+    "api/files/<int:file_id>/": Entry(API, owner_file, ("get",)),
     # --- pages under a workflow -----------------------------------------------------------------------------
     "workflows/<int:workflow_id>/": Entry(PAGE, page, ("get",)),
     "workflows/new/": Entry(PAGE, lambda w: "/workflows/new/", ("post",), bodies={"post": {"template": "blank"}}),
@@ -427,6 +442,8 @@ NOT_UNDER_A_WORKFLOW = {
     "api/secrets/",
     "api/secrets/<str:name>/",
     "api/mcp-servers/stdio/",
+    # An upload names nothing of anybody's: it makes a file of the caller's own.
+    "api/files/",
 }
 # The catch-all socket route refuses every path with 4404 (tests/security/test_sockets.py); nobody is admitted.
 REFUSING_SOCKET_ROUTES = {""}
