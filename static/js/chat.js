@@ -357,6 +357,7 @@
     el.form.classList.toggle("awaiting-approval", waiting);
     if (wasAtBottom) scrollToLatest();
     updateJump();
+    observeHeights();
   }
 
   // --- scrolling --------------------------------------------------------------------------------------------
@@ -378,6 +379,20 @@
   }, { passive: true });
   el.scroller.addEventListener("wheel", (event) => { if (event.deltaY < 0) { stick = false; updateJump(); } }, { passive: true });
   el.jump.addEventListener("click", () => { scrollToLatest(); updateJump(); el.composer.focus(); });
+  // Heights also change between renders (a notice above the composer comes or goes, a highlighted code block or a
+  // thumbnail settles): a page that follows the newest text keeps following it then too.
+  const followResizes = "ResizeObserver" in window
+    ? new ResizeObserver(() => { if (stick) scrollToLatest(); updateJump(); })
+    : null;
+  let observedThread = null;
+  function observeHeights() {
+    if (!followResizes || observedThread === el.thread) return;
+    if (observedThread) followResizes.unobserve(observedThread);
+    followResizes.observe(el.thread);
+    observedThread = el.thread;
+  }
+  if (followResizes) followResizes.observe(el.scroller);
+  observeHeights();
 
   // --- the snapshot -----------------------------------------------------------------------------------------
 
