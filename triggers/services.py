@@ -298,33 +298,3 @@ def fire_hand_over(fire: TriggerFire, *, workflow) -> TriggerFire:
     _settle(fire, state=TriggerFire.State.FIRED, chat_run_id=run.pk)
     logger.info("trigger fired", extra={"fire_id": fire.pk, "run_id": run.pk, "workflow_id": fire.workflow_id})
     return fire
-    workflow = (fire.schedule or fire.webhook).workflow
-    node = {"type": _NODE_TYPE[fire.kind], "id": fire.node_id, "params": {"name": fire.name}}
-    mark = {
-        "kind": fire.kind,
-        "name": fire.name,
-        "label": trigger_turn_label(node),  # "Scheduled: morning summary": the run history names the trigger
-        "node_id": fire.node_id,
-        "fire_id": fire.pk,
-        "missed": fire.missed,
-    }
-    try:
-        _message, run, _created = chat_message_send(
-            workflow=workflow,
-            text=fire.text,
-            client_message_id=f"trigger-fire:{fire.pk}",
-            meta={"trigger": mark},
-        )
-    except ServiceError as exc:
-        if exc.code == "run_in_progress":
-            TriggerFire.objects.filter(pk=fire.pk, state=TriggerFire.State.QUEUED).update(
-                state=TriggerFire.State.WAITING, updated_at=timezone.now()
-            )
-        else:
-            _settle(fire, state=TriggerFire.State.FAILED, error_code=exc.code)
-        fire.refresh_from_db()
-        return fire
-    _settle(fire, state=TriggerFire.State.FIRED, chat_run_id=run.pk)
-    logger.info("trigger fired", extra={"fire_id": fire.pk, "run_id": run.pk, "workflow_id": fire.workflow_id})
-    fire.refresh_from_db()
-    return fire
