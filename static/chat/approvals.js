@@ -14,15 +14,7 @@
   const FOLD_CHARS = 160;
   const shortTime = new Intl.DateTimeFormat(undefined, { hour: "numeric", minute: "2-digit" });
 
-  function node(tag, attrs, children) {
-    const n = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (v === null || v === undefined || v === false) continue;
-      if (k === "text") n.textContent = v; else n.setAttribute(k, v === true ? "" : v);
-    }
-    for (const child of children || []) if (child) n.appendChild(typeof child === "string" ? document.createTextNode(child) : child);
-    return n;
-  }
+  const node = window.ocDom.node;
 
   function parsed(text) {
     try { return { ok: true, value: JSON.parse(text) }; } catch (e) { return { ok: false, value: text }; }

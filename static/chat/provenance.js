@@ -29,15 +29,7 @@
     return (bytes / (1024 * 1024)).toFixed(1) + " MB";
   }
 
-  function node(tag, attrs, children) {
-    const n = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (v === null || v === undefined || v === false) continue;
-      if (k === "text") n.textContent = v; else n.setAttribute(k, v === true ? "" : v);
-    }
-    for (const child of children || []) if (child) n.appendChild(typeof child === "string" ? document.createTextNode(child) : child);
-    return n;
-  }
+  const node = window.ocDom.node;
 
   function plural(n, one, many) { return n + " " + (n === 1 ? one : many); }
   function memories(n) { return plural(n, "memory", "memories"); }

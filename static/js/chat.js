@@ -95,15 +95,7 @@
     return text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
   }
 
-  function node(tag, attrs, children) {
-    const n = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (v === null || v === undefined || v === false) continue;
-      if (k === "text") n.textContent = v; else n.setAttribute(k, v === true ? "" : v);
-    }
-    for (const child of children || []) if (child) n.appendChild(child);
-    return n;
-  }
+  const node = window.ocDom.node;
 
   function button(label, attrs) { return node("button", { type: "button", text: label, ...attrs }); }
 

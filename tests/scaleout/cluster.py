@@ -124,12 +124,18 @@ class ClusterTemplate:
         shutil.copytree(self.root / "app", root / "app", symlinks=True)
 
 
+# The clusters made during the running test: a failed test's report carries their processes' logs
+# (tests/scaleout/conftest.py), which live in a folder removed when the test ends.
+made: list[Cluster] = []
+
+
 class Cluster:
     def __init__(self, root: Path, template: ClusterTemplate, **env: str):
         self.root = root
         self.services_dir = root / "services"
         self.processes: dict[str, ManagedProcess] = {}
         self.web_urls: dict[str, str] = {}
+        made.append(self)
         template.copy_into(root)
         self.password, self.token, self.workflow_id = template.password, template.token, template.workflow_id
         self.database_url, self.redis_url = self._services("start")

@@ -4,7 +4,22 @@ from pathlib import Path
 
 import pytest
 
+from tests.scaleout import cluster as clusters
 from tests.scaleout.cluster import ClusterTemplate
+
+LOG_TAIL_CHARS = 8000
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed scale-out test shows the tail of each web and worker log of its clusters: they are gone after it."""
+    report = (yield).get_result()
+    if report.when == "call" and report.failed:
+        for cluster in clusters.made:
+            for name, process in cluster.processes.items():
+                report.sections.append((f"cluster process {name} (log tail)", process.log()[-LOG_TAIL_CHARS:]))
+    if report.when == "teardown":
+        clusters.made.clear()
 
 
 @pytest.fixture(scope="session")
