@@ -22,7 +22,3 @@ def referenced_files(hashes: set[str]) -> set[tuple[int, str]]:
     for source in list(_sources.values()):
         found.update((int(owner_id), str(sha256)) for owner_id, sha256 in source(hashes))
     return found
-
-
-def sources_registered() -> list[str]:
-    return sorted(_sources)

@@ -30,7 +30,3 @@ def file_of_owner(*, owner, file_id) -> StoredFile:
     if stored is None:
         raise NotFoundError("not_found", "That file does not exist.")
     return stored
-
-
-def file_of_owner_by_hash(*, owner, sha256: str) -> StoredFile | None:
-    return StoredFile.objects.filter(owner=owner, sha256=sha256).order_by("-pk").first()

@@ -45,10 +45,6 @@ def bytes_delete(sha256: str) -> None:
         storage.delete(name)
 
 
-def bytes_exist(sha256: str) -> bool:
-    return file_storage().exists(object_name(sha256))
-
-
 def file_bytes_read(sha256: str) -> bytes:
     """The reader handed to providers (providers/files.py): the exact bytes, checked against their hash."""
     storage = file_storage()

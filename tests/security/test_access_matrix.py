@@ -88,32 +88,27 @@ def firing_of_run(world: World) -> str:
     return str(ChatRun.objects.get(pk=world.run_id).firing_id)
 
 
-def mcp_node(world: World) -> str:
-    """An MCP server node in the owner's draft graph (added once, through the service), for Test connection."""
+def draft_node(world: World, node_type: str, node_id: str) -> str:
+    """A node of `node_type` in the owner's draft graph (added once, through the service): an MCP server for Test
+    connection, a webhook trigger for its address API."""
     from workflows.services import workflow_save
 
-    found = [n["id"] for n in world.workflow.graph["nodes"] if n["type"] == "mcpServer"]
+    found = [n["id"] for n in world.workflow.graph["nodes"] if n["type"] == node_type]
     if found:
         return found[0]
     graph = world.workflow.graph
-    nodes = [*graph["nodes"], {"id": "mcp", "type": "mcpServer", "params": {}}]
+    nodes = [*graph["nodes"], {"id": node_id, "type": node_type, "params": {}}]
     workflow_save(workflow=world.workflow, graph={**graph, "nodes": nodes}, revision=world.workflow.revision)
     world.workflow.refresh_from_db()
-    return mcp_node(world)
+    return node_id
+
+
+def mcp_node(world: World) -> str:
+    return draft_node(world, "mcpServer", "mcp")
 
 
 def webhook_node(world: World) -> str:
-    """A webhook trigger in the owner's draft graph (added once, through the service), for its address API."""
-    from workflows.services import workflow_save
-
-    found = [n["id"] for n in world.workflow.graph["nodes"] if n["type"] == "webhookTrigger"]
-    if found:
-        return found[0]
-    graph = world.workflow.graph
-    nodes = [*graph["nodes"], {"id": "hook", "type": "webhookTrigger", "params": {}}]
-    workflow_save(workflow=world.workflow, graph={**graph, "nodes": nodes}, revision=world.workflow.revision)
-    world.workflow.refresh_from_db()
-    return webhook_node(world)
+    return draft_node(world, "webhookTrigger", "hook")
 
 
 def tool_approval(world: World) -> str:
