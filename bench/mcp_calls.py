@@ -253,8 +253,15 @@ def main() -> None:
         http = {"transport": "http", "url": url, "server": "", "headers": [], "timeout_seconds": 30}
         stdio = {"transport": "stdio", "url": "", "server": "time", "headers": [], "timeout_seconds": 30}
         keep = ("name", "description", "input_schema", "digest")
-        http_tools = [{k: t.to_dict()[k] for k in keep} for t in list_tools(owner_id=owner.pk, connection=http)]
-        time_tools = [{k: t.to_dict()[k] for k in keep} for t in list_tools(owner_id=owner.pk, connection=stdio)]
+        # Ticked to run: the calls are what is measured, not an owner's approval (unannotated tools ask first).
+        http_tools = [
+            {**{k: t.to_dict()[k] for k in keep}, "policy": "run"}
+            for t in list_tools(owner_id=owner.pk, connection=http)
+        ]
+        time_tools = [
+            {**{k: t.to_dict()[k] for k in keep}, "policy": "run"}
+            for t in list_tools(owner_id=owner.pk, connection=stdio)
+        ]
 
         echo = [t for t in http_tools if t["name"] == "echo"]
         report(

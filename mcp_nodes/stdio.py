@@ -285,15 +285,16 @@ class StdioPool:
 
     @staticmethod
     def _settled_alive(session: PooledSession) -> bool:
-        """Whether a reused child is still there, once its loop has read whatever its pipes say: a child that died a
-        moment ago (its output at its end, not read yet) is replaced instead of failing the call."""
+        """Whether a reused child is still there: a child that died a moment ago is replaced instead of failing the
+        call. Its state in the process table says so at once; without its pid, the loop first reads whatever the
+        pipes say (its output's end, not read yet)."""
 
         async def settle() -> None:
             await anyio.sleep(0)  # one poll of the pipes
             await anyio.wait_all_tasks_blocked()  # the reader and the session have handled what it found
 
-        if session.child_gone():
-            return False
+        if session.pid is not None:  # the process table answers at once; the pipes need not be polled
+            return session.alive and not session.child_gone()
         try:
             session.call(settle)
         except Exception:  # noqa: BLE001 (its loop is gone)
